@@ -1,0 +1,138 @@
+// Package manifest defines floe's on-storage metadata: the _latest.json
+// pointer, gen=N/_generation.json and gen=N/epoch=M/_manifest.json, their
+// JSON codec, strict validation and the path layout. It does no I/O.
+//
+// Invariants (checked by Validate):
+//   - every document carries FormatVersion == FormatVersion;
+//   - every FileRef names its file by a root-relative path (no "..", no
+//     leading "/", no "." segments) or by an absolute URL with a scheme, and
+//     carries its size and checksum;
+//   - a manifest's (generation, epoch) is positive and its parent, when
+//     present, is strictly older.
+package manifest
+
+import "time"
+
+// FormatVersion is the only on-storage format this release reads and writes.
+const FormatVersion = 1
+
+// NoWatermark is the watermark before any event was seen.
+const NoWatermark int64 = -1 << 63
+
+// Ref names one committed epoch.
+type Ref struct {
+	Generation int64 `json:"generation"`
+	Epoch      int64 `json:"epoch"`
+}
+
+// Latest is the content of _latest.json: a pointer to the newest committed
+// manifest. Recovery rolls it forward over newer committed manifests.
+type Latest struct {
+	FormatVersion int    `json:"format_version"`
+	Generation    int64  `json:"generation"`
+	Epoch         int64  `json:"epoch"`
+	Manifest      string `json:"manifest"` // root-relative path of the manifest
+	Attempt       string `json:"attempt"`  // attempt that wrote this pointer
+}
+
+// Generation is the content of gen=N/_generation.json: one topology.
+type Generation struct {
+	FormatVersion  int       `json:"format_version"`
+	Pipeline       string    `json:"pipeline"`
+	Generation     int64     `json:"generation"`
+	Parent         *Ref      `json:"parent"` // epoch restored from; nil for a fresh pipeline
+	Parallelism    int       `json:"parallelism"`
+	MaxParallelism int       `json:"max_parallelism"`
+	Plan           []OpPlan  `json:"plan"` // keyed/stateful operators, in order
+	PlanHash       string    `json:"plan_hash"`
+	Attempt        string    `json:"attempt"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// OpPlan describes one stateful operator of a generation's plan.
+type OpPlan struct {
+	ID string `json:"id"`
+	// Kind, e.g. "window", "dedup".
+	Kind string `json:"kind"`
+	// StateSchema fingerprints the operator's state layout; two plans whose
+	// operators agree on (ID, Kind, StateSchema) can restore each other.
+	StateSchema string `json:"state_schema"`
+}
+
+// Manifest is the content of gen=N/epoch=M/_manifest.json, the commit point
+// of one epoch. It is created once (create-if-absent) and never modified.
+type Manifest struct {
+	FormatVersion int       `json:"format_version"`
+	Pipeline      string    `json:"pipeline"`
+	Generation    int64     `json:"generation"`
+	Epoch         int64     `json:"epoch"`
+	Attempt       string    `json:"attempt"`
+	Parent        *Ref      `json:"parent"` // previous committed epoch; nil for the first
+	CreatedAt     time.Time `json:"created_at"`
+
+	// Watermark in microseconds since the Unix epoch (UTC), NoWatermark if none.
+	Watermark int64       `json:"watermark_us"`
+	Source    SourceState `json:"source"`
+	Counters  Counters    `json:"counters"`
+	// Operators holds the state of each stateful operator after this epoch.
+	Operators []OperatorState `json:"operators"`
+	// Outputs lists the sink files this epoch committed (only this epoch's).
+	Outputs []FileRef `json:"outputs"`
+	// SideOutputs lists this epoch's late-row and rejected-row files.
+	SideOutputs []FileRef `json:"side_outputs"`
+}
+
+// SourceState is the source's offsets after an epoch.
+type SourceState struct {
+	// Inline holds the processed-file keys when the set is small.
+	Inline []string `json:"inline,omitempty"`
+	// Segments are attempt-tagged files listing processed-file keys, written
+	// once and shared by later manifests (root-relative references).
+	Segments []FileRef `json:"segments,omitempty"`
+	// Count is the total number of processed files (inline + segments).
+	Count int64 `json:"count"`
+	// Inputs holds per-input watermark progress (keyed by input name).
+	Inputs map[string]InputState `json:"inputs,omitempty"`
+}
+
+// InputState is one input's watermark progress.
+type InputState struct {
+	MaxEventTime int64     `json:"max_event_time_us"`
+	LastActive   time.Time `json:"last_active"`
+}
+
+// Counters are cumulative over the pipeline's life, except where noted.
+type Counters struct {
+	FilesIn      int64 `json:"files_in"`
+	RowsIn       int64 `json:"rows_in"`
+	RowsOut      int64 `json:"rows_out"`
+	RowsLate     int64 `json:"rows_late"`
+	RowsRejected int64 `json:"rows_rejected"`
+	RowsFiltered int64 `json:"rows_filtered"`
+	Windows      int64 `json:"windows_emitted"`
+}
+
+// OperatorState is one stateful operator's committed state.
+type OperatorState struct {
+	ID string `json:"id"`
+	// EmittedThrough: every window with end+allowed_lateness <= this
+	// watermark (microseconds) has been emitted.
+	EmittedThrough int64 `json:"emitted_through_us"`
+	// Files holds one state file per subtask.
+	Files []FileRef `json:"files"`
+}
+
+// FileRef names one file a manifest depends on.
+type FileRef struct {
+	// Path is relative to <state-url>/<pipeline>/ or an absolute URL.
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Checksum string `json:"checksum"` // "sha256:<hex>"
+	Rows     int64  `json:"rows"`
+	// Subtask and the key-group range [KeyGroupLo, KeyGroupHi) for state files.
+	Subtask    int `json:"subtask,omitempty"`
+	KeyGroupLo int `json:"kg_lo,omitempty"`
+	KeyGroupHi int `json:"kg_hi,omitempty"`
+	// Kind of a side output: "late" or "rejected".
+	Kind string `json:"kind,omitempty"`
+}

@@ -1,0 +1,72 @@
+// Package store is floe's only door to object storage.
+//
+// A Store holds whole objects under slash-separated keys relative to one root
+// (a bucket, a bucket prefix, or a local directory). It offers exactly the
+// primitives the commit protocol needs: whole-object reads that return a version
+// token (ETag), create-if-absent, compare-and-swap on that token, ordered
+// listing and idempotent deletes. Every implementation passes the conformance
+// suite in storetest.
+//
+// Only this package imports gocloud.dev or the AWS SDK.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them with the operation and key, so
+// callers test with errors.Is.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrPrecondition: a conditional write lost. For IfNotExist the object
+	// already exists; for IfMatch its current ETag differs (or it is absent).
+	// The write did not apply. Never retried.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrTransient: throttling (503 SlowDown), a timeout, a connection reset,
+	// or S3's 409 ConditionalRequestConflict. The operation may be retried;
+	// for a write its outcome is unknown.
+	ErrTransient = errors.New("transient storage error")
+	// ErrCrashed is returned by the fault-injecting wrapper after a simulated
+	// crash: every call after the crash point fails with it.
+	ErrCrashed = errors.New("simulated crash")
+)
+
+// PutOptions select a conditional write. At most one of IfNotExist and
+// IfMatch may be set.
+type PutOptions struct {
+	// IfNotExist creates the object only if no object exists under the key
+	// (S3: If-None-Match: *). Atomic, also across processes.
+	IfNotExist bool
+	// IfMatch replaces the object only if its current ETag equals this value
+	// (S3: If-Match). Atomic, also across processes.
+	IfMatch string
+}
+
+// ObjectInfo describes one listed object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Store is the object I/O floe needs. Keys are slash-separated, never start
+// with "/", and never contain "." or ".." segments. All methods are safe for
+// concurrent use.
+type Store interface {
+	// Get returns the whole object and its ETag, or ErrNotFound.
+	Get(ctx context.Context, key string) (data []byte, etag string, err error)
+	// Put writes the whole object atomically (readers see the old or the new
+	// object, never a mix) and returns the new ETag. With a condition that
+	// fails it returns ErrPrecondition and changes nothing.
+	Put(ctx context.Context, key string, data []byte, opts PutOptions) (etag string, err error)
+	// List returns every object whose key starts with prefix, sorted by key
+	// (byte order). It lists all objects, not only those at one level.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Delete removes the object. Deleting an absent object is not an error.
+	Delete(ctx context.Context, key string) error
+	// Close releases resources. The Store must not be used afterwards.
+	Close() error
+}
