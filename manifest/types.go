@@ -1,17 +1,9 @@
-// Package manifest defines floe's on-storage metadata: the _latest.json
-// pointer, gen=N/_generation.json and gen=N/epoch=M/_manifest.json, their
-// JSON codec, strict validation and the path layout. It does no I/O.
-//
-// Invariants (checked by Validate):
-//   - every document carries FormatVersion == FormatVersion;
-//   - every FileRef names its file by a root-relative path (no "..", no
-//     leading "/", no "." segments) or by an absolute URL with a scheme, and
-//     carries its size and checksum;
-//   - a manifest's (generation, epoch) is positive and its parent, when
-//     present, is strictly older.
 package manifest
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // FormatVersion is the only on-storage format this release reads and writes.
 const FormatVersion = 1
@@ -77,8 +69,11 @@ type Manifest struct {
 	// Operators holds the state of each stateful operator after this epoch.
 	Operators []OperatorState `json:"operators"`
 	// Outputs lists the sink files this epoch committed (only this epoch's).
+	// Their paths are relative to the SINK root, never absolute URLs.
 	Outputs []FileRef `json:"outputs"`
-	// SideOutputs lists this epoch's late-row and rejected-row files.
+	// SideOutputs lists this epoch's late-row and rejected-row files,
+	// relative to the sink root or absolute URLs; Kind is "late" or
+	// "rejected".
 	SideOutputs []FileRef `json:"side_outputs"`
 }
 
@@ -124,10 +119,12 @@ type OperatorState struct {
 
 // FileRef names one file a manifest depends on.
 type FileRef struct {
-	// Path is relative to <state-url>/<pipeline>/ or an absolute URL.
+	// Path is relative to <state-url>/<pipeline>/ (outputs: to the sink
+	// root) or an absolute URL; never relative to the manifest. See
+	// ValidateRef.
 	Path     string `json:"path"`
 	Size     int64  `json:"size"`
-	Checksum string `json:"checksum"` // "sha256:<hex>"
+	Checksum string `json:"checksum"` // "sha256:<64 hex>", see Checksum
 	Rows     int64  `json:"rows"`
 	// Subtask and the key-group range [KeyGroupLo, KeyGroupHi) for state files.
 	Subtask    int `json:"subtask,omitempty"`
@@ -135,4 +132,50 @@ type FileRef struct {
 	KeyGroupHi int `json:"kg_hi,omitempty"`
 	// Kind of a side output: "late" or "rejected".
 	Kind string `json:"kind,omitempty"`
+}
+
+// String formats r as "gen=3 epoch=41".
+func (r Ref) String() string {
+	return "gen=" + strconv.FormatInt(r.Generation, 10) + " epoch=" + strconv.FormatInt(r.Epoch, 10)
+}
+
+// ManifestPath returns the key of the manifest r names.
+func (r Ref) ManifestPath() string { return ManifestPath(r.Generation, r.Epoch) }
+
+// NewLatest returns the pointer to the manifest of (gen, epoch) written by
+// attempt, with Manifest set to ManifestPath(gen, epoch).
+func NewLatest(gen, epoch int64, attempt string) *Latest {
+	return &Latest{
+		FormatVersion: FormatVersion,
+		Generation:    gen,
+		Epoch:         epoch,
+		Manifest:      ManifestPath(gen, epoch),
+		Attempt:       attempt,
+	}
+}
+
+// Ref returns the epoch the pointer names.
+func (l *Latest) Ref() Ref { return Ref{Generation: l.Generation, Epoch: l.Epoch} }
+
+// Ref returns the epoch the manifest commits.
+func (m *Manifest) Ref() Ref { return Ref{Generation: m.Generation, Epoch: m.Epoch} }
+
+// StateRefs returns every file the manifest references under the state root
+// (or by absolute URL): operator state files, then source segments. These
+// are what retention must keep while the manifest is retained.
+func (m *Manifest) StateRefs() []FileRef {
+	var refs []FileRef
+	for _, op := range m.Operators {
+		refs = append(refs, op.Files...)
+	}
+	return append(refs, m.Source.Segments...)
+}
+
+// SinkRefs returns the files this epoch committed to the sink: outputs,
+// then side outputs. Their paths are relative to the sink root (side outputs
+// may be absolute URLs).
+func (m *Manifest) SinkRefs() []FileRef {
+	refs := make([]FileRef, 0, len(m.Outputs)+len(m.SideOutputs))
+	refs = append(refs, m.Outputs...)
+	return append(refs, m.SideOutputs...)
 }

@@ -1,13 +1,3 @@
-// Package store is floe's only door to object storage.
-//
-// A Store holds whole objects under slash-separated keys relative to one root
-// (a bucket, a bucket prefix, or a local directory). It offers exactly the
-// primitives the commit protocol needs: whole-object reads that return a version
-// token (ETag), create-if-absent, compare-and-swap on that token, ordered
-// listing and idempotent deletes. Every implementation passes the conformance
-// suite in storetest.
-//
-// Only this package imports gocloud.dev or the AWS SDK.
 package store
 
 import (

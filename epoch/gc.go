@@ -1,0 +1,201 @@
+package epoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
+)
+
+// ReadFile reads a state or source file a manifest references and verifies
+// its size and checksum (invariant 5). A mismatch is ErrCorrupt naming the
+// file.
+func (c *Committer) ReadFile(ctx context.Context, ref manifest.FileRef) ([]byte, error) {
+	return readVerified(ctx, c.Store, ref)
+}
+
+// ReadOutput reads a sink file a manifest lists and verifies it.
+func (c *Committer) ReadOutput(ctx context.Context, ref manifest.FileRef) ([]byte, error) {
+	if c.Sink == nil {
+		return nil, errors.New("read output: no sink store configured")
+	}
+	return readVerified(ctx, c.Sink, ref)
+}
+
+func readVerified(ctx context.Context, s store.Store, ref manifest.FileRef) ([]byte, error) {
+	if strings.Contains(ref.Path, "://") {
+		return nil, fmt.Errorf("read %s: absolute references are not supported by this release", ref.Path)
+	}
+	data, _, err := s.Get(ctx, ref.Path)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("read %s: referenced file is missing: %w", ref.Path, errors.Join(ErrCorrupt, err))
+		}
+		return nil, fmt.Errorf("read %s: %w", ref.Path, err)
+	}
+	if err := manifest.VerifyFile(ref, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// Chain returns up to n committed manifests ending at head, newest first,
+// following parent links.
+func (c *Committer) Chain(ctx context.Context, head *Head, n int) ([]*manifest.Manifest, error) {
+	if head == nil || head.Manifest == nil || n <= 0 {
+		return nil, nil
+	}
+	out := []*manifest.Manifest{head.Manifest}
+	for cur := head.Manifest; len(out) < n && cur.Parent != nil; {
+		m, err := c.ReadManifest(ctx, cur.Parent.Generation, cur.Parent.Epoch)
+		if errors.Is(err, store.ErrNotFound) {
+			break // older manifests were removed by retention
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+		cur = m
+	}
+	return out, nil
+}
+
+// GCOptions control Retain.
+type GCOptions struct {
+	// Keep is how many committed epochs (ending at the head) stay restorable.
+	Keep int
+	// Grace protects files of epochs newer than the head (an attempt may be in
+	// flight): they are deleted only when older than Grace.
+	Grace time.Duration
+}
+
+// GCStats counts what a collection removed.
+type GCStats struct {
+	Manifests, StateFiles, Outputs, Other int
+}
+
+// Retain keeps the last opts.Keep committed epochs restorable and deletes
+// every other file of the pipeline's state that no retained manifest
+// references: superseded epochs, orphans of attempts that never committed,
+// and manifests of fenced writers (invariant 6). Files of epochs newer than
+// the head are deleted only once older than opts.Grace. Generation documents
+// and _latest.json are never deleted. When a sink is configured, sink files
+// of retained epochs written by attempts that did not commit are removed too.
+func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCStats, error) {
+	var st GCStats
+	if opts.Keep < 1 {
+		opts.Keep = 1
+	}
+	chain, err := c.Chain(ctx, head, opts.Keep)
+	if err != nil {
+		return st, fmt.Errorf("retention: %w", err)
+	}
+	headEpoch := head.Epoch()
+	retained := map[string]bool{}
+	referenced := map[string]bool{}
+	for _, m := range chain {
+		retained[manifest.ManifestPath(m.Generation, m.Epoch)] = true
+		for _, op := range m.Operators {
+			for _, f := range op.Files {
+				referenced[f.Path] = true
+			}
+		}
+		for _, f := range m.Source.Segments {
+			referenced[f.Path] = true
+		}
+	}
+	objs, err := c.Store.List(ctx, "gen=")
+	if err != nil {
+		return st, fmt.Errorf("retention: list: %w", err)
+	}
+	now := c.now()
+	var manifests, files []string
+	for _, o := range objs {
+		info, ok := manifest.ParseKey(o.Key)
+		if !ok || info.Kind == manifest.KeyGeneration || info.Epoch == 0 {
+			continue
+		}
+		if info.Epoch > headEpoch && now.Sub(o.ModTime) < opts.Grace {
+			continue // possibly in flight
+		}
+		switch {
+		case info.Kind == manifest.KeyManifest:
+			if info.Epoch > headEpoch || !retained[o.Key] {
+				manifests = append(manifests, o.Key)
+			}
+		case !referenced[o.Key]:
+			files = append(files, o.Key)
+		}
+	}
+	// Manifests first: a crash in between leaves only unreferenced files,
+	// which the next collection removes.
+	for _, k := range manifests {
+		if err := c.Store.Delete(ctx, k); err != nil {
+			return st, fmt.Errorf("retention: delete %s: %w", k, err)
+		}
+		st.Manifests++
+	}
+	for _, k := range files {
+		if err := c.Store.Delete(ctx, k); err != nil {
+			return st, fmt.Errorf("retention: delete %s: %w", k, err)
+		}
+		if info, _ := manifest.ParseKey(k); info.Kind == manifest.KeyState {
+			st.StateFiles++
+		} else {
+			st.Other++
+		}
+	}
+	if c.Sink != nil {
+		n, err := c.cleanSink(ctx, chain, headEpoch, now, opts.Grace)
+		st.Outputs = n
+		if err != nil {
+			return st, err
+		}
+	}
+	if st != (GCStats{}) {
+		c.Log.Info("retention", "kept_epochs", len(chain), "manifests_deleted", st.Manifests,
+			"state_files_deleted", st.StateFiles, "outputs_deleted", st.Outputs, "other_deleted", st.Other)
+	}
+	return st, nil
+}
+
+// cleanSink deletes sink files that no committed attempt wrote: files of a
+// retained epoch whose attempt is not the committed one, and files of epochs
+// newer than the head once older than grace. Files of epochs older than the
+// retained chain are kept: whether they were committed can no longer be
+// decided, and a committed output is never deleted.
+func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, now time.Time, grace time.Duration) (int, error) {
+	committed := map[int64]*manifest.Manifest{}
+	for _, m := range chain {
+		committed[m.Epoch] = m
+	}
+	objs, err := c.Sink.List(ctx, "")
+	if err != nil {
+		return 0, fmt.Errorf("sink cleanup: list: %w", err)
+	}
+	n := 0
+	for _, o := range objs {
+		info, ok := manifest.ParseOutputName(o.Key)
+		if !ok {
+			continue
+		}
+		var orphan bool
+		if info.Epoch > headEpoch {
+			orphan = now.Sub(o.ModTime) >= grace
+		} else if m := committed[info.Epoch]; m != nil {
+			orphan = m.Generation != info.Generation || !strings.HasPrefix(m.Attempt, info.AttemptPrefix)
+		}
+		if !orphan {
+			continue
+		}
+		if err := c.Sink.Delete(ctx, o.Key); err != nil {
+			return n, fmt.Errorf("sink cleanup: delete %s: %w", o.Key, err)
+		}
+		n++
+	}
+	return n, nil
+}

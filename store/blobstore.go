@@ -1,0 +1,251 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	"gocloud.dev/blob"
+)
+
+// bucketStore is a Store over a gocloud bucket: S3 (the server enforces
+// conditional writes and computes ETags) or memblob (mem is true: a mutex
+// serialises writes and the ETag is a content hash).
+type bucketStore struct {
+	bucket *blob.Bucket
+	mem    bool
+	mu     sync.Mutex // mem only: serialises every write and delete
+}
+
+var _ Store = (*bucketStore)(nil)
+
+// contentETag is the ETag of file:// and mem:// objects: 128 bits of SHA-256.
+func contentETag(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Get implements Store.
+func (b *bucketStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := checkKey(key); err != nil {
+		return nil, "", fmt.Errorf("store: get: %w", err)
+	}
+	data, etag, err := b.get(ctx, key)
+	if err != nil {
+		return nil, "", wrapErr("get", key, err)
+	}
+	return data, etag, nil
+}
+
+func (b *bucketStore) get(ctx context.Context, key string) ([]byte, string, error) {
+	r, err := b.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if n := r.Size(); n > 0 {
+		buf.Grow(int(n))
+	}
+	if _, err := io.Copy(&buf, r); err != nil {
+		return nil, "", err
+	}
+	data := buf.Bytes()
+	if b.mem {
+		return data, contentETag(data), nil
+	}
+	var out s3.GetObjectOutput
+	if !r.As(&out) || aws.ToString(out.ETag) == "" {
+		return nil, "", errors.New("s3 GetObject response has no ETag")
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
+// Put implements Store.
+func (b *bucketStore) Put(ctx context.Context, key string, data []byte, opts PutOptions) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", fmt.Errorf("store: put: %w", err)
+	}
+	if err := checkPutOptions(opts); err != nil {
+		return "", fmt.Errorf("store: put %q: %w", key, err)
+	}
+	var (
+		etag string
+		err  error
+	)
+	if b.mem {
+		etag, err = b.putMem(ctx, key, data, opts)
+	} else {
+		etag, err = b.putS3(ctx, key, data, opts)
+	}
+	if err != nil {
+		if opts.IfMatch != "" && errors.Is(classifyWrap(err), ErrNotFound) {
+			// If-Match on an absent object: the condition failed.
+			return "", fmt.Errorf("store: put %q: if-match on absent object: %w: %w", key, ErrPrecondition, err)
+		}
+		return "", wrapErr("put", key, err)
+	}
+	return etag, nil
+}
+
+// classifyWrap returns err wrapped so errors.Is sees its sentinel.
+func classifyWrap(err error) error {
+	if s := classify(err); s != nil {
+		return fmt.Errorf("%w: %w", s, err)
+	}
+	return err
+}
+
+func (b *bucketStore) putMem(ctx context.Context, key string, data []byte, opts PutOptions) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case opts.IfMatch != "":
+		cur, err := b.bucket.ReadAll(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if got := contentETag(cur); got != opts.IfMatch {
+			return "", fmt.Errorf("if-match %s: current etag is %s: %w", opts.IfMatch, got, ErrPrecondition)
+		}
+	case opts.IfNotExist:
+		ok, err := b.bucket.Exists(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return "", fmt.Errorf("if-not-exist: object exists: %w", ErrPrecondition)
+		}
+	}
+	err := b.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return "", err
+	}
+	return contentETag(data), nil
+}
+
+// putS3 writes through gocloud's S3 writer. If-None-Match comes from
+// WriterOptions.IfNotExist, If-Match is set on the transfer manager's
+// UploadObjectInput in BeforeWrite. The new ETag is read from the
+// PutObject/CompleteMultipartUpload response by the addETagCapture middleware
+// (no extra request). Objects of 16 MiB and more go multipart; their
+// conditions travel on CompleteMultipartUpload.
+func (b *bucketStore) putS3(ctx context.Context, key string, data []byte, opts PutOptions) (string, error) {
+	slot := new(etagSlot)
+	ctx = context.WithValue(ctx, etagSlotKey{}, slot)
+	wo := &blob.WriterOptions{
+		ContentType: "application/octet-stream",
+		IfNotExist:  opts.IfNotExist,
+	}
+	if opts.IfMatch != "" {
+		wo.BeforeWrite = func(as func(any) bool) error {
+			var in *transfermanager.UploadObjectInput
+			if !as(&in) || in == nil {
+				return errors.New("cannot set If-Match: writer does not expose UploadObjectInput")
+			}
+			in.IfMatch = aws.String(opts.IfMatch)
+			return nil
+		}
+	}
+	if err := b.bucket.WriteAll(ctx, key, data, wo); err != nil {
+		return "", err
+	}
+	slot.mu.Lock()
+	etag := slot.etag
+	slot.mu.Unlock()
+	if etag == "" {
+		return "", errors.New("s3 write response carried no ETag")
+	}
+	return etag, nil
+}
+
+// etagSlot receives the ETag of a write response. It travels in the context
+// of the request.
+type etagSlot struct {
+	mu   sync.Mutex
+	etag string
+}
+
+type etagSlotKey struct{}
+
+// addETagCapture is an AWS SDK API option: after a PutObject or
+// CompleteMultipartUpload whose context carries an *etagSlot, it stores the
+// response's ETag there.
+func addETagCapture(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("floeCaptureETag",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			slot, ok := ctx.Value(etagSlotKey{}).(*etagSlot)
+			if err != nil || !ok {
+				return out, md, err
+			}
+			var etag *string
+			switch r := out.Result.(type) {
+			case *s3.PutObjectOutput:
+				etag = r.ETag
+			case *s3.CompleteMultipartUploadOutput:
+				etag = r.ETag
+			default:
+				return out, md, err
+			}
+			slot.mu.Lock()
+			slot.etag = aws.ToString(etag)
+			slot.mu.Unlock()
+			return out, md, err
+		}), middleware.Before)
+}
+
+// List implements Store.
+func (b *bucketStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	it := b.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, wrapErr("list", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Delete implements Store.
+func (b *bucketStore) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("store: delete: %w", err)
+	}
+	if b.mem {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+	}
+	err := b.bucket.Delete(ctx, key)
+	if err != nil && errors.Is(classifyWrap(err), ErrNotFound) {
+		return nil
+	}
+	return wrapErr("delete", key, err)
+}
+
+// Close implements Store.
+func (b *bucketStore) Close() error {
+	if err := b.bucket.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
