@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,9 +25,12 @@ type backend struct {
 func fileBackend() backend {
 	return backend{name: "file", urls: func(t testing.TB) (string, string) {
 		d := t.TempDir()
-		return "file://" + d + "/state", "file://" + d + "/sink"
+		return fileURL(d + "/state"), fileURL(d + "/sink")
 	}}
 }
+
+// fileURL escapes characters such as '#' that test directory names contain.
+func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: dir}).String() }
 
 func open(t testing.TB, url string) store.Store {
 	t.Helper()
@@ -414,4 +418,30 @@ func BenchmarkCommit(b *testing.B) {
 	b.ReportMetric(float64(cs.gets)/n, "gets/epoch")
 	b.ReportMetric(float64(cs.lists+cs.deletes)/n, "gc-calls/epoch")
 	b.ReportMetric(float64(cs.bytes)/n, "bytes/epoch")
+}
+
+// TestAmbiguousWrites: one call fails without applying, or applies and then
+// loses its answer (a timeout after the server acted), at every call index.
+// The writer keeps going (store retries, unknown commit outcomes resolved by
+// reading back) and commits exactly what an uninterrupted run commits.
+func TestAmbiguousWrites(t *testing.T) {
+	const epochs = 3
+	b := fileBackend()
+	want, calls := reference(t, b, 4, epochs)
+	for _, mode := range []store.FaultMode{store.Fail, store.FailAfterApply} {
+		for at := 0; at < calls; at++ {
+			ctx := ctxT(t)
+			su, ku := b.urls(t)
+			st, sink := open(t, su), open(t, ku)
+			f := store.NewFaulty(st, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: mode}}})
+			r := store.WithRetry(f, store.RetryPolicy{BaseDelay: time.Microsecond, Seed: 1})
+			d := newDriver(4)
+			if err := d.run(ctx, t, d.committer(r, sink), epochs); err != nil {
+				t.Fatalf("%s at %d (%s): %v", mode, at, f.Log()[min(at, len(f.Log())-1)], err)
+			}
+			if got := takeSnapshot(ctx, t, st, sink, d.keep); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s at %d: state differs\n got %+v\nwant %+v", mode, at, got, want)
+			}
+		}
+	}
 }
