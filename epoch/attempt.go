@@ -1,6 +1,7 @@
 package epoch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,9 +87,17 @@ func (c *Committer) Begin(head *Head, gen int64) *Attempt {
 }
 
 func (a *Attempt) put(ctx context.Context, s store.Store, key string, data []byte) error {
-	// An attempt-tagged key is written by this attempt only, so a retry that
-	// finds the object already there (our own earlier try landed) is fine.
-	_, err := s.Put(ctx, key, data, store.PutOptions{})
+	// An attempt-tagged key is written by this attempt only (invariant 2).
+	// Create-if-absent makes that hold even if two attempts' short tags in
+	// output names collided; a retry that finds our own bytes is fine.
+	_, err := s.Put(ctx, key, data, store.PutOptions{IfNotExist: true})
+	if errors.Is(err, store.ErrPrecondition) {
+		got, _, gerr := s.Get(ctx, key)
+		if gerr == nil && bytes.Equal(got, data) {
+			return nil
+		}
+		return fmt.Errorf("epoch %d attempt %s: write %s: another writer's object is already there: %w", a.Epoch, a.ID, key, err)
+	}
 	if err != nil {
 		return fmt.Errorf("epoch %d attempt %s: write %s: %w", a.Epoch, a.ID, key, err)
 	}
@@ -114,6 +123,21 @@ func (a *Attempt) WriteSource(ctx context.Context, name string, data []byte, row
 	}
 	ref := manifest.NewFileRef(key, data)
 	ref.Rows = rows
+	return ref, nil
+}
+
+// WriteSide writes one side-output file (late or rejected rows) into s, a
+// store of its own, under dir; the reference's path is relative to s.
+func (a *Attempt) WriteSide(ctx context.Context, s store.Store, dir string, subtask int, ext string, data []byte, rows int64) (manifest.FileRef, error) {
+	key := manifest.OutputName(a.Generation, a.Epoch, subtask, a.ID, ext)
+	if dir != "" {
+		key = dir + "/" + key
+	}
+	if err := a.put(ctx, s, key, data); err != nil {
+		return manifest.FileRef{}, err
+	}
+	ref := manifest.NewFileRef(key, data)
+	ref.Rows, ref.Subtask = rows, subtask
 	return ref, nil
 }
 

@@ -184,6 +184,37 @@ func (c *Committer) Recover(ctx context.Context) (*Head, error) {
 	}
 }
 
+// Peek returns the committed head as Recover would, rolled forward over
+// committed manifests, but writes nothing: for read-only commands.
+func (c *Committer) Peek(ctx context.Context) (*Head, error) {
+	latest, etag, err := c.getLatest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	head := &Head{Latest: latest, ETag: etag}
+	if latest != nil {
+		if head.Manifest, err = c.ReadManifest(ctx, latest.Generation, latest.Epoch); err != nil {
+			return nil, fmt.Errorf("%s points at a manifest that cannot be read: %w", manifest.LatestPath, err)
+		}
+	}
+	for {
+		next, err := c.nextOnChain(ctx, head.Manifest)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			break
+		}
+		head.Manifest = next
+	}
+	if head.Manifest != nil {
+		if head.Generation, err = c.ReadGeneration(ctx, head.Manifest.Generation); err != nil {
+			return nil, err
+		}
+	}
+	return head, nil
+}
+
 // nextOnChain finds the committed manifest of epoch cur.Epoch+1 whose parent
 // is cur, in cur's generation or a newer one. With several candidates (two
 // writers on different generations) the lowest generation wins.

@@ -99,12 +99,7 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	referenced := map[string]bool{}
 	for _, m := range chain {
 		retained[manifest.ManifestPath(m.Generation, m.Epoch)] = true
-		for _, op := range m.Operators {
-			for _, f := range op.Files {
-				referenced[f.Path] = true
-			}
-		}
-		for _, f := range m.Source.Segments {
+		for _, f := range m.StateRefs() {
 			referenced[f.Path] = true
 		}
 	}

@@ -61,7 +61,7 @@ func BenchmarkEncodeManifest(b *testing.B) {
 // decoder slow or deeply recursive.
 func TestDecodeAdversarialIsFast(t *testing.T) {
 	inputs := map[string]string{
-		"deep unknown field": `{"x":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `,"format_version":1}`,
+		"deep unknown field":  `{"x":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `,"format_version":1}`,
 		"deep before version": `{"x":` + strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000) + `}`,
 		"many fields":         "{" + strings.Repeat(`"a":1,`, 100000) + `"format_version":1}`,
 		"huge string":         `{"format_version":1,"pipeline":"` + strings.Repeat("a", 1<<20) + `"}`,

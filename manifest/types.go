@@ -75,6 +75,11 @@ type Manifest struct {
 	// relative to the sink root or absolute URLs; Kind is "late" or
 	// "rejected".
 	SideOutputs []FileRef `json:"side_outputs"`
+	// OutputLog lists segment files (under the state root, shared by later
+	// manifests) that together name every output file committed by this
+	// epoch and all before it, one sink-relative path per line. Unlike
+	// Outputs it survives retention, so committed outputs stay known.
+	OutputLog []FileRef `json:"output_log,omitempty"`
 }
 
 // SourceState is the source's offsets after an epoch.
@@ -168,7 +173,8 @@ func (m *Manifest) StateRefs() []FileRef {
 	for _, op := range m.Operators {
 		refs = append(refs, op.Files...)
 	}
-	return append(refs, m.Source.Segments...)
+	refs = append(refs, m.Source.Segments...)
+	return append(refs, m.OutputLog...)
 }
 
 // SinkRefs returns the files this epoch committed to the sink: outputs,

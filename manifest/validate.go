@@ -420,6 +420,7 @@ func (m *Manifest) Validate() error {
 		seen[key] = i
 	}
 	v.fileRefs("source.segments", s.Segments, refSegment)
+	v.fileRefs("output_log", m.OutputLog, refSegment)
 	v.nonNegative("source.count", s.Count)
 	if s.Count < int64(len(s.Inline)) {
 		v.fail("source.count", "%d is less than the %d inline keys", s.Count, len(s.Inline))

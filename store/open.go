@@ -28,7 +28,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open: parse url: %w", err)
 	}
-	shown := u.Redacted()
+	redacted := *u
+	redacted.User = nil // never show credentials, not even a user name
+	shown := redacted.String()
 	if u.User != nil {
 		return nil, fmt.Errorf("store: open %q: credentials in the URL are not accepted; use the AWS credential chain", shown)
 	}

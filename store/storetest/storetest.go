@@ -430,25 +430,35 @@ func oneWinner(t *testing.T, errs []error) int {
 	return winner
 }
 
+// raceRounds is how many independent races each race test runs: one round
+// rarely catches a broken lock, twenty usually do.
+const raceRounds = 20
+
 func testRaceIfNotExist(t *testing.T, s store.Store) {
-	etags := make([]string, Racers)
-	errs := race(t, func(ctx context.Context, i int) error {
-		var err error
-		etags[i], err = s.Put(ctx, "race/_manifest.json", []byte(fmt.Sprintf("racer %d", i)), store.PutOptions{IfNotExist: true})
-		return err
-	})
-	w := oneWinner(t, errs)
-	mustGet(t, s, "race/_manifest.json", []byte(fmt.Sprintf("racer %d", w)), etags[w])
+	for r := range raceRounds {
+		key := fmt.Sprintf("race/%02d/_manifest.json", r)
+		etags := make([]string, Racers)
+		errs := race(t, func(ctx context.Context, i int) error {
+			var err error
+			etags[i], err = s.Put(ctx, key, []byte(fmt.Sprintf("racer %d", i)), store.PutOptions{IfNotExist: true})
+			return err
+		})
+		w := oneWinner(t, errs)
+		mustGet(t, s, key, []byte(fmt.Sprintf("racer %d", w)), etags[w])
+	}
 }
 
 func testRaceIfMatch(t *testing.T, s store.Store) {
-	base := mustPut(t, s, "race/_latest.json", []byte("base"))
-	etags := make([]string, Racers)
-	errs := race(t, func(ctx context.Context, i int) error {
-		var err error
-		etags[i], err = s.Put(ctx, "race/_latest.json", []byte(fmt.Sprintf("racer %d", i)), store.PutOptions{IfMatch: base})
-		return err
-	})
-	w := oneWinner(t, errs)
-	mustGet(t, s, "race/_latest.json", []byte(fmt.Sprintf("racer %d", w)), etags[w])
+	for r := range raceRounds {
+		key := fmt.Sprintf("race/%02d/_latest.json", r)
+		base := mustPut(t, s, key, []byte("base"))
+		etags := make([]string, Racers)
+		errs := race(t, func(ctx context.Context, i int) error {
+			var err error
+			etags[i], err = s.Put(ctx, key, []byte(fmt.Sprintf("racer %d", i)), store.PutOptions{IfMatch: base})
+			return err
+		})
+		w := oneWinner(t, errs)
+		mustGet(t, s, key, []byte(fmt.Sprintf("racer %d", w)), etags[w])
+	}
 }

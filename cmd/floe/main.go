@@ -1,0 +1,271 @@
+// Command floe runs object-storage-native stream pipelines.
+//
+//	floe run pipeline.yaml [--once | --trigger 10s] [--parallelism N] [--drain] [--until-epoch N]
+//	floe outputs pipeline.yaml
+//	floe plan pipeline.yaml [--parallelism N]
+//	floe status pipeline.yaml [--json]
+//
+// Exit codes: 0 success, 1 a finding, 2 could not run.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	code := 2
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	fmt.Fprintln(stderr, "floe: "+oneLine(err.Error()))
+	return code
+}
+
+// oneLine keeps a multi-problem error readable on one line per problem but
+// never splits a single problem.
+func oneLine(s string) string { return strings.TrimSpace(s) }
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "floe",
+		Short:         "floe: an object-storage-native micro-batch stream engine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout))
+	return root
+}
+
+func loadSpec(path string) (*spec.Pipeline, error) {
+	p, err := spec.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newLogger(format string, w io.Writer, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		once        bool
+		trigger     time.Duration
+		parallelism int
+		drain       bool
+		untilEpoch  int64
+		logFormat   string
+		quiet       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run SPEC.yaml",
+		Short: "process what is new, epoch by epoch, then exit (--once, the default) or keep going (--trigger)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if once && cmd.Flags().Changed("trigger") {
+				return fmt.Errorf("--once and --trigger exclude each other")
+			}
+			if trigger < 0 {
+				return fmt.Errorf("--trigger %s: must be positive", trigger)
+			}
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			tty := isTerminal(stderr) && logFormat == "" && !quiet
+			level := slog.LevelInfo
+			if tty {
+				level = slog.LevelWarn // the progress line tells the story
+			}
+			log, err := newLogger(logFormat, stderr, level)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log}
+			var bar *progressbar.ProgressBar
+			if tty {
+				opts.Progress = func(pr engine.Progress) {
+					if bar == nil {
+						bar = progressbar.NewOptions64(pr.FilesPending, progressbar.OptionSetWriter(stderr),
+							progressbar.OptionShowCount(), progressbar.OptionSetWidth(20), progressbar.OptionClearOnFinish(),
+							progressbar.OptionSetDescription("files"))
+					}
+					bar.ChangeMax64(pr.FilesPending)
+					el := time.Since(pr.Started).Seconds()
+					bar.Describe(fmt.Sprintf("epoch %d  rows %d (%.0f/s)  watermark %s  files", pr.Epoch, pr.RowsDone,
+						float64(pr.RowsDone)/max(el, 1e-3), engine.FormatWatermark(pr.Watermark)))
+					_ = bar.Set64(pr.FilesDone)
+				}
+			}
+			res, err := engine.Run(ctx, p, opts)
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			if err != nil {
+				return err
+			}
+			if res.Epochs == 0 {
+				fmt.Fprintf(stdout, "nothing new: pipeline %s is caught up at epoch %d (watermark %s)\n",
+					p.Name, res.LastEpoch, engine.FormatWatermark(res.Watermark))
+			} else {
+				fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in, %d rows out, %d late, %d rejected; watermark %s\n",
+					res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows, res.RowsOut, res.RowsLate, res.RowsRejected,
+					engine.FormatWatermark(res.Watermark))
+			}
+			fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, args[0], res.StateURL)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&once, "once", false, "process what is new, then exit (the default)")
+	f.DurationVar(&trigger, "trigger", 0, "keep running, starting an epoch every interval (e.g. 10s)")
+	f.IntVar(&parallelism, "parallelism", 0, "keyed subtasks for this run (default: the spec's state.parallelism); a change starts a new generation")
+	f.BoolVar(&drain, "drain", false, "end the input: advance the watermark to +inf and emit every open window")
+	f.Int64Var(&untilEpoch, "until-epoch", 0, "stop after committing this epoch")
+	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
+	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")
+	return cmd
+}
+
+func outputsCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "outputs SPEC.yaml",
+		Short: "print the committed output files, one URL per line (exactly-once readers use only these)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			outs, err := engine.Outputs(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			base := strings.TrimSuffix(p.Sink.URL, "/")
+			if i := strings.IndexByte(base, '?'); i >= 0 {
+				base = base[:i] // query parameters are connection settings
+			}
+			for _, o := range outs {
+				fmt.Fprintln(stdout, base+"/"+o)
+			}
+			return nil
+		},
+	}
+}
+
+func planCmd(stdout io.Writer) *cobra.Command {
+	var parallelism int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan SPEC.yaml",
+		Short: "print what the next run would do, writing nothing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			rep, err := engine.Plan(cmd.Context(), p, engine.Options{Parallelism: parallelism})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			rep.Print(stdout)
+			if !rep.Compatible {
+				return &exitError{code: 1, err: fmt.Errorf("state is not compatible: %s", rep.Incompatible)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "parallelism the next run would use")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+func statusCmd(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status SPEC.yaml",
+		Short: "print the committed head: generation, epoch, watermark, counters",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			rep, err := engine.Plan(cmd.Context(), p, engine.Options{})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep.Status)
+			}
+			rep.Status.Print(stdout)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}

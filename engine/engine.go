@@ -1,0 +1,203 @@
+// Package engine is the only package that decides when things happen: it
+// plans a run, executes epochs (source -> stateless stages -> keyed window
+// subtasks -> sink), commits each through the epoch package, rescales across
+// generations and runs retention.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// Options control one run.
+type Options struct {
+	// Trigger > 0 keeps running, starting an epoch every Trigger (or at once
+	// while a backlog remains); 0 runs until caught up and returns (--once).
+	Trigger time.Duration
+	// Parallelism overrides the spec's state.parallelism when > 0.
+	Parallelism int
+	// Drain ends the input: after the last file the watermark advances to
+	// +inf and every open window is emitted.
+	Drain bool
+	// UntilEpoch stops after committing this epoch (0: no limit).
+	UntilEpoch int64
+	// Log receives structured logs (nil: discarded).
+	Log *slog.Logger
+	// Progress, when set, is called after every epoch and while files decode.
+	Progress func(Progress)
+	// Now is the clock for idle timeouts (nil: time.Now).
+	Now func() time.Time
+	// OrphanGrace protects files of epochs newer than the committed head from
+	// cleanup (another writer may be in flight): 0 means the default, 15m.
+	OrphanGrace time.Duration
+	// Retry configures store retries (zero: defaults).
+	Retry store.RetryPolicy
+}
+
+// Progress is a snapshot of a run's progress.
+type Progress struct {
+	Epoch        int64
+	FilesDone    int64 // files committed by this run
+	FilesPending int64 // files known and not yet committed, including FilesDone
+	RowsDone     int64
+	Watermark    int64 // microseconds; math.MinInt64 = none
+	Started      time.Time
+}
+
+// Result summarises a run.
+type Result struct {
+	Epochs       int   // epochs committed by this run
+	FirstEpoch   int64 // first epoch committed by this run (0: none)
+	LastEpoch    int64 // head epoch after the run
+	Generation   int64
+	Files        int64
+	Rows         int64
+	RowsOut      int64
+	RowsLate     int64
+	RowsRejected int64
+	Watermark    int64
+	Outputs      []string // sink-relative output files committed by this run
+	SinkURL      string
+	StateURL     string
+}
+
+// ErrFenced is returned when another writer committed an epoch this run was
+// writing; see epoch.ErrFenced.
+var ErrFenced = epoch.ErrFenced
+
+// stores are the opened stores of one pipeline.
+type stores struct {
+	state, sink, source store.Store
+	stateURL            string
+}
+
+func (s *stores) Close() {
+	for _, x := range []store.Store{s.state, s.sink, s.source} {
+		if x != nil {
+			x.Close()
+		}
+	}
+}
+
+// PipelineStateURL returns <state-url>/<pipeline>.
+func PipelineStateURL(p *spec.Pipeline) (string, error) {
+	u, err := url.Parse(p.State.URL)
+	if err != nil {
+		return "", fmt.Errorf("state.url: %w", err)
+	}
+	u.Path = path.Join("/", u.Path, p.Name)
+	if u.Scheme == "s3" || u.Scheme == "mem" {
+		u.Path = strings.TrimPrefix(u.Path, "/")
+		if u.Path != "" {
+			u.Path = "/" + u.Path
+		}
+	}
+	return u.String(), nil
+}
+
+func openStores(ctx context.Context, p *spec.Pipeline, retry store.RetryPolicy, withSource bool) (*stores, error) {
+	st := &stores{}
+	var err error
+	if st.stateURL, err = PipelineStateURL(p); err != nil {
+		return nil, err
+	}
+	open := func(field, u string) (store.Store, error) {
+		s, err := store.Open(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		return store.WithRetry(s, retry), nil
+	}
+	if st.state, err = open("state.url", st.stateURL); err != nil {
+		return nil, err
+	}
+	if st.sink, err = open("sink.url", p.Sink.URL); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if withSource {
+		if st.source, err = open("source.url", p.Source.URL); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (o *Options) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
+}
+
+// Run executes the pipeline: epochs until caught up (Trigger == 0), until
+// UntilEpoch, or until ctx ends (Trigger > 0; a cancelled context ends the
+// run without error after the current epoch).
+func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.log().With("pipeline", p.Name)
+	st, err := openStores(ctx, p, opts.Retry, true)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	r, err := newRunner(ctx, p, st, &opts, log)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+// Outputs returns the sink-relative paths of every committed output file,
+// in commit order, and the sink URL they are relative to.
+func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
+	st, err := openStores(ctx, p, store.RetryPolicy{}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	head, err := readHead(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if head.Manifest == nil {
+		return nil, nil
+	}
+	log := newSegLog("outputs", 0)
+	if err := log.load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
+		return nil, err
+	}
+	return log.entries, nil
+}
+
+// readHead reads the committed head without writing anything (no roll
+// forward of the pointer: a read-only command must not write).
+func readHead(ctx context.Context, c *epoch.Committer) (*epoch.Head, error) {
+	return c.Peek(ctx)
+}
+
+func isNoWatermark(wm int64) bool { return wm == math.MinInt64 }
+
+var errStop = errors.New("stop")

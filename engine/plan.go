@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/expr"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+)
+
+// stage is one stateless operator (filter or projection) compiled against
+// its input schema.
+type stage struct {
+	id     string
+	filter *expr.Expr
+	proj   *expr.Projection
+	out    *arrow.Schema
+}
+
+// apply runs the stage on one batch; dropped counts rows a filter removed.
+func (s *stage) apply(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
+	if s.filter != nil {
+		out, dropped, err := expr.Filter(s.filter, rec, mem)
+		if err != nil {
+			return nil, 0, fmt.Errorf("operator %s: %w", s.id, err)
+		}
+		return out, dropped, nil
+	}
+	out, err := s.proj.Apply(rec, mem)
+	if err != nil {
+		return nil, 0, fmt.Errorf("operator %s: %w", s.id, err)
+	}
+	return out, 0, nil
+}
+
+// plan is a pipeline compiled against its source schema: stateless stages
+// before the (optional) keyed window, the window, stages after it.
+type plan struct {
+	spec     *spec.Pipeline
+	source   *arrow.Schema
+	pre      []*stage
+	window   *operators.WindowSpec
+	windowIn *arrow.Schema // schema the window reads (after pre)
+	keyCols  []int         // window key columns in windowIn
+	post     []*stage
+	output   *arrow.Schema
+	ops      []manifest.OpPlan // stateful operators, for _generation.json
+	hash     string            // hash of the whole plan (stateless parts too)
+}
+
+func runStages(stages []*stage, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
+	var dropped int64
+	for _, s := range stages {
+		out, d, err := s.apply(rec, mem)
+		if err != nil {
+			return nil, 0, err
+		}
+		dropped += d
+		rec = out
+		if rec.NumRows() == 0 {
+			break
+		}
+	}
+	return rec, dropped, nil
+}
+
+// sourceSchema returns the declared source schema (nil: infer from Parquet).
+func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
+	if len(p.Source.Schema) == 0 {
+		return nil, nil
+	}
+	fields := make([]formats.Field, len(p.Source.Schema))
+	for i, f := range p.Source.Schema {
+		fields[i] = formats.Field{Name: f.Name, Type: string(f.Type)}
+	}
+	s, err := formats.SchemaFromFields(fields)
+	if err != nil {
+		return nil, fmt.Errorf("source.schema: %w", err)
+	}
+	return s, nil
+}
+
+// compile builds the plan of p over the source schema src.
+func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
+	pl := &plan{spec: p, source: src}
+	cur := src
+	for i, op := range p.Operators {
+		id := op.ID
+		if id == "" {
+			id = fmt.Sprintf("%s-%d", op.Kind(), i)
+		}
+		switch {
+		case op.Filter != nil:
+			e, err := expr.CompileFilter(op.Filter.Expr, cur)
+			if err != nil {
+				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+			}
+			st := &stage{id: id, filter: e, out: cur}
+			pl.addStage(st)
+		case op.Project != nil:
+			items := make([]expr.ProjectItem, len(op.Project.Columns))
+			for j, c := range op.Project.Columns {
+				items[j] = expr.ProjectItem{Name: c.Name, Expr: c.Expr}
+			}
+			pr, err := expr.CompileProjection(items, cur)
+			if err != nil {
+				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+			}
+			st := &stage{id: id, proj: pr, out: pr.Schema()}
+			pl.addStage(st)
+			cur = pr.Schema()
+		case op.Window != nil:
+			if pl.window != nil {
+				return nil, fmt.Errorf("operators[%d] (%s): only one window operator per pipeline is supported", i, id)
+			}
+			ws, err := windowSpec(id, op.Window, p.Source.EventTime)
+			if err != nil {
+				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+			}
+			w, err := operators.NewWindow(ws, cur, maxParallelism(p))
+			if err != nil {
+				return nil, fmt.Errorf("operators[%d]: %w", i, err)
+			}
+			pl.window, pl.windowIn = &ws, cur
+			for _, k := range ws.Keys {
+				pl.keyCols = append(pl.keyCols, cur.FieldIndices(k)[0])
+			}
+			pl.ops = append(pl.ops, manifest.OpPlan{ID: id, Kind: "window", StateSchema: w.StateFingerprint()})
+			cur = w.OutputSchema()
+		default:
+			return nil, fmt.Errorf("operators[%d]: no operator kind set", i)
+		}
+	}
+	pl.output = cur
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(p.Operators)
+	_ = enc.Encode(src.String())
+	pl.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
+	return pl, nil
+}
+
+func (pl *plan) addStage(s *stage) {
+	if pl.window == nil {
+		pl.pre = append(pl.pre, s)
+	} else {
+		pl.post = append(pl.post, s)
+	}
+}
+
+func maxParallelism(p *spec.Pipeline) int {
+	if p.State.MaxParallelism > 0 {
+		return p.State.MaxParallelism
+	}
+	return spec.DefaultMaxParallelism
+}
+
+func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSpec, error) {
+	ws := operators.WindowSpec{ID: id, Keys: w.Key, EventTime: eventTime, AllowedLateness: w.AllowedLateness}
+	switch {
+	case w.Tumbling > 0:
+		ws.Kind, ws.Size = operators.Tumbling, w.Tumbling
+	case w.Sliding != nil:
+		ws.Kind, ws.Size, ws.Slide = operators.Sliding, w.Sliding.Size, w.Sliding.Slide
+	case w.Session != nil:
+		ws.Kind, ws.Gap = operators.Session, w.Session.Gap
+	default:
+		return ws, fmt.Errorf("window needs one of tumbling, sliding or session")
+	}
+	for _, a := range w.Aggregates {
+		text := fmt.Sprintf("%s(%s)", a.Func, a.Column)
+		as, err := operators.ParseAggregate(a.Name, text)
+		if err != nil {
+			return ws, err
+		}
+		ws.Aggregates = append(ws.Aggregates, as)
+	}
+	return ws, nil
+}
+
+// compatible reports whether state written under plan old can be restored
+// by the stateful operators of plan ops; the error names the operator.
+func compatible(old, ops []manifest.OpPlan) error {
+	byID := map[string]manifest.OpPlan{}
+	for _, o := range old {
+		byID[o.ID] = o
+	}
+	for _, o := range ops {
+		prev, ok := byID[o.ID]
+		if !ok {
+			if len(old) > 0 {
+				return fmt.Errorf("operator %q is new and the old plan's stateful operators (%v) have no counterpart; "+
+					"keep the operator id (set `id:`) or start a new pipeline name", o.ID, opIDs(old))
+			}
+			continue
+		}
+		if prev.Kind != o.Kind || prev.StateSchema != o.StateSchema {
+			return fmt.Errorf("operator %q changed its state layout (%s %s -> %s %s): its state cannot be restored; "+
+				"start a new pipeline name to recompute from the input", o.ID, prev.Kind, prev.StateSchema, o.Kind, o.StateSchema)
+		}
+		delete(byID, o.ID)
+	}
+	for id := range byID {
+		return fmt.Errorf("operator %q was removed from the plan but has committed state; "+
+			"start a new pipeline name to drop it", id)
+	}
+	return nil
+}
+
+func opIDs(ops []manifest.OpPlan) []string {
+	out := make([]string, len(ops))
+	for i, o := range ops {
+		out[i] = o.ID
+	}
+	return out
+}

@@ -1,0 +1,773 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+const (
+	defaultInput   = "default"
+	inlineSeenMax  = 512
+	rejectedDir    = "_rejected"
+	lateDir        = "_late"
+	defaultGrace   = 15 * time.Minute
+	maxPendingList = 0 // no bound: every pending file is known
+)
+
+// runner holds one run's state between epochs.
+type runner struct {
+	p    *spec.Pipeline
+	opts *Options
+	log  *slog.Logger
+	st   *stores
+	c    *epoch.Committer
+	mem  memory.Allocator
+
+	plan        *plan
+	head        *epoch.Head
+	gen         *manifest.Generation
+	parallelism int
+	k           int
+	subtasks    []*operators.Window
+	ranges      [][2]int
+	stateRefs   []manifest.FileRef // current state file per subtask (reused when unchanged)
+	seen        *segLog
+	outputs     *segLog
+	inputs      map[string]manifest.InputState
+	counters    manifest.Counters
+	wm          int64
+	res         Result
+	started     time.Time
+	pendingSeen int64
+}
+
+func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
+	r := &runner{p: p, opts: opts, log: log, st: st, mem: memory.DefaultAllocator, started: opts.now()}
+	r.c = epoch.NewCommitter(st.state, st.sink, p.Name, log)
+	r.c.Now = opts.Now
+	r.k = maxParallelism(p)
+	r.parallelism = p.State.Parallelism
+	if opts.Parallelism > 0 {
+		r.parallelism = opts.Parallelism
+	}
+	if r.parallelism < 1 {
+		r.parallelism = 1
+	}
+	if r.parallelism > r.k {
+		return nil, fmt.Errorf("parallelism %d exceeds max_parallelism %d (the key-group count); pick 1..%d", r.parallelism, r.k, r.k)
+	}
+	r.res.SinkURL, r.res.StateURL = p.Sink.URL, st.stateURL
+	return r, nil
+}
+
+func (r *runner) grace() time.Duration {
+	if r.opts.OrphanGrace > 0 {
+		return r.opts.OrphanGrace
+	}
+	return defaultGrace
+}
+
+func (r *runner) keep() int {
+	if r.p.State.RetainEpochs > 0 {
+		return r.p.State.RetainEpochs
+	}
+	return spec.DefaultRetainEpochs
+}
+
+// start recovers the head, compiles the plan, decides the generation and
+// restores state. It writes nothing but the rolled-forward pointer, orphan
+// cleanup and (on a topology change) the new _generation.json.
+func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
+	var err error
+	if r.head, err = r.c.Recover(ctx); err != nil {
+		return err
+	}
+	src, err := sourceSchema(r.p)
+	if err != nil {
+		return err
+	}
+	if src == nil {
+		if src, err = r.inferSchema(ctx, files); err != nil {
+			return err
+		}
+	}
+	if r.plan, err = compile(r.p, src); err != nil {
+		return err
+	}
+	// Clean orphans of attempts that never committed before writing anything.
+	if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil {
+		return err
+	}
+	hg := r.head.Generation
+	if hg != nil && hg.MaxParallelism != r.k {
+		return fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", r.k, hg.MaxParallelism)
+	}
+	if hg != nil {
+		if err := compatible(hg.Plan, r.plan.ops); err != nil {
+			return fmt.Errorf("plan change refused before anything was written: %w", err)
+		}
+	}
+	if hg == nil || hg.Parallelism != r.parallelism || hg.PlanHash != r.plan.hash {
+		g, err := r.c.StartGeneration(ctx, r.head, manifest.Generation{
+			Parallelism: r.parallelism, MaxParallelism: r.k, Plan: r.plan.ops, PlanHash: r.plan.hash,
+		})
+		if err != nil {
+			return err
+		}
+		r.gen = g
+		if hg != nil {
+			r.log.Info("new generation", "generation", g.Generation, "parallelism_from", hg.Parallelism, "parallelism_to", r.parallelism)
+		}
+	} else {
+		r.gen = hg
+	}
+	return r.restore(ctx)
+}
+
+// restore loads source offsets, counters, watermark and keyed state from the
+// head, re-partitioning state by key-group range when the parallelism
+// changed.
+func (r *runner) restore(ctx context.Context) error {
+	r.seen = newSegLog("seen", inlineSeenMax)
+	r.outputs = newSegLog("outputs", 0)
+	r.inputs = map[string]manifest.InputState{}
+	r.wm = manifest.NoWatermark
+	m := r.head.Manifest
+	if m != nil {
+		if err := r.seen.load(ctx, r.c, m.Source.Inline, m.Source.Segments); err != nil {
+			return err
+		}
+		if err := r.outputs.load(ctx, r.c, nil, m.OutputLog); err != nil {
+			return err
+		}
+		for k, v := range m.Source.Inputs {
+			r.inputs[k] = v
+		}
+		r.counters = m.Counters
+		r.wm = m.Watermark
+	}
+	r.ranges = make([][2]int, r.parallelism)
+	for s := range r.ranges {
+		lo, hi := operators.KeyGroupRange(s, r.parallelism, r.k)
+		r.ranges[s] = [2]int{lo, hi}
+	}
+	if r.plan.window == nil {
+		return nil
+	}
+	r.subtasks = make([]*operators.Window, r.parallelism)
+	r.stateRefs = make([]manifest.FileRef, r.parallelism)
+	var parentFiles []manifest.FileRef
+	emitted := manifest.NoWatermark
+	if m != nil {
+		for _, op := range m.Operators {
+			if op.ID == r.plan.window.ID {
+				parentFiles, emitted = op.Files, op.EmittedThrough
+			}
+		}
+	}
+	sameLayout := r.head.Generation != nil && r.head.Generation.Parallelism == r.parallelism && len(parentFiles) == r.parallelism
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for s := range r.subtasks {
+		g.Go(func() error {
+			w, err := operators.NewWindow(*r.plan.window, r.plan.windowIn, r.k)
+			if err != nil {
+				return err
+			}
+			lo, hi := r.ranges[s][0], r.ranges[s][1]
+			var batches []arrow.RecordBatch
+			for _, f := range parentFiles {
+				if f.KeyGroupHi <= lo || f.KeyGroupLo >= hi {
+					continue // no overlap: not read at all
+				}
+				data, err := r.c.ReadFile(gctx, f)
+				if err != nil {
+					return err
+				}
+				_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(lo), int64(hi))
+				if err != nil {
+					return fmt.Errorf("restore %s: %w", f.Path, err)
+				}
+				batches = append(batches, recs...)
+			}
+			if err := w.Restore(batches, lo, hi, emitted); err != nil {
+				return fmt.Errorf("restore subtask %d: %w", s, err)
+			}
+			if sameLayout && r.gen.Generation == r.head.Manifest.Generation {
+				r.stateRefs[s] = parentFiles[s] // unchanged state can be shared
+			}
+			r.subtasks[s] = w
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func (r *runner) inferSchema(ctx context.Context, files []store.ObjectInfo) (*arrow.Schema, error) {
+	if r.p.Source.Format != spec.Parquet {
+		return nil, fmt.Errorf("source.schema is required for %s sources", r.p.Source.Format)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", r.p.Source.URL)
+	}
+	data, _, err := r.st.source.Get(ctx, files[0].Key)
+	if err != nil {
+		return nil, fmt.Errorf("infer schema: %w", err)
+	}
+	d, err := formats.Decode("parquet", files[0].Key, data, formats.DecodeOptions{EventTime: r.p.Source.EventTime, Mem: r.mem})
+	if err != nil {
+		return nil, fmt.Errorf("infer schema: %w", err)
+	}
+	d.Release()
+	return d.Schema, nil
+}
+
+// listPending lists the source and returns the files not yet processed, in
+// key order.
+func (r *runner) listSource(ctx context.Context) ([]store.ObjectInfo, error) {
+	objs, err := r.st.source.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list source %s: %w", r.p.Source.URL, err)
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		base := path.Base(o.Key)
+		if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
+			continue // hidden and in-progress files (Spark/Hive convention)
+		}
+		if pat := r.p.Source.Pattern; pat != "" {
+			ok, err := path.Match(pat, o.Key)
+			if err != nil {
+				return nil, fmt.Errorf("source.pattern %q: %w", pat, err)
+			}
+			if !ok {
+				if ok2, _ := path.Match(pat, base); !ok2 {
+					continue
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (r *runner) pending(files []store.ObjectInfo) []store.ObjectInfo {
+	var out []store.ObjectInfo
+	for _, f := range files {
+		if !r.seen.has(f.Key) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func inputOf(key string) string { return defaultInput }
+
+func (r *runner) run(ctx context.Context) (*Result, error) {
+	files, err := r.listSource(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx, files); err != nil {
+		return nil, err
+	}
+	r.res.Generation = r.gen.Generation
+	r.res.LastEpoch = r.head.Epoch()
+	pend := r.pending(files)
+	known := int64(len(pend))
+	for {
+		if r.opts.UntilEpoch > 0 && r.head.Epoch() >= r.opts.UntilEpoch {
+			break
+		}
+		if ctx.Err() != nil {
+			if r.opts.Trigger > 0 {
+				break
+			}
+			return &r.res, ctx.Err()
+		}
+		batch := r.selectFiles(pend)
+		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
+		if len(batch) == 0 && !drainNow {
+			if r.opts.Trigger == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				continue
+			case <-time.After(r.opts.Trigger):
+			}
+			if files, err = r.listSource(ctx); err != nil {
+				return &r.res, err
+			}
+			pend = r.pending(files)
+			known = r.res.Files + int64(len(pend))
+			if len(pend) == 0 {
+				// Idle: let the idle timeout advance the watermark.
+				if err := r.epoch(ctx, nil, false, true); err != nil {
+					return &r.res, err
+				}
+			}
+			continue
+		}
+		if err := r.epoch(ctx, batch, drainNow, false); err != nil {
+			return &r.res, err
+		}
+		pend = pend[len(batch):]
+		r.progress(known)
+		if drainNow {
+			break
+		}
+	}
+	// Final cleanup of orphans of the epochs this run committed.
+	if r.res.Epochs > 0 {
+		if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil {
+			return &r.res, err
+		}
+	}
+	r.res.LastEpoch = r.head.Epoch()
+	r.res.Watermark = r.wm
+	return &r.res, nil
+}
+
+func (r *runner) progress(known int64) {
+	if r.opts.Progress == nil {
+		return
+	}
+	r.opts.Progress(Progress{Epoch: r.head.Epoch(), FilesDone: r.res.Files, FilesPending: known,
+		RowsDone: r.res.Rows, Watermark: r.wm, Started: r.started})
+}
+
+// selectFiles picks the next epoch's files: at most max_files_per_epoch, and
+// (by size estimate) about max_rows_per_epoch rows; always at least one.
+func (r *runner) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
+	n := len(pend)
+	if m := r.p.Source.MaxFilesPerEpoch; m > 0 && n > m {
+		n = m
+	}
+	return pend[:n]
+}
+
+// fileResult is one decoded file after the stateless stages, split by
+// subtask.
+type fileResult struct {
+	key      string
+	rows     int64
+	filtered int64
+	maxTS    int64
+	parts    [][]arrow.RecordBatch // per subtask (window) or [0] (no window)
+	rejects  []formats.Reject
+}
+
+func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema) (*fileResult, error) {
+	data, _, err := r.st.source.Get(ctx, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
+	}
+	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem}
+	if c := r.p.Source.CSV; c != nil {
+		opts.CSV.NoHeader = !c.Header
+		if c.Delimiter != "" {
+			opts.CSV.Delimiter = []rune(c.Delimiter)[0]
+		}
+	}
+	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("source file %s: %w", f.Key, err)
+	}
+	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
+	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
+		rj := d.Rejects[0]
+		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
+	}
+	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
+	nparts := 1
+	if r.plan.window != nil {
+		nparts = r.parallelism
+	}
+	res.parts = make([][]arrow.RecordBatch, nparts)
+	for _, b := range d.Batches {
+		ts := b.Column(tsCol).(*array.Timestamp)
+		for i, v := range ts.Values() {
+			if int64(v) > res.maxTS && ts.IsValid(i) {
+				res.maxTS = int64(v)
+			}
+		}
+		out, dropped, err := runStages(r.plan.pre, b, r.mem)
+		if err != nil {
+			return nil, fmt.Errorf("source file %s: %w", f.Key, err)
+		}
+		res.filtered += dropped
+		if out.NumRows() == 0 {
+			continue
+		}
+		if r.plan.window == nil {
+			res.parts[0] = append(res.parts[0], out)
+			continue
+		}
+		parts, err := operators.Partition(out, r.plan.keyCols, r.parallelism, r.k)
+		if err != nil {
+			return nil, err
+		}
+		for s, p := range parts {
+			if p != nil && p.NumRows() > 0 {
+				res.parts[s] = append(res.parts[s], p)
+			}
+		}
+	}
+	return res, nil
+}
+
+// watermark computes the combined watermark: the minimum over active inputs
+// of max event time - max_out_of_orderness; inputs idle longer than the idle
+// timeout do not hold it back.
+func (r *runner) watermark(now time.Time) int64 {
+	ooo := r.p.Source.Watermark.MaxOutOfOrderness.Microseconds()
+	idle := r.p.Source.Watermark.IdleTimeout
+	wm, active := int64(math.MaxInt64), false
+	maxAll := int64(math.MinInt64)
+	for _, in := range r.inputs {
+		if in.MaxEventTime == math.MinInt64 {
+			continue
+		}
+		v := in.MaxEventTime - ooo
+		maxAll = max(maxAll, v)
+		if idle > 0 && now.Sub(in.LastActive) >= idle {
+			continue
+		}
+		active = true
+		wm = min(wm, v)
+	}
+	if !active {
+		wm = maxAll
+	}
+	return max(wm, r.wm) // never backwards
+}
+
+// epoch processes files as one epoch and commits it. drain advances the
+// watermark to +inf; idle commits only if the watermark moved.
+func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idle bool) error {
+	now := r.opts.now()
+	t0 := time.Now()
+	results := make([]*fileResult, len(files))
+	var decodedRows atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, f := range files {
+		g.Go(func() error {
+			res, err := r.decodeFile(gctx, f, r.plan.source)
+			if err != nil {
+				return err
+			}
+			decodedRows.Add(res.rows)
+			results[i] = res
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// Offsets and watermark.
+	var rows, filtered, rejected int64
+	var allRejects []formats.Reject
+	for _, res := range results {
+		rows += res.rows
+		filtered += res.filtered
+		rejected += int64(len(res.rejects))
+		allRejects = append(allRejects, res.rejects...)
+		in := r.inputs[inputOf(res.key)]
+		if in.LastActive.IsZero() {
+			in.MaxEventTime = math.MinInt64
+		}
+		in.LastActive = now
+		in.MaxEventTime = max(in.MaxEventTime, res.maxTS)
+		r.inputs[inputOf(res.key)] = in
+	}
+	newWM := r.watermark(now)
+	if drain {
+		newWM = math.MaxInt64
+	}
+	if idle && newWM == r.wm {
+		return nil
+	}
+	att := r.c.Begin(r.head, r.gen.Generation)
+	m := &manifest.Manifest{}
+	var late int64
+	var lateBatches [][]arrow.RecordBatch
+	emittedRows := make([]int64, max(1, r.parallelism))
+	outBatches := make([][]arrow.RecordBatch, max(1, r.parallelism))
+	var windows int64
+	if r.plan.window != nil {
+		lateBatches = make([][]arrow.RecordBatch, r.parallelism)
+		var lateN, winN atomic.Int64
+		g, _ := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for s, w := range r.subtasks {
+			g.Go(func() error {
+				changed := false
+				for _, res := range results {
+					for _, b := range res.parts[s] {
+						changed = true
+						lb, err := w.Process(b)
+						if err != nil {
+							return err
+						}
+						if lb != nil && lb.NumRows() > 0 {
+							lateN.Add(lb.NumRows())
+							lateBatches[s] = append(lateBatches[s], lb)
+						}
+					}
+				}
+				em, err := w.Advance(newWM)
+				if err != nil {
+					return err
+				}
+				if em != nil && em.NumRows() > 0 {
+					changed = true
+					winN.Add(em.NumRows())
+					out, _, err := runStages(r.plan.post, em, r.mem)
+					if err != nil {
+						return err
+					}
+					if out.NumRows() > 0 {
+						outBatches[s] = append(outBatches[s], out)
+						emittedRows[s] = out.NumRows()
+					}
+				}
+				if changed {
+					r.stateRefs[s] = manifest.FileRef{} // must be rewritten
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		late, windows = lateN.Load(), winN.Load()
+	} else {
+		for _, res := range results {
+			for _, b := range res.parts[0] {
+				out, _, err := runStages(r.plan.post, b, r.mem)
+				if err != nil {
+					return err
+				}
+				if out.NumRows() > 0 {
+					outBatches[0] = append(outBatches[0], out)
+					emittedRows[0] += out.NumRows()
+				}
+			}
+		}
+	}
+	// Write outputs, side outputs and state in parallel.
+	var outRefs, sideRefs []manifest.FileRef
+	var stateRefs []manifest.FileRef
+	type refAt struct {
+		ref  manifest.FileRef
+		kind int // 0 output, 1 side, 2 state
+	}
+	refs := make(chan refAt, 4*len(outBatches)+8)
+	wg, wctx := errgroup.WithContext(ctx)
+	wg.SetLimit(4 * runtime.GOMAXPROCS(0))
+	for s, bs := range outBatches {
+		if len(bs) == 0 {
+			continue
+		}
+		wg.Go(func() error {
+			data, ext, err := r.encodeOutput(bs)
+			if err != nil {
+				return err
+			}
+			ref, err := att.WriteOutput(wctx, "", s, ext, data, emittedRows[s])
+			if err != nil {
+				return err
+			}
+			refs <- refAt{ref, 0}
+			return nil
+		})
+	}
+	for s, bs := range lateBatches {
+		if len(bs) == 0 || r.p.Source.LateURL == "" {
+			continue
+		}
+		wg.Go(func() error {
+			data, err := formats.EncodeParquet(r.plan.windowIn, bs, formats.EncodeOptions{Mem: r.mem})
+			if err != nil {
+				return err
+			}
+			ref, err := att.WriteOutput(wctx, lateDir, s, "parquet", data, countRows(bs))
+			if err != nil {
+				return err
+			}
+			ref.Kind = manifest.SideOutputLate
+			refs <- refAt{ref, 1}
+			return nil
+		})
+	}
+	if len(allRejects) > 0 {
+		wg.Go(func() error {
+			data, err := formats.EncodeRejects(allRejects)
+			if err != nil {
+				return err
+			}
+			ref, err := att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(allRejects)))
+			if err != nil {
+				return err
+			}
+			ref.Kind = manifest.SideOutputRejected
+			refs <- refAt{ref, 1}
+			return nil
+		})
+	}
+	for s, w := range r.subtasks {
+		if r.stateRefs[s].Path != "" {
+			continue
+		}
+		wg.Go(func() error {
+			snap, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			data, err := formats.EncodeParquet(w.StateSchema(), snap, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10})
+			if err != nil {
+				return fmt.Errorf("encode state of subtask %d: %w", s, err)
+			}
+			ref, err := att.WriteState(wctx, r.plan.window.ID, s, r.ranges[s][0], r.ranges[s][1], data, countRows(snap))
+			if err != nil {
+				return err
+			}
+			r.stateRefs[s] = ref
+			return nil
+		})
+	}
+	werr := wg.Wait()
+	close(refs)
+	for ra := range refs {
+		switch ra.kind {
+		case 0:
+			outRefs = append(outRefs, ra.ref)
+		case 1:
+			sideRefs = append(sideRefs, ra.ref)
+		}
+	}
+	if werr != nil {
+		return werr
+	}
+	sort.Slice(outRefs, func(i, j int) bool { return outRefs[i].Subtask < outRefs[j].Subtask })
+	sort.Slice(sideRefs, func(i, j int) bool { return sideRefs[i].Path < sideRefs[j].Path })
+	stateRefs = append(stateRefs, r.stateRefs...)
+
+	// Offsets: processed files and the committed-output log.
+	keys := make([]string, len(files))
+	for i, f := range files {
+		keys[i] = f.Key
+	}
+	r.seen.append(keys...)
+	var err error
+	if m.Source.Inline, m.Source.Segments, err = r.seen.flush(ctx, att); err != nil {
+		return err
+	}
+	m.Source.Count = int64(len(r.seen.entries))
+	m.Source.Inputs = r.inputs
+	for _, o := range outRefs {
+		r.outputs.append(o.Path)
+	}
+	if _, m.OutputLog, err = r.outputs.flush(ctx, att); err != nil {
+		return err
+	}
+	var rowsOut int64
+	for _, o := range outRefs {
+		rowsOut += o.Rows
+	}
+	r.counters.FilesIn += int64(len(files))
+	r.counters.RowsIn += rows + rejected
+	r.counters.RowsOut += rowsOut
+	r.counters.RowsLate += late
+	r.counters.RowsRejected += rejected
+	r.counters.RowsFiltered += filtered
+	r.counters.Windows += windows
+	m.Counters = r.counters
+	m.Watermark = newWM
+	m.Outputs = outRefs
+	m.SideOutputs = sideRefs
+	if r.plan.window != nil {
+		m.Operators = []manifest.OperatorState{{ID: r.plan.window.ID, EmittedThrough: newWM, Files: stateRefs}}
+	}
+	head, err := att.Commit(ctx, m)
+	if err != nil {
+		return err
+	}
+	r.head, r.wm = head, newWM
+	r.res.Epochs++
+	if r.res.FirstEpoch == 0 {
+		r.res.FirstEpoch = head.Epoch()
+	}
+	r.res.LastEpoch = head.Epoch()
+	r.res.Files += int64(len(files))
+	r.res.Rows += rows
+	r.res.RowsOut += rowsOut
+	r.res.RowsLate += late
+	r.res.RowsRejected += rejected
+	for _, o := range outRefs {
+		r.res.Outputs = append(r.res.Outputs, o.Path)
+	}
+	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
+		"rows", rows, "rows_out", rowsOut, "late", late, "rejected", rejected, "watermark", fmtWM(newWM),
+		"duration", time.Since(t0).Round(time.Millisecond))
+	if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func countRows(bs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, b := range bs {
+		n += b.NumRows()
+	}
+	return n
+}
+
+func (r *runner) encodeOutput(bs []arrow.RecordBatch) ([]byte, string, error) {
+	switch r.p.Sink.Format {
+	case spec.JSONL:
+		data, err := formats.EncodeJSONL(r.plan.output, bs)
+		return data, "jsonl", err
+	default:
+		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem})
+		return data, "parquet", err
+	}
+}
+
+// FormatWatermark renders a watermark for people.
+func fmtWM(wm int64) string {
+	switch wm {
+	case math.MinInt64:
+		return "none"
+	case math.MaxInt64:
+		return "+inf (drained)"
+	}
+	return time.UnixMicro(wm).UTC().Format(time.RFC3339)
+}
+
+// FormatWatermark renders a watermark in microseconds for people.
+func FormatWatermark(wm int64) string { return fmtWM(wm) }

@@ -1,0 +1,535 @@
+package formats
+
+// A strict, allocation-light scanner for JSON lines: one flat JSON object per
+// line. Values of declared columns are parsed straight into the row's cells;
+// values of unknown keys (including nested objects and arrays) are validated
+// and skipped. Strings decode exactly as encoding/json decodes them (invalid
+// UTF-8 and lone surrogates become U+FFFD).
+
+import (
+	"bytes"
+	"fmt"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting of skipped values (as encoding/json does).
+const maxJSONDepth = 10000
+
+// parallelMinChunk is the smallest piece of a file decoded by its own goroutine.
+const parallelMinChunk = 4 << 20
+
+func decodeJSONL(file string, data []byte, opts DecodeOptions) (*Decoded, error) {
+	p, err := newPlan(file, opts)
+	if err != nil {
+		return nil, err
+	}
+	data = stripBOM(data)
+	chunks, first := parallelChunks(data, parallelism(opts), parallelMinChunk)
+	if len(chunks) == 1 {
+		rb := newRowBuilder(p)
+		jsonChunk(rb, data, 1)
+		return rb.result(), nil
+	}
+	return runChunks(p, chunks, first, jsonChunk), nil
+}
+
+// jsonChunk decodes the lines of chunk, the first of which is line number line.
+func jsonChunk(rb *rowBuilder, chunk []byte, line int64) {
+	d := newJSONDecoder(rb)
+	avg := bytes.IndexByte(chunk, '\n') + 1
+	if avg <= 0 {
+		avg = len(chunk) + 1
+	}
+	for len(chunk) > 0 {
+		if rb.rows == 0 {
+			rb.reserve(len(chunk)/avg + 1)
+		}
+		var ln []byte
+		if nl := bytes.IndexByte(chunk, '\n'); nl >= 0 {
+			ln, chunk = chunk[:nl], chunk[nl+1:]
+		} else {
+			ln, chunk = chunk, nil
+		}
+		if reason := d.line(ln); reason != "" && reason != skipLine {
+			rb.reject(line, reason, bytes.TrimSuffix(ln, []byte{'\r'}))
+		}
+		line++
+	}
+}
+
+// skipLine is the "reason" of an empty line: skipped, not rejected.
+const skipLine = "\x00skip"
+
+type jsonDecoder struct {
+	rb     *rowBuilder
+	names  []string
+	lookup map[string]int
+	next   int      // predicted index of the next key's column
+	bufs   [][]byte // per-column buffers for unescaped strings
+	keyBuf []byte
+}
+
+func newJSONDecoder(rb *rowBuilder) *jsonDecoder {
+	d := &jsonDecoder{rb: rb, names: rb.p.names, lookup: make(map[string]int, len(rb.p.names)), bufs: make([][]byte, len(rb.p.names))}
+	for i, n := range rb.p.names {
+		d.lookup[n] = i
+	}
+	return d
+}
+
+func (d *jsonDecoder) find(key []byte) int {
+	if n := d.next; n < len(d.names) && d.names[n] == string(key) {
+		d.next = n + 1
+		return n
+	}
+	if j, ok := d.lookup[string(key)]; ok {
+		d.next = j + 1
+		return j
+	}
+	return -1
+}
+
+func syntaxErr(b []byte, i int, what string) string {
+	if i >= len(b) {
+		return "invalid JSON: unexpected end of line, " + what
+	}
+	return fmt.Sprintf("invalid JSON at byte %d: %s", i+1, what)
+}
+
+// line decodes one line; it returns "" when the row was committed, skipLine
+// for a blank line, or a reject reason.
+func (d *jsonDecoder) line(b []byte) string {
+	i := skipWS(b, 0)
+	if i == len(b) {
+		return skipLine
+	}
+	if b[i] != '{' {
+		return syntaxErr(b, i, "expected a JSON object")
+	}
+	rb := d.rb
+	rb.resetCells()
+	d.next = 0
+	etSeen := false
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return syntaxErr(b, i, "expected a string key")
+			}
+			end, flags := scanString(b, i)
+			if end < 0 {
+				return syntaxErr(b, i, "invalid string")
+			}
+			key := b[i+1 : end-1]
+			if flags != 0 {
+				key = unquote(&d.keyBuf, key, flags)
+			}
+			col := d.find(key)
+			i = skipWS(b, end)
+			if i >= len(b) || b[i] != ':' {
+				return syntaxErr(b, i, "expected ':' after key")
+			}
+			i = skipWS(b, i+1)
+			if col < 0 {
+				if i = skipValue(b, i, 1); i < 0 {
+					return syntaxErr(b, -i-1, "invalid value")
+				}
+			} else {
+				if col == rb.p.eventTime {
+					etSeen = true
+				}
+				var reason string
+				if i, reason = d.value(col, b, i); reason != "" {
+					return reason
+				}
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return syntaxErr(b, i, "expected ',' or '}'")
+			}
+			if b[i] == ',' {
+				i = skipWS(b, i+1)
+				continue
+			}
+			if b[i] == '}' {
+				i++
+				break
+			}
+			return syntaxErr(b, i, "expected ',' or '}'")
+		}
+	}
+	if i = skipWS(b, i); i != len(b) {
+		return syntaxErr(b, i, "unexpected data after the object")
+	}
+	if reason := rb.checkEventTime(etSeen); reason != "" {
+		return reason
+	}
+	rb.commit()
+	return ""
+}
+
+func jsonTypeName(c byte) string {
+	switch c {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
+}
+
+// value parses the value at b[i] into column col's cell. It returns the
+// index after the value and a reject reason ("" when fine).
+func (d *jsonDecoder) value(col int, b []byte, i int) (int, string) {
+	rb := d.rb
+	c := &rb.cols[col]
+	v := &rb.cells[col]
+	if i >= len(b) {
+		return i, syntaxErr(b, i, "expected a value")
+	}
+	switch ch := b[i]; {
+	case ch == '"':
+		end, flags := scanString(b, i)
+		if end < 0 {
+			return i, syntaxErr(b, i, "invalid string")
+		}
+		s := b[i+1 : end-1]
+		if flags != 0 {
+			s = unquote(&d.bufs[col], s, flags)
+		}
+		return end, rb.setText(col, s)
+	case ch == '-' || isDigit(ch):
+		end := scanNumber(b, i)
+		if end < 0 {
+			return i, syntaxErr(b, i, "invalid number")
+		}
+		if c.kind == kBool || c.kind == kTimestamp {
+			return end, fmt.Sprintf("column %s: expected %s, got number %s", c.quote, expectName(c.kind), clip(b[i:end]))
+		}
+		return end, rb.setText(col, b[i:end])
+	case ch == 't' || ch == 'f':
+		lit := "false"
+		if ch == 't' {
+			lit = "true"
+		}
+		end := i + len(lit)
+		if end > len(b) || string(b[i:end]) != lit {
+			return i, syntaxErr(b, i, "invalid literal")
+		}
+		switch c.kind {
+		case kBool:
+			v.b, v.set = ch == 't', true
+		case kString:
+			v.s, v.set = b[i:end], true
+		default:
+			return end, fmt.Sprintf("column %s: expected %s, got boolean", c.quote, expectName(c.kind))
+		}
+		return end, ""
+	case ch == 'n':
+		if i+4 > len(b) || string(b[i:i+4]) != "null" {
+			return i, syntaxErr(b, i, "invalid literal")
+		}
+		v.set = false
+		return i + 4, ""
+	case ch == '{' || ch == '[':
+		end := skipValue(b, i, 1)
+		if end < 0 {
+			return i, syntaxErr(b, -end-1, "invalid value")
+		}
+		return end, fmt.Sprintf("column %s: expected %s, got %s", c.quote, expectName(c.kind), jsonTypeName(ch))
+	}
+	return i, syntaxErr(b, i, "expected a value")
+}
+
+func expectName(k kind) string {
+	switch k {
+	case kTimestamp:
+		return "a timestamp string"
+	case kBool:
+		return "a boolean"
+	case kString:
+		return "a string"
+	}
+	return "a number"
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// plainStr marks bytes that need no attention inside a JSON string.
+var plainStr = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const (
+	strEscaped = 1 << iota
+	strNonASCII
+)
+
+func isHex(c byte) bool {
+	return isDigit(c) || (c|0x20)-'a' < 6
+}
+
+// scanString validates the string starting at b[i] == '"' and returns the
+// index after its closing quote (-1 when invalid) and flags telling whether
+// it holds escapes or non-ASCII bytes.
+func scanString(b []byte, i int) (int, int) {
+	flags := 0
+	j := i + 1
+	for {
+		for j+8 <= len(b) && plainStr[b[j]] && plainStr[b[j+1]] && plainStr[b[j+2]] && plainStr[b[j+3]] &&
+			plainStr[b[j+4]] && plainStr[b[j+5]] && plainStr[b[j+6]] && plainStr[b[j+7]] {
+			j += 8
+		}
+		for j < len(b) && plainStr[b[j]] {
+			j++
+		}
+		if j >= len(b) {
+			return -1, 0
+		}
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, flags
+		case c == '\\':
+			flags |= strEscaped
+			j++
+			if j >= len(b) {
+				return -1, 0
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j++
+			case 'u':
+				if j+5 > len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+					return -1, 0
+				}
+				j += 5
+			default:
+				return -1, 0
+			}
+		case c < 0x20:
+			return -1, 0
+		default:
+			flags |= strNonASCII
+			j++
+		}
+	}
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case isDigit(c):
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// unquote decodes the body of a validated JSON string (without quotes) the
+// way encoding/json does, reusing *buf. A string whose only peculiarity is
+// valid UTF-8 is returned as is.
+func unquote(buf *[]byte, s []byte, flags int) []byte {
+	if flags == strNonASCII && utf8.Valid(s) {
+		return s
+	}
+	dst := (*buf)[:0]
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			switch s[r+1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := getu4(s[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+						r += 6
+						dst = utf8.AppendRune(dst, dec)
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, s[r+1])
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			r += size
+			dst = utf8.AppendRune(dst, rr)
+		}
+	}
+	*buf = dst
+	return dst
+}
+
+// scanNumber validates a JSON number at b[i] and returns the index after it,
+// or -1.
+func scanNumber(b []byte, i int) int {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	if j >= len(b) {
+		return -1
+	}
+	switch {
+	case b[j] == '0':
+		j++
+	case b[j] >= '1' && b[j] <= '9':
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+	default:
+		return -1
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		st := j
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+		if j == st {
+			return -1
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		st := j
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+		if j == st {
+			return -1
+		}
+	}
+	return j
+}
+
+// skipValue validates the JSON value at b[i] and returns the index after it.
+// On error it returns -(pos+1) where pos is the offending byte.
+func skipValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -(i + 1)
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _ := scanString(b, i)
+		if end < 0 {
+			return -(i + 1)
+		}
+		return end
+	case c == '-' || isDigit(c):
+		end := scanNumber(b, i)
+		if end < 0 {
+			return -(i + 1)
+		}
+		return end
+	case c == 't' || c == 'f' || c == 'n':
+		lit := "null"
+		if c == 't' {
+			lit = "true"
+		} else if c == 'f' {
+			lit = "false"
+		}
+		if i+len(lit) > len(b) || string(b[i:i+len(lit)]) != lit {
+			return -(i + 1)
+		}
+		return i + len(lit)
+	case c == '{' || c == '[':
+		if depth >= maxJSONDepth {
+			return -(i + 1)
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == closer {
+			return i + 1
+		}
+		for {
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return -(i + 1)
+				}
+				end, _ := scanString(b, i)
+				if end < 0 {
+					return -(i + 1)
+				}
+				i = skipWS(b, end)
+				if i >= len(b) || b[i] != ':' {
+					return -(i + 1)
+				}
+				i = skipWS(b, i+1)
+			}
+			if i = skipValue(b, i, depth+1); i < 0 {
+				return i
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return -(i + 1)
+			}
+			if b[i] == ',' {
+				i = skipWS(b, i+1)
+				continue
+			}
+			if b[i] == closer {
+				return i + 1
+			}
+			return -(i + 1)
+		}
+	}
+	return -(i + 1)
+}

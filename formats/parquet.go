@@ -1,0 +1,538 @@
+package formats
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// DefaultRowGroupRows is the row group size of EncodeParquet when
+// EncodeOptions.RowGroupRows is zero.
+const DefaultRowGroupRows = 128 * 1024
+
+// EncodeOptions configure EncodeParquet.
+type EncodeOptions struct {
+	// Compression is "zstd" (default), "snappy" or "none".
+	Compression string
+	// RowGroupRows is the maximum number of rows per row group.
+	RowGroupRows int64
+	// Mem is the allocator used while writing (default memory.DefaultAllocator).
+	Mem memory.Allocator
+}
+
+// EncodeParquet writes batches, which must all have schema's column types, as
+// one Parquet file. Column statistics are on, and the Arrow schema is stored
+// in the file so that ReadParquet returns exactly schema (timestamps stay
+// timestamp[us, UTC], field metadata is kept).
+func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) ([]byte, error) {
+	if schema == nil {
+		return nil, errors.New("encode parquet: nil schema")
+	}
+	mem := opts.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	var codec compress.Compression
+	switch strings.ToLower(opts.Compression) {
+	case "", "zstd":
+		codec = compress.Codecs.Zstd
+	case "snappy":
+		codec = compress.Codecs.Snappy
+	case "none", "uncompressed":
+		codec = compress.Codecs.Uncompressed
+	default:
+		return nil, fmt.Errorf("encode parquet: unknown compression %q (want zstd, snappy or none)", opts.Compression)
+	}
+	rg := opts.RowGroupRows
+	if rg <= 0 {
+		rg = DefaultRowGroupRows
+	}
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(codec),
+		parquet.WithStats(true),
+		parquet.WithMaxRowGroupLength(rg),
+		parquet.WithAllocator(mem),
+	)
+	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(schema, &buf, props, arrProps)
+	if err != nil {
+		return nil, fmt.Errorf("encode parquet: %w", err)
+	}
+	for n, b := range batches {
+		if err := checkBatch(schema, b); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("encode parquet: batch %d: %w", n, err)
+		}
+		if b.NumRows() == 0 {
+			continue
+		}
+		rec := array.NewRecordBatch(schema, b.Columns(), b.NumRows())
+		err := w.WriteBuffered(rec)
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("encode parquet: batch %d: %w", n, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode parquet: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func checkBatch(schema *arrow.Schema, b arrow.RecordBatch) error {
+	if int(b.NumCols()) != schema.NumFields() {
+		return fmt.Errorf("has %d columns, schema has %d", b.NumCols(), schema.NumFields())
+	}
+	for i, f := range schema.Fields() {
+		if !arrow.TypeEqual(f.Type, b.Column(i).DataType()) {
+			return fmt.Errorf("column %q has type %s, schema says %s", f.Name, b.Column(i).DataType(), f.Type)
+		}
+	}
+	return nil
+}
+
+func openParquet(data []byte, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
+	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(batchSize), PreAllocBinaryData: true}, mem)
+	if err != nil {
+		pf.Close()
+		return nil, nil, fmt.Errorf("parquet: %w", err)
+	}
+	return pf, fr, nil
+}
+
+// readAll drains a record reader over the given row groups (nil = all).
+func readAll(fr *pqarrow.FileReader, cols, rowGroups []int, each func(rec arrow.RecordBatch) error) error {
+	rr, err := fr.GetRecordReader(context.Background(), cols, rowGroups)
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := each(rr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// ReadParquet reads a whole Parquet file (typically one written by
+// EncodeParquet) as it is. The caller releases the batches.
+func ReadParquet(data []byte, mem memory.Allocator) (*arrow.Schema, []arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	pf, fr, err := openParquet(data, mem, DefaultBatchSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pf.Close()
+	schema, err := fr.Schema()
+	if err != nil {
+		return nil, nil, fmt.Errorf("parquet schema: %w", err)
+	}
+	if pf.NumRowGroups() == 0 {
+		return schema, nil, nil
+	}
+	var out []arrow.RecordBatch
+	err = readAll(fr, nil, nil, func(rec arrow.RecordBatch) error {
+		rec.Retain()
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil {
+		releaseAll(out)
+		return nil, nil, fmt.Errorf("read parquet: %w", err)
+	}
+	return schema, out, nil
+}
+
+// ReadParquetFiltered reads the rows whose integer column lies in [lo, hi).
+// Row groups whose min/max statistics of column lie outside the range are
+// not read at all, so a file sorted by column (state files are sorted by
+// key group) costs only the row groups that hold the range.
+func ReadParquetFiltered(data []byte, mem memory.Allocator, column string, lo, hi int64) (*arrow.Schema, []arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	pf, fr, err := openParquet(data, mem, DefaultBatchSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pf.Close()
+	schema, err := fr.Schema()
+	if err != nil {
+		return nil, nil, fmt.Errorf("parquet schema: %w", err)
+	}
+	fi := schema.FieldIndices(column)
+	if len(fi) != 1 {
+		return nil, nil, fmt.Errorf("read parquet: no column %q", column)
+	}
+	if id := schema.Field(fi[0]).Type.ID(); id != arrow.INT64 && id != arrow.INT32 {
+		return nil, nil, fmt.Errorf("read parquet: column %q has type %s, want an integer", column, schema.Field(fi[0]).Type)
+	}
+	leaf := pf.MetaData().Schema.ColumnIndexByName(column)
+	if leaf < 0 {
+		return nil, nil, fmt.Errorf("read parquet: no leaf column %q", column)
+	}
+	var groups []int
+	for g := 0; g < pf.NumRowGroups(); g++ {
+		keep, err := rowGroupOverlaps(pf.MetaData().RowGroup(g), leaf, lo, hi)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read parquet: row group %d: %w", g, err)
+		}
+		if keep {
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) == 0 || lo >= hi {
+		return schema, nil, nil
+	}
+	var out []arrow.RecordBatch
+	err = readAll(fr, nil, groups, func(rec arrow.RecordBatch) error {
+		f, err := filterRange(rec, fi[0], lo, hi)
+		if err != nil {
+			return err
+		}
+		if f.NumRows() == 0 {
+			f.Release()
+			return nil
+		}
+		out = append(out, f)
+		return nil
+	})
+	if err != nil {
+		releaseAll(out)
+		return nil, nil, fmt.Errorf("read parquet: %w", err)
+	}
+	return schema, out, nil
+}
+
+// rowGroupOverlaps reports whether a row group may hold values of leaf column
+// in [lo, hi). Without usable statistics it must be read.
+func rowGroupOverlaps(rg *metadata.RowGroupMetaData, leaf int, lo, hi int64) (bool, error) {
+	cc, err := rg.ColumnChunk(leaf)
+	if err != nil {
+		return false, err
+	}
+	if ok, err := cc.StatsSet(); err != nil || !ok {
+		return true, nil
+	}
+	st, err := cc.Statistics()
+	if err != nil || st == nil || !st.HasMinMax() {
+		return true, nil
+	}
+	var mn, mx int64
+	switch s := st.(type) {
+	case *metadata.Int64Statistics:
+		mn, mx = s.Min(), s.Max()
+	case *metadata.Int32Statistics:
+		mn, mx = int64(s.Min()), int64(s.Max())
+	default:
+		return true, nil
+	}
+	return mx >= lo && mn < hi, nil
+}
+
+func intValue(a arrow.Array, i int) int64 {
+	switch a := a.(type) {
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Int32:
+		return int64(a.Value(i))
+	}
+	return 0
+}
+
+// filterRange returns rec's rows whose column col lies in [lo, hi) (nulls
+// excluded). rec is not released; the result is a new reference.
+func filterRange(rec arrow.RecordBatch, col int, lo, hi int64) (arrow.RecordBatch, error) {
+	a := rec.Column(col)
+	n := a.Len()
+	all := a.NullN() == 0
+	for i := 0; i < n && all; i++ {
+		v := intValue(a, i)
+		all = v >= lo && v < hi
+	}
+	if all {
+		rec.Retain()
+		return rec, nil
+	}
+	mb := array.NewBooleanBuilder(memory.DefaultAllocator)
+	defer mb.Release()
+	mb.Reserve(n)
+	for i := 0; i < n; i++ {
+		v := intValue(a, i)
+		mb.UnsafeAppend(a.IsValid(i) && v >= lo && v < hi)
+	}
+	mask := mb.NewArray()
+	defer mask.Release()
+	return compute.FilterRecordBatch(context.Background(), rec, mask, compute.DefaultFilterOptions())
+}
+
+func releaseAll(bs []arrow.RecordBatch) {
+	for _, b := range bs {
+		b.Release()
+	}
+}
+
+// decodeParquet reads the declared columns of a Parquet input file, casting
+// them to the declared types.
+func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
+	pf, fr, err := openParquet(data, opts.Mem, opts.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fileName, err)
+	}
+	defer pf.Close()
+	fileSchema, err := fr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("%s: parquet schema: %w", fileName, err)
+	}
+	declared := opts.Schema
+	if declared == nil {
+		declared = inferSchema(fileSchema)
+	}
+	// Output schema, kinds and the leaf columns to read.
+	outFields := make([]arrow.Field, declared.NumFields())
+	kinds := make([]kind, declared.NumFields())
+	var leaves []int
+	et := -1
+	for i, f := range declared.Fields() {
+		fi := fileSchema.FieldIndices(f.Name)
+		if len(fi) == 0 {
+			return nil, fmt.Errorf("%s: Parquet file has no column %q", fileName, f.Name)
+		}
+		src := fileSchema.Field(fi[0]).Type
+		if opts.Schema == nil {
+			outFields[i] = f
+			if src.ID() == arrow.TIMESTAMP {
+				kinds[i] = kTimestamp
+			} else {
+				kinds[i] = kString // unused: passthrough below
+			}
+		} else {
+			k, err := fieldKind(f)
+			if err != nil {
+				return nil, fmt.Errorf("%s: schema: %w", fileName, err)
+			}
+			if !compatible(src, k) {
+				return nil, fmt.Errorf("%s: Parquet column %q has type %s, incompatible with declared %s", fileName, f.Name, src, k)
+			}
+			kinds[i] = k
+			f.Type, f.Nullable = k.arrowType(), true
+			outFields[i] = f
+		}
+		if f.Name == opts.EventTime {
+			if outFields[i].Type.ID() != arrow.TIMESTAMP {
+				return nil, fmt.Errorf("%s: event time column %q has type %s, not a timestamp", fileName, f.Name, outFields[i].Type)
+			}
+			et = i
+		}
+		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi[0]])
+	}
+	if opts.EventTime != "" && et < 0 {
+		return nil, fmt.Errorf("%s: event time column %q is not in the schema", fileName, opts.EventTime)
+	}
+	md := declared.Metadata()
+	outSchema := arrow.NewSchema(outFields, &md)
+	res := &Decoded{Schema: outSchema}
+	if pf.NumRowGroups() == 0 || len(leaves) == 0 {
+		return res, nil
+	}
+	var rowBase int64
+	err = readAll(fr, leaves, nil, func(rec arrow.RecordBatch) error {
+		n := rec.NumRows()
+		cols := make([]arrow.Array, len(outFields))
+		defer func() {
+			for _, c := range cols {
+				if c != nil {
+					c.Release()
+				}
+			}
+		}()
+		for i, f := range outFields {
+			idx := rec.Schema().FieldIndices(f.Name)
+			if len(idx) == 0 {
+				return fmt.Errorf("column %q missing from a batch", f.Name)
+			}
+			src := rec.Column(idx[0])
+			var err error
+			if opts.Schema == nil && kinds[i] != kTimestamp {
+				src.Retain()
+				cols[i] = src
+			} else if cols[i], err = convertColumn(src, kinds[i], f.Type); err != nil {
+				return fmt.Errorf("column %q: %w", f.Name, err)
+			}
+		}
+		out := array.NewRecordBatch(outSchema, cols, n)
+		if et >= 0 && cols[et].NullN() > 0 {
+			etc := cols[et]
+			mb := array.NewBooleanBuilder(memory.DefaultAllocator)
+			for j := 0; j < int(n); j++ {
+				ok := etc.IsValid(j)
+				mb.Append(ok)
+				if !ok {
+					res.Rejects = append(res.Rejects, Reject{File: fileName, Line: rowBase + int64(j) + 1,
+						Reason: fmt.Sprintf("event time column %q is null", outFields[et].Name)})
+				}
+			}
+			mask := mb.NewArray()
+			mb.Release()
+			filtered, err := compute.FilterRecordBatch(context.Background(), out, mask, compute.DefaultFilterOptions())
+			mask.Release()
+			out.Release()
+			if err != nil {
+				return err
+			}
+			out = filtered
+		}
+		rowBase += n
+		if out.NumRows() == 0 {
+			out.Release()
+			return nil
+		}
+		res.Batches = append(res.Batches, out)
+		res.Rows += out.NumRows()
+		return nil
+	})
+	if err != nil {
+		res.Release()
+		return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)
+	}
+	return res, nil
+}
+
+// inferSchema is the file's schema with timestamps as us UTC and
+// dictionaries unpacked.
+func inferSchema(s *arrow.Schema) *arrow.Schema {
+	fs := make([]arrow.Field, s.NumFields())
+	for i, f := range s.Fields() {
+		switch t := f.Type.(type) {
+		case *arrow.TimestampType:
+			f.Type = TimestampType
+		case *arrow.DictionaryType:
+			f.Type = t.ValueType
+		}
+		fs[i] = f
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(fs, &md)
+}
+
+func isInt(id arrow.Type, maxBits int) bool {
+	switch id {
+	case arrow.INT8, arrow.UINT8:
+		return true
+	case arrow.INT16, arrow.UINT16:
+		return maxBits >= 32 // uint16 needs 17 bits
+	case arrow.INT32:
+		return maxBits >= 32
+	case arrow.UINT32:
+		return maxBits >= 64
+	case arrow.INT64:
+		return maxBits >= 64
+	}
+	return false
+}
+
+// compatible reports whether a Parquet column of Arrow type src can be read
+// as declared kind k without loss.
+func compatible(src arrow.DataType, k kind) bool {
+	if d, ok := src.(*arrow.DictionaryType); ok {
+		src = d.ValueType
+	}
+	id := src.ID()
+	switch k {
+	case kString:
+		return id == arrow.STRING || id == arrow.LARGE_STRING || id == arrow.STRING_VIEW
+	case kInt64:
+		return isInt(id, 64)
+	case kInt32:
+		return isInt(id, 32)
+	case kFloat64:
+		return id == arrow.FLOAT32 || id == arrow.FLOAT64 || isInt(id, 32)
+	case kBool:
+		return id == arrow.BOOL
+	case kTimestamp:
+		return id == arrow.TIMESTAMP
+	default: // epoch numbers
+		return id == arrow.TIMESTAMP || id == arrow.INT64 || id == arrow.INT32
+	}
+}
+
+// convertColumn casts a to the declared kind's type. It returns a new
+// reference.
+func convertColumn(a arrow.Array, k kind, to arrow.DataType) (arrow.Array, error) {
+	ctx := context.Background()
+	if d, ok := a.(*array.Dictionary); ok {
+		plain, err := compute.CastArray(ctx, d, compute.SafeCastOptions(d.Dictionary().DataType()))
+		if err != nil {
+			return nil, fmt.Errorf("unpack dictionary: %w", err)
+		}
+		defer plain.Release()
+		a = plain
+	}
+	if k.isTimestamp() {
+		var unit arrow.TimeUnit
+		switch t := a.DataType().(type) {
+		case *arrow.TimestampType:
+			unit = t.Unit
+		default: // integers: epoch numbers in the declared unit
+			unit = map[kind]arrow.TimeUnit{kTimestampS: arrow.Second, kTimestampMS: arrow.Millisecond, kTimestampUS: arrow.Microsecond}[k]
+			if a.DataType().ID() == arrow.INT32 {
+				wide, err := compute.CastArray(ctx, a, compute.SafeCastOptions(arrow.PrimitiveTypes.Int64))
+				if err != nil {
+					return nil, err
+				}
+				defer wide.Release()
+				a = wide
+			}
+		}
+		// Relabel as timestamp[unit, UTC], sharing buffers, then rescale.
+		d := a.Data()
+		rel := array.MakeFromData(array.NewData(&arrow.TimestampType{Unit: unit, TimeZone: "UTC"}, d.Len(), d.Buffers(), nil, d.NullN(), d.Offset()))
+		if unit == arrow.Microsecond {
+			return rel, nil
+		}
+		defer rel.Release()
+		opts := compute.SafeCastOptions(TimestampType)
+		opts.AllowTimeTruncate = true
+		return compute.CastArray(ctx, rel, opts)
+	}
+	if arrow.TypeEqual(a.DataType(), to) {
+		a.Retain()
+		return a, nil
+	}
+	return compute.CastArray(ctx, a, compute.SafeCastOptions(to))
+}
+
+// appendLeaves appends the leaf column indices under f.
+func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
+	if f.IsLeaf() {
+		return append(dst, f.ColIndex)
+	}
+	for i := range f.Children {
+		dst = appendLeaves(dst, &f.Children[i])
+	}
+	return dst
+}

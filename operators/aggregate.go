@@ -1,0 +1,691 @@
+package operators
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+)
+
+// AggFunc is an aggregate function.
+type AggFunc int
+
+// The aggregate functions. Nulls are ignored by all of them except count().
+const (
+	AggCount         AggFunc = iota + 1 // count() counts rows; count(col) counts non-null values
+	AggSum                              // sum(col): int32/int64 -> int64, float64 -> float64
+	AggMin                              // min(col): the column type
+	AggMax                              // max(col): the column type
+	AggAvg                              // avg(col): float64
+	AggCountDistinct                    // count_distinct(col): int64, number of distinct non-null values
+	AggFirst                            // first(col): value with the smallest event time; ties: earliest arrival
+	AggLast                             // last(col): value with the largest event time; ties: latest arrival
+)
+
+var aggFuncNames = []struct {
+	name string
+	fn   AggFunc
+}{
+	{"count", AggCount}, {"sum", AggSum}, {"min", AggMin}, {"max", AggMax}, {"avg", AggAvg},
+	{"count_distinct", AggCountDistinct}, {"first", AggFirst}, {"last", AggLast},
+}
+
+// String returns the function's name as written in a pipeline spec.
+func (f AggFunc) String() string {
+	for _, n := range aggFuncNames {
+		if n.fn == f {
+			return n.name
+		}
+	}
+	return fmt.Sprintf("AggFunc(%d)", int(f))
+}
+
+// AggSpec is one aggregate of a window: output column Name = Func(Column).
+type AggSpec struct {
+	Name   string  // output column name
+	Func   AggFunc // the function
+	Column string  // input column; empty only for count()
+}
+
+// String returns the aggregate as an expression, e.g. "sum(bytes)".
+func (a AggSpec) String() string { return a.Func.String() + "(" + a.Column + ")" }
+
+// ParseAggregate parses an aggregate expression such as "count()", "sum(bytes)"
+// or " count_distinct ( user_id ) " for the output column name. Function names
+// are case-insensitive; "count(*)" means "count()".
+func ParseAggregate(name, expr string) (AggSpec, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return AggSpec{}, fmt.Errorf("aggregate %q: empty output column name", expr)
+	}
+	e := strings.TrimSpace(expr)
+	open := strings.IndexByte(e, '(')
+	if open < 0 || !strings.HasSuffix(e, ")") {
+		return AggSpec{}, fmt.Errorf("aggregate %s: cannot parse %q; expected function(column), e.g. sum(bytes) or count()", name, expr)
+	}
+	fname := strings.ToLower(strings.TrimSpace(e[:open]))
+	arg := strings.TrimSpace(e[open+1 : len(e)-1])
+	var fn AggFunc
+	for _, n := range aggFuncNames {
+		if n.name == fname {
+			fn = n.fn
+		}
+	}
+	if fn == 0 {
+		names := make([]string, len(aggFuncNames))
+		for i, n := range aggFuncNames {
+			names[i] = n.name
+		}
+		return AggSpec{}, fmt.Errorf("aggregate %s: unknown function %q; expected one of %s", name, fname, strings.Join(names, ", "))
+	}
+	if strings.ContainsAny(arg, "(),") {
+		return AggSpec{}, fmt.Errorf("aggregate %s: %s takes one column name, got %q", name, fname, arg)
+	}
+	if fn == AggCount && arg == "*" {
+		arg = ""
+	}
+	if arg == "" && fn != AggCount {
+		return AggSpec{}, fmt.Errorf("aggregate %s: %s needs a column, e.g. %s(bytes)", name, fname, fname)
+	}
+	return AggSpec{Name: name, Func: fn, Column: arg}, nil
+}
+
+// updateBatch is the input of one accumulator update: rows[j] of the batch is
+// added to slot slots[j].
+type updateBatch struct {
+	col   arrow.Array // the aggregate's input column; nil for count()
+	ts    []arrow.Timestamp
+	seq0  int64 // arrival sequence number of row 0
+	rows  []int32
+	slots []int32
+}
+
+// accumulator holds one aggregate's state for every slot (open key+window) in
+// typed slices. Every method works on a whole batch so the per-row work has no
+// interface calls.
+type accumulator interface {
+	grow(n int)            // make slots [0,n) addressable; new slots are empty
+	reset(slot int32)      // empty a slot for reuse
+	merge(dst, src int32)  // fold src into dst (session merges)
+	update(u *updateBatch) // add rows
+	resultType() arrow.DataType
+	appendResults(b array.Builder, slots []int32) error
+	stateFields(name string) []arrow.Field
+	appendState(bs []array.Builder, slots []int32) error
+	// restore sets slots[j] from row rows[j] of the state columns and returns
+	// the largest arrival sequence number it saw (or -1).
+	restore(cols []arrow.Array, rows, slots []int32) (int64, error)
+}
+
+type value interface {
+	~int32 | ~int64 | ~float64 | ~string
+}
+
+type validity struct {
+	bm  []byte
+	off int
+}
+
+func validityOf(a arrow.Array) validity {
+	if a.NullN() == 0 {
+		return validity{}
+	}
+	return validity{bm: a.NullBitmapBytes(), off: a.Data().Offset()}
+}
+
+func (v validity) ok(i int32) bool {
+	return v.bm == nil || bitutil.BitIsSet(v.bm, v.off+int(i))
+}
+
+// valuesOf returns the values of arr as []T (string columns are copied into
+// scratch as string headers pointing into the Arrow buffer: clone to keep).
+func valuesOf[T value](arr arrow.Array, scratch *[]string) ([]T, error) {
+	var v any
+	switch a := arr.(type) {
+	case *array.Int64:
+		v = a.Int64Values()
+	case *array.Int32:
+		v = a.Int32Values()
+	case *array.Float64:
+		v = a.Float64Values()
+	case *array.Timestamp:
+		v = a.TimestampValues()
+	case *array.String:
+		s := (*scratch)[:0]
+		for i := 0; i < a.Len(); i++ {
+			s = append(s, a.Value(i))
+		}
+		*scratch = s
+		v = s
+	}
+	out, ok := v.([]T)
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("column type %s does not hold %T", arr.DataType(), zero)
+	}
+	return out, nil
+}
+
+// appendValues appends vals[s] (or null when !valid(s)) for each slot.
+func appendValues[T value](b array.Builder, vals []T, valid func(int32) bool, slots []int32) error {
+	add := func(app func(int32)) {
+		for _, s := range slots {
+			if valid != nil && !valid(s) {
+				b.AppendNull()
+			} else {
+				app(s)
+			}
+		}
+	}
+	switch bb := b.(type) {
+	case *array.Int64Builder:
+		if vs, ok := any(vals).([]int64); ok {
+			add(func(s int32) { bb.Append(vs[s]) })
+			return nil
+		}
+	case *array.Int32Builder:
+		if vs, ok := any(vals).([]int32); ok {
+			add(func(s int32) { bb.Append(vs[s]) })
+			return nil
+		}
+	case *array.Float64Builder:
+		if vs, ok := any(vals).([]float64); ok {
+			add(func(s int32) { bb.Append(vs[s]) })
+			return nil
+		}
+	case *array.TimestampBuilder:
+		switch vs := any(vals).(type) {
+		case []arrow.Timestamp:
+			add(func(s int32) { bb.Append(vs[s]) })
+			return nil
+		case []int64:
+			add(func(s int32) { bb.Append(arrow.Timestamp(vs[s])) })
+			return nil
+		}
+	case *array.StringBuilder:
+		if vs, ok := any(vals).([]string); ok {
+			add(func(s int32) { bb.Append(vs[s]) })
+			return nil
+		}
+	}
+	var zero T
+	return fmt.Errorf("cannot append %T to %T", zero, b)
+}
+
+func growTo[T any](s []T, n int) []T {
+	if n <= len(s) {
+		return s
+	}
+	old := len(s)
+	s = slices.Grow(s, n-old)[:n]
+	clear(s[old:])
+	return s
+}
+
+func identity[T any](v T) T { return v }
+
+// newAccumulator builds the accumulator of spec over a column of type dt (nil
+// for count()).
+func newAccumulator(spec AggSpec, dt arrow.DataType) (accumulator, error) {
+	bad := func(want string) error {
+		return fmt.Errorf("aggregate %s = %s: column %q has type %s; %s needs %s", spec.Name, spec, spec.Column, dt, spec.Func, want)
+	}
+	if spec.Func == AggCount {
+		return &countAcc{star: spec.Column == ""}, nil
+	}
+	id := dt.ID()
+	if ts, ok := dt.(*arrow.TimestampType); ok && ts.Unit != arrow.Microsecond {
+		id = arrow.NULL // unsupported unit
+	}
+	switch spec.Func {
+	case AggCountDistinct:
+		k := kindOf(dt)
+		if k == tagOther {
+			return nil, bad("int64, int32, float64, string, bool or timestamp[us]")
+		}
+		return &distinctAcc{kind: k}, nil
+	case AggSum, AggAvg:
+		avg := spec.Func == AggAvg
+		switch id {
+		case arrow.INT32:
+			return &sumAcc[int32, int64]{avg: avg, dt: arrow.PrimitiveTypes.Int64}, nil
+		case arrow.INT64:
+			return &sumAcc[int64, int64]{avg: avg, dt: arrow.PrimitiveTypes.Int64}, nil
+		case arrow.FLOAT64:
+			return &sumAcc[float64, float64]{avg: avg, dt: arrow.PrimitiveTypes.Float64}, nil
+		}
+		return nil, bad("int32, int64 or float64")
+	case AggMin, AggMax:
+		max := spec.Func == AggMax
+		switch id {
+		case arrow.INT32:
+			return &minMaxAcc[int32]{max: max, dt: dt, clone: identity[int32]}, nil
+		case arrow.INT64:
+			return &minMaxAcc[int64]{max: max, dt: dt, clone: identity[int64]}, nil
+		case arrow.FLOAT64:
+			return &minMaxAcc[float64]{max: max, dt: dt, clone: identity[float64]}, nil
+		case arrow.TIMESTAMP:
+			return &minMaxAcc[arrow.Timestamp]{max: max, dt: dt, clone: identity[arrow.Timestamp]}, nil
+		case arrow.STRING:
+			return &minMaxAcc[string]{max: max, dt: dt, clone: strings.Clone}, nil
+		}
+		return nil, bad("int32, int64, float64, string or timestamp[us]")
+	case AggFirst, AggLast:
+		last := spec.Func == AggLast
+		switch id {
+		case arrow.INT32:
+			return &firstLastAcc[int32]{last: last, dt: dt, clone: identity[int32]}, nil
+		case arrow.INT64:
+			return &firstLastAcc[int64]{last: last, dt: dt, clone: identity[int64]}, nil
+		case arrow.FLOAT64:
+			return &firstLastAcc[float64]{last: last, dt: dt, clone: identity[float64]}, nil
+		case arrow.TIMESTAMP:
+			return &firstLastAcc[arrow.Timestamp]{last: last, dt: dt, clone: identity[arrow.Timestamp]}, nil
+		case arrow.STRING:
+			return &firstLastAcc[string]{last: last, dt: dt, clone: strings.Clone}, nil
+		}
+		return nil, bad("int32, int64, float64, string or timestamp[us]")
+	}
+	return nil, fmt.Errorf("aggregate %s: unknown function %v", spec.Name, spec.Func)
+}
+
+// ---- count ----
+
+type countAcc struct {
+	star bool
+	n    []int64
+}
+
+func (a *countAcc) grow(n int)           { a.n = growTo(a.n, n) }
+func (a *countAcc) reset(s int32)        { a.n[s] = 0 }
+func (a *countAcc) merge(dst, src int32) { a.n[dst] += a.n[src] }
+func (a *countAcc) update(u *updateBatch) {
+	if a.star || u.col.NullN() == 0 {
+		for _, s := range u.slots {
+			a.n[s]++
+		}
+		return
+	}
+	v := validityOf(u.col)
+	for j, r := range u.rows {
+		if v.ok(r) {
+			a.n[u.slots[j]]++
+		}
+	}
+}
+func (a *countAcc) resultType() arrow.DataType { return arrow.PrimitiveTypes.Int64 }
+func (a *countAcc) appendResults(b array.Builder, slots []int32) error {
+	return appendValues(b, a.n, nil, slots)
+}
+func (a *countAcc) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name, Type: arrow.PrimitiveTypes.Int64}}
+}
+func (a *countAcc) appendState(bs []array.Builder, slots []int32) error {
+	return appendValues(bs[0], a.n, nil, slots)
+}
+func (a *countAcc) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	n, err := valuesOf[int64](cols[0], nil)
+	if err != nil {
+		return -1, err
+	}
+	for j, r := range rows {
+		a.n[slots[j]] = n[r]
+	}
+	return -1, nil
+}
+
+// ---- sum / avg ----
+
+type sumAcc[T int32 | int64 | float64, R int64 | float64] struct {
+	avg bool
+	dt  arrow.DataType // of R
+	sum []R
+	n   []int64
+}
+
+func (a *sumAcc[T, R]) grow(n int)    { a.sum, a.n = growTo(a.sum, n), growTo(a.n, n) }
+func (a *sumAcc[T, R]) reset(s int32) { a.sum[s], a.n[s] = 0, 0 }
+func (a *sumAcc[T, R]) merge(dst, src int32) {
+	a.sum[dst] += a.sum[src]
+	a.n[dst] += a.n[src]
+}
+func (a *sumAcc[T, R]) update(u *updateBatch) {
+	vals, err := valuesOf[T](u.col, nil)
+	if err != nil {
+		return // excluded by NewWindow's type check
+	}
+	sum, n := a.sum, a.n
+	if u.col.NullN() == 0 {
+		for j, r := range u.rows {
+			s := u.slots[j]
+			sum[s] += R(vals[r])
+			n[s]++
+		}
+		return
+	}
+	v := validityOf(u.col)
+	for j, r := range u.rows {
+		if v.ok(r) {
+			s := u.slots[j]
+			sum[s] += R(vals[r])
+			n[s]++
+		}
+	}
+}
+func (a *sumAcc[T, R]) resultType() arrow.DataType {
+	if a.avg {
+		return arrow.PrimitiveTypes.Float64
+	}
+	return a.dt
+}
+func (a *sumAcc[T, R]) has(s int32) bool { return a.n[s] > 0 }
+func (a *sumAcc[T, R]) appendResults(b array.Builder, slots []int32) error {
+	if !a.avg {
+		return appendValues(b, a.sum, a.has, slots)
+	}
+	fb, ok := b.(*array.Float64Builder)
+	if !ok {
+		return fmt.Errorf("avg: cannot append to %T", b)
+	}
+	for _, s := range slots {
+		if a.n[s] == 0 {
+			fb.AppendNull()
+		} else {
+			fb.Append(float64(a.sum[s]) / float64(a.n[s]))
+		}
+	}
+	return nil
+}
+func (a *sumAcc[T, R]) stateFields(name string) []arrow.Field {
+	return []arrow.Field{
+		{Name: name + ".sum", Type: a.dt},
+		{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
+	}
+}
+func (a *sumAcc[T, R]) appendState(bs []array.Builder, slots []int32) error {
+	if err := appendValues(bs[0], a.sum, nil, slots); err != nil {
+		return err
+	}
+	return appendValues(bs[1], a.n, nil, slots)
+}
+func (a *sumAcc[T, R]) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	sum, err := valuesOf[R](cols[0], nil)
+	if err != nil {
+		return -1, err
+	}
+	n, err := valuesOf[int64](cols[1], nil)
+	if err != nil {
+		return -1, err
+	}
+	for j, r := range rows {
+		a.sum[slots[j]], a.n[slots[j]] = sum[r], n[r]
+	}
+	return -1, nil
+}
+
+// ---- min / max ----
+
+type minMaxAcc[T value] struct {
+	max     bool
+	dt      arrow.DataType
+	clone   func(T) T
+	v       []T
+	has     []bool
+	scratch []string
+}
+
+func (a *minMaxAcc[T]) grow(n int) { a.v, a.has = growTo(a.v, n), growTo(a.has, n) }
+func (a *minMaxAcc[T]) reset(s int32) {
+	var zero T
+	a.v[s], a.has[s] = zero, false
+}
+func (a *minMaxAcc[T]) better(x, cur T) bool {
+	if a.max {
+		return cmp.Less(cur, x)
+	}
+	return cmp.Less(x, cur)
+}
+func (a *minMaxAcc[T]) merge(dst, src int32) {
+	if a.has[src] && (!a.has[dst] || a.better(a.v[src], a.v[dst])) {
+		a.v[dst], a.has[dst] = a.v[src], true
+	}
+}
+func (a *minMaxAcc[T]) update(u *updateBatch) {
+	vals, err := valuesOf[T](u.col, &a.scratch)
+	if err != nil {
+		return
+	}
+	v := validityOf(u.col)
+	for j, r := range u.rows {
+		if !v.ok(r) {
+			continue
+		}
+		s, x := u.slots[j], vals[r]
+		if !a.has[s] || a.better(x, a.v[s]) {
+			a.v[s], a.has[s] = a.clone(x), true
+		}
+	}
+}
+func (a *minMaxAcc[T]) resultType() arrow.DataType { return a.dt }
+func (a *minMaxAcc[T]) valid(s int32) bool         { return a.has[s] }
+func (a *minMaxAcc[T]) appendResults(b array.Builder, slots []int32) error {
+	return appendValues(b, a.v, a.valid, slots)
+}
+func (a *minMaxAcc[T]) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name, Type: a.dt, Nullable: true}}
+}
+func (a *minMaxAcc[T]) appendState(bs []array.Builder, slots []int32) error {
+	return appendValues(bs[0], a.v, a.valid, slots)
+}
+func (a *minMaxAcc[T]) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	vals, err := valuesOf[T](cols[0], &a.scratch)
+	if err != nil {
+		return -1, err
+	}
+	v := validityOf(cols[0])
+	for j, r := range rows {
+		if v.ok(r) {
+			a.v[slots[j]], a.has[slots[j]] = a.clone(vals[r]), true
+		}
+	}
+	return -1, nil
+}
+
+// ---- first / last ----
+
+type firstLastAcc[T value] struct {
+	last    bool
+	dt      arrow.DataType
+	clone   func(T) T
+	v       []T
+	has     []bool
+	ts      []int64
+	seq     []int64
+	scratch []string
+}
+
+func (a *firstLastAcc[T]) grow(n int) {
+	a.v, a.has, a.ts, a.seq = growTo(a.v, n), growTo(a.has, n), growTo(a.ts, n), growTo(a.seq, n)
+}
+func (a *firstLastAcc[T]) reset(s int32) {
+	var zero T
+	a.v[s], a.has[s], a.ts[s], a.seq[s] = zero, false, 0, 0
+}
+
+// better reports whether (t, q) should replace slot s's current value.
+func (a *firstLastAcc[T]) better(t, q int64, s int32) bool {
+	if !a.has[s] {
+		return true
+	}
+	if a.last {
+		return t > a.ts[s] || (t == a.ts[s] && q > a.seq[s])
+	}
+	return t < a.ts[s] || (t == a.ts[s] && q < a.seq[s])
+}
+func (a *firstLastAcc[T]) merge(dst, src int32) {
+	if a.has[src] && a.better(a.ts[src], a.seq[src], dst) {
+		a.v[dst], a.has[dst], a.ts[dst], a.seq[dst] = a.v[src], true, a.ts[src], a.seq[src]
+	}
+}
+func (a *firstLastAcc[T]) update(u *updateBatch) {
+	vals, err := valuesOf[T](u.col, &a.scratch)
+	if err != nil {
+		return
+	}
+	v := validityOf(u.col)
+	for j, r := range u.rows {
+		if !v.ok(r) {
+			continue
+		}
+		s, t, q := u.slots[j], int64(u.ts[r]), u.seq0+int64(r)
+		if a.better(t, q, s) {
+			a.v[s], a.has[s], a.ts[s], a.seq[s] = a.clone(vals[r]), true, t, q
+		}
+	}
+}
+func (a *firstLastAcc[T]) resultType() arrow.DataType { return a.dt }
+func (a *firstLastAcc[T]) valid(s int32) bool         { return a.has[s] }
+func (a *firstLastAcc[T]) appendResults(b array.Builder, slots []int32) error {
+	return appendValues(b, a.v, a.valid, slots)
+}
+func (a *firstLastAcc[T]) stateFields(name string) []arrow.Field {
+	return []arrow.Field{
+		{Name: name, Type: a.dt, Nullable: true},
+		{Name: name + ".ts", Type: eventTimeType, Nullable: true},
+		{Name: name + ".seq", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}
+}
+func (a *firstLastAcc[T]) appendState(bs []array.Builder, slots []int32) error {
+	if err := appendValues(bs[0], a.v, a.valid, slots); err != nil {
+		return err
+	}
+	if err := appendValues(bs[1], a.ts, a.valid, slots); err != nil {
+		return err
+	}
+	return appendValues(bs[2], a.seq, a.valid, slots)
+}
+func (a *firstLastAcc[T]) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	vals, err := valuesOf[T](cols[0], &a.scratch)
+	if err != nil {
+		return -1, err
+	}
+	ts, err := valuesOf[arrow.Timestamp](cols[1], nil)
+	if err != nil {
+		return -1, err
+	}
+	seq, err := valuesOf[int64](cols[2], nil)
+	if err != nil {
+		return -1, err
+	}
+	maxSeq := int64(-1)
+	v, vt, vq := validityOf(cols[0]), validityOf(cols[1]), validityOf(cols[2])
+	for j, r := range rows {
+		if !v.ok(r) {
+			continue
+		}
+		if !vt.ok(r) || !vq.ok(r) {
+			return -1, fmt.Errorf("row %d: value without event time or sequence", r)
+		}
+		s := slots[j]
+		a.v[s], a.has[s], a.ts[s], a.seq[s] = a.clone(vals[r]), true, int64(ts[r]), seq[r]
+		maxSeq = max(maxSeq, seq[r])
+	}
+	return maxSeq, nil
+}
+
+// ---- count_distinct ----
+
+// distinctAcc keeps, per slot, the set of distinct non-null values, each in
+// the canonical key encoding of SerializeKey (so -0 == +0 and NaN == NaN).
+type distinctAcc struct {
+	kind byte
+	sets []map[string]struct{}
+	buf  []byte
+}
+
+func (a *distinctAcc) grow(n int)    { a.sets = growTo(a.sets, n) }
+func (a *distinctAcc) reset(s int32) { a.sets[s] = nil }
+func (a *distinctAcc) add(s int32, v []byte) {
+	m := a.sets[s]
+	if m == nil {
+		m = make(map[string]struct{})
+		a.sets[s] = m
+	}
+	if _, ok := m[string(v)]; !ok {
+		m[string(v)] = struct{}{}
+	}
+}
+func (a *distinctAcc) merge(dst, src int32) {
+	for v := range a.sets[src] {
+		a.add(dst, []byte(v))
+	}
+}
+func (a *distinctAcc) update(u *updateBatch) {
+	bc := bindColumn(a.kind, u.col)
+	for j, r := range u.rows {
+		if !bc.valid(int(r)) {
+			continue
+		}
+		a.buf = bc.append(a.buf[:0], int(r))
+		a.add(u.slots[j], a.buf)
+	}
+}
+func (a *distinctAcc) resultType() arrow.DataType { return arrow.PrimitiveTypes.Int64 }
+func (a *distinctAcc) appendResults(b array.Builder, slots []int32) error {
+	ib, ok := b.(*array.Int64Builder)
+	if !ok {
+		return fmt.Errorf("count_distinct: cannot append to %T", b)
+	}
+	for _, s := range slots {
+		ib.Append(int64(len(a.sets[s])))
+	}
+	return nil
+}
+func (a *distinctAcc) stateFields(name string) []arrow.Field {
+	return []arrow.Field{{Name: name + ".values", Type: arrow.ListOf(arrow.BinaryTypes.Binary)}}
+}
+func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
+	lb, ok := bs[0].(*array.ListBuilder)
+	if !ok {
+		return fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
+	}
+	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
+	if !ok {
+		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	}
+	var vals []string
+	for _, s := range slots {
+		lb.Append(true)
+		vals = vals[:0]
+		for v := range a.sets[s] {
+			vals = append(vals, v)
+		}
+		slices.Sort(vals)
+		for _, v := range vals {
+			vb.AppendString(v)
+		}
+	}
+	return nil
+}
+func (a *distinctAcc) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	la, ok := cols[0].(*array.List)
+	if !ok {
+		return -1, fmt.Errorf("count_distinct state is %T, want list<binary>", cols[0])
+	}
+	vals, ok := la.ListValues().(*array.Binary)
+	if !ok {
+		return -1, fmt.Errorf("count_distinct state values are %T, want binary", la.ListValues())
+	}
+	for j, r := range rows {
+		lo, hi := la.ValueOffsets(int(r))
+		s := slots[j]
+		for i := lo; i < hi; i++ {
+			a.add(s, vals.Value(int(i)))
+		}
+	}
+	return -1, nil
+}

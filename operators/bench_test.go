@@ -1,0 +1,86 @@
+package operators
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// BenchmarkWindowProcess: 100k-row batches, 10k string keys, 1-minute tumbling
+// count() + sum(bytes). Each batch covers one minute; after each batch the
+// previous minute is emitted, so state turns over like in production.
+func BenchmarkWindowProcess(b *testing.B) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "event_time", Type: eventTimeType},
+		{Name: "user_id", Type: arrow.BinaryTypes.String},
+		{Name: "bytes", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	const rowsPerBatch, keys, minutes = 100_000, 10_000, 10
+	rng := rand.New(rand.NewPCG(1, 2))
+	users := make([]string, keys)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%d", i)
+	}
+	var batches []arrow.RecordBatch
+	for m := range minutes {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for i := range rowsPerBatch {
+			rb.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(m)*60e6 + int64(i)*600))
+			rb.Field(1).(*array.StringBuilder).Append(users[rng.IntN(keys)])
+			rb.Field(2).(*array.Int64Builder).Append(int64(rng.IntN(10_000)))
+		}
+		batches = append(batches, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer release(batches...)
+	spec := WindowSpec{ID: "bench", Keys: []string{"user_id"}, EventTime: "event_time", Kind: Tumbling,
+		Size: time.Minute, Aggregates: mustAggs(b, "clicks", "count()", "total_bytes", "sum(bytes)")}
+	newW := func() *Window {
+		w, err := NewWindow(spec, schema, 128)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return w
+	}
+	w := newW()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m := i % minutes
+		if m == 0 && i > 0 {
+			b.StopTimer()
+			w = newW()
+			b.StartTimer()
+		}
+		late, err := w.Process(batches[m])
+		if err != nil || late != nil {
+			b.Fatalf("late=%v err=%v", late, err)
+		}
+		out, err := w.Advance(int64(m) * 60e6)
+		if err != nil {
+			b.Fatal(err)
+		}
+		release(out)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)*rowsPerBatch/b.Elapsed().Seconds(), "rows/s")
+	// The machine may be shared: also report throughput per CPU-second used.
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N)*rowsPerBatch/cpu.Seconds(), "rows/cpu-s")
+	}
+}
+
+// cpuTime is the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,34 @@
+// Package operators holds floe's keyed operators: key groups and partitioning,
+// event-time windows (tumbling, sliding, session) and their aggregates, all on
+// Apache Arrow record batches. It is pure computation: no I/O, no clocks, no
+// object store. The caller (the epoch package) decides when to Process,
+// Advance, Snapshot and Restore, and persists what Snapshot returns.
+//
+// # Key groups
+//
+// A key is serialised with [SerializeKey] (the encoding is documented there and
+// is frozen: it defines key-group assignment for the life of every pipeline).
+// Its key group is fnv1a64(key bytes) mod K ([KeyGroup]); at parallelism P the
+// subtask of key group g is g*P/K ([SubtaskOf]), so each subtask owns the
+// contiguous range returned by [KeyGroupRange]. testdata/keygroups_k128.txt pins
+// the assignment of ~200 keys; a test compares it forever.
+//
+// # Windows
+//
+// Invariants a [Window] keeps, which the tests check:
+//
+//  1. Every open (key, window) state has end + allowed_lateness > Watermark().
+//     Advance(wm) emits, exactly once, every state with end + lateness <= wm
+//     and removes it; a smaller or equal wm is ignored.
+//  2. A row is aggregated into a window only if that window is still open at
+//     Process time; a row none of whose windows is open is returned as late,
+//     never silently dropped.
+//  3. Snapshot + Restore is lossless: restoring the union of several
+//     instances' snapshots into one instance, or one snapshot into instances
+//     with disjoint key-group ranges, gives exactly the per-key state and
+//     therefore exactly the same future output (rescale).
+//  4. Output is deterministic: rows sorted by (window_start, key bytes,
+//     window_end), independent of batch boundaries, arrival interleaving of
+//     different keys, snapshots and rescales. (Aggregates over float64 sum in
+//     arrival order, so float sums may differ in the last bits across merges.)
+package operators

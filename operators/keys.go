@@ -1,0 +1,443 @@
+package operators
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Type tags of the key encoding. They are part of the frozen format.
+const (
+	tagNull      byte = 0x00
+	tagInt64     byte = 0x01
+	tagInt32     byte = 0x02
+	tagFloat64   byte = 0x03
+	tagString    byte = 0x04
+	tagBool      byte = 0x05
+	tagTimestamp byte = 0x06
+	tagOther     byte = 0xFF
+)
+
+// MaxKeyGroups is the largest supported max parallelism (number of key groups).
+const MaxKeyGroups = 1 << 15
+
+// KeyGroup returns fnv1a64(key) mod maxParallelism (hash/fnv New64a semantics).
+// It returns 0 when maxParallelism < 1.
+func KeyGroup(key []byte, maxParallelism int) int {
+	if maxParallelism < 1 {
+		return 0
+	}
+	return int(fnv1a64(key) % uint64(maxParallelism))
+}
+
+// fnv1a64 is hash/fnv's New64a inlined (no allocation, no interface call);
+// TestFNVMatchesStdlib checks it against the standard library.
+func fnv1a64(b []byte) uint64 {
+	const (
+		offset64 = 14695981039346656037
+		prime64  = 1099511628211
+	)
+	h := uint64(offset64)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime64
+	}
+	return h
+}
+
+// SubtaskOf returns the subtask owning key group kg at parallelism p with k key
+// groups: kg*p/k.
+func SubtaskOf(kg, p, k int) int {
+	if k < 1 {
+		return 0
+	}
+	return kg * p / k
+}
+
+// KeyGroupRange returns the contiguous range [lo, hi) of key groups that
+// subtask owns at parallelism p with k key groups; kg is in it exactly when
+// SubtaskOf(kg, p, k) == subtask. The range is empty when p > k for some
+// subtasks; callers should keep p <= k.
+func KeyGroupRange(subtask, p, k int) (lo, hi int) {
+	if p < 1 || k < 1 || subtask < 0 || subtask >= p {
+		return 0, 0
+	}
+	// kg*p/k == s  <=>  s*k <= kg*p < (s+1)*k  <=>  ceil(s*k/p) <= kg < ceil((s+1)*k/p)
+	lo = (subtask*k + p - 1) / p
+	hi = ((subtask+1)*k + p - 1) / p
+	return lo, hi
+}
+
+// SerializeKey appends the canonical encoding of the composite key formed by
+// columns keyCols of row `row` of rec to buf and returns the extended buffer.
+//
+// The encoding is frozen (it decides key groups forever). Per key column, in
+// keyCols order:
+//
+//	null value               0x00
+//	int64                    0x01, 8 bytes big-endian of uint64(v) XOR 1<<63
+//	int32                    0x02, 8 bytes big-endian of uint64(int64(v)) XOR 1<<63
+//	float64                  0x03, 8 bytes big-endian of the order-preserving
+//	                         bits: -0 is encoded as +0 and every NaN as
+//	                         0x7FF8000000000000, then negative values have all
+//	                         bits flipped and others the sign bit set
+//	string                   0x04, uvarint(len), the UTF-8 bytes
+//	bool                     0x05, 0x00 (false) or 0x01 (true)
+//	timestamp[us]            0x06, 8 bytes as int64
+//
+// The encoding is unambiguous (prefix-free per column) so distinct composite
+// keys never collide. Other column types are rejected by NewWindow and
+// Partition; SerializeKey encodes them as 0xFF, uvarint(len), the value's
+// string form, which is not guaranteed stable across releases.
+func SerializeKey(buf []byte, rec arrow.RecordBatch, row int, keyCols []int) []byte {
+	for _, c := range keyCols {
+		col := rec.Column(c)
+		bc := bindColumn(kindOf(col.DataType()), col)
+		buf = bc.append(buf, row)
+	}
+	return buf
+}
+
+// kindOf returns the key tag used for a data type, or tagOther.
+func kindOf(dt arrow.DataType) byte {
+	switch t := dt.(type) {
+	case *arrow.Int64Type:
+		return tagInt64
+	case *arrow.Int32Type:
+		return tagInt32
+	case *arrow.Float64Type:
+		return tagFloat64
+	case *arrow.StringType:
+		return tagString
+	case *arrow.BooleanType:
+		return tagBool
+	case *arrow.TimestampType:
+		if t.Unit == arrow.Microsecond {
+			return tagTimestamp
+		}
+	}
+	return tagOther
+}
+
+// boundCol is one key column of one batch, with its typed values extracted so
+// that encoding a row costs no interface call.
+type boundCol struct {
+	kind byte
+	i64  []int64
+	i32  []int32
+	f64  []float64
+	ts   []arrow.Timestamp
+	str  *array.String
+	bl   *array.Boolean
+	arr  arrow.Array
+	bm   []byte // validity bitmap, nil when the column has no nulls
+	off  int
+}
+
+func bindColumn(kind byte, col arrow.Array) boundCol {
+	bc := boundCol{kind: kind, arr: col}
+	if col.NullN() > 0 {
+		bc.bm = col.NullBitmapBytes()
+		bc.off = col.Data().Offset()
+	}
+	switch kind {
+	case tagInt64:
+		bc.i64 = col.(*array.Int64).Int64Values()
+	case tagInt32:
+		bc.i32 = col.(*array.Int32).Int32Values()
+	case tagFloat64:
+		bc.f64 = col.(*array.Float64).Float64Values()
+	case tagString:
+		bc.str = col.(*array.String)
+	case tagBool:
+		bc.bl = col.(*array.Boolean)
+	case tagTimestamp:
+		bc.ts = col.(*array.Timestamp).TimestampValues()
+	}
+	return bc
+}
+
+func (bc *boundCol) valid(i int) bool {
+	return bc.bm == nil || bitutil.BitIsSet(bc.bm, bc.off+i)
+}
+
+func appendU64(buf []byte, tag byte, u uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(buf, tag), u)
+}
+
+func floatKeyBits(v float64) uint64 {
+	var bits uint64
+	switch {
+	case v == 0:
+		bits = 0
+	case math.IsNaN(v):
+		bits = 0x7FF8000000000000
+	default:
+		bits = math.Float64bits(v)
+	}
+	if bits>>63 == 1 {
+		return ^bits
+	}
+	return bits | 1<<63
+}
+
+func floatFromKeyBits(u uint64) float64 {
+	if u>>63 == 1 {
+		return math.Float64frombits(u &^ (1 << 63))
+	}
+	return math.Float64frombits(^u)
+}
+
+func (bc *boundCol) append(buf []byte, i int) []byte {
+	if !bc.valid(i) {
+		return append(buf, tagNull)
+	}
+	switch bc.kind {
+	case tagInt64:
+		return appendU64(buf, tagInt64, uint64(bc.i64[i])^1<<63)
+	case tagInt32:
+		return appendU64(buf, tagInt32, uint64(int64(bc.i32[i]))^1<<63)
+	case tagFloat64:
+		return appendU64(buf, tagFloat64, floatKeyBits(bc.f64[i]))
+	case tagString:
+		s := bc.str.Value(i)
+		buf = binary.AppendUvarint(append(buf, tagString), uint64(len(s)))
+		return append(buf, s...)
+	case tagBool:
+		if bc.bl.Value(i) {
+			return append(buf, tagBool, 1)
+		}
+		return append(buf, tagBool, 0)
+	case tagTimestamp:
+		return appendU64(buf, tagTimestamp, uint64(bc.ts[i])^1<<63)
+	default:
+		s := bc.arr.ValueStr(i)
+		buf = binary.AppendUvarint(append(buf, tagOther), uint64(len(s)))
+		return append(buf, s...)
+	}
+}
+
+// keyEncoder encodes the key columns of one batch.
+type keyEncoder struct {
+	cols []boundCol
+}
+
+func (e *keyEncoder) bind(kinds []byte, cols []arrow.Array) {
+	e.cols = e.cols[:0]
+	for i, c := range cols {
+		e.cols = append(e.cols, bindColumn(kinds[i], c))
+	}
+}
+
+func (e *keyEncoder) encode(buf []byte, row int) []byte {
+	for i := range e.cols {
+		buf = e.cols[i].append(buf, row)
+	}
+	return buf
+}
+
+// decodeKey appends the values of an encoded key to one builder per column.
+func decodeKey(key string, bs []array.Builder) error {
+	p := 0
+	for ci, b := range bs {
+		if p >= len(key) {
+			return fmt.Errorf("key column %d: truncated key", ci)
+		}
+		tag := key[p]
+		p++
+		if tag == tagNull {
+			b.AppendNull()
+			continue
+		}
+		switch tag {
+		case tagInt64, tagInt32, tagFloat64, tagTimestamp:
+			if p+8 > len(key) {
+				return fmt.Errorf("key column %d: truncated key", ci)
+			}
+			u := binary.BigEndian.Uint64([]byte(key[p : p+8]))
+			p += 8
+			var ok bool
+			switch tag {
+			case tagInt64:
+				var bb *array.Int64Builder
+				if bb, ok = b.(*array.Int64Builder); ok {
+					bb.Append(int64(u ^ 1<<63))
+				}
+			case tagInt32:
+				var bb *array.Int32Builder
+				if bb, ok = b.(*array.Int32Builder); ok {
+					bb.Append(int32(int64(u ^ 1<<63)))
+				}
+			case tagFloat64:
+				var bb *array.Float64Builder
+				if bb, ok = b.(*array.Float64Builder); ok {
+					bb.Append(floatFromKeyBits(u))
+				}
+			case tagTimestamp:
+				var bb *array.TimestampBuilder
+				if bb, ok = b.(*array.TimestampBuilder); ok {
+					bb.Append(arrow.Timestamp(int64(u ^ 1<<63)))
+				}
+			}
+			if !ok {
+				return fmt.Errorf("key column %d: tag %#x does not match builder %T", ci, tag, b)
+			}
+		case tagString:
+			n, w := binary.Uvarint([]byte(key[p:min(len(key), p+binary.MaxVarintLen64)]))
+			if w <= 0 || uint64(len(key)-p-w) < n {
+				return fmt.Errorf("key column %d: bad string length", ci)
+			}
+			p += w
+			bb, ok := b.(*array.StringBuilder)
+			if !ok {
+				return fmt.Errorf("key column %d: tag %#x does not match builder %T", ci, tag, b)
+			}
+			bb.Append(key[p : p+int(n)])
+			p += int(n)
+		case tagBool:
+			bb, ok := b.(*array.BooleanBuilder)
+			if !ok || p >= len(key) {
+				return fmt.Errorf("key column %d: bad bool", ci)
+			}
+			bb.Append(key[p] == 1)
+			p++
+		default:
+			return fmt.Errorf("key column %d: unsupported tag %#x", ci, tag)
+		}
+	}
+	if p != len(key) {
+		return fmt.Errorf("key: %d trailing bytes", len(key)-p)
+	}
+	return nil
+}
+
+// keyKinds checks that every key column of schema has a supported type.
+func keyKinds(schema *arrow.Schema, keyCols []int) ([]byte, error) {
+	kinds := make([]byte, len(keyCols))
+	for i, c := range keyCols {
+		if c < 0 || c >= schema.NumFields() {
+			return nil, fmt.Errorf("key column index %d out of range [0,%d)", c, schema.NumFields())
+		}
+		f := schema.Field(c)
+		k := kindOf(f.Type)
+		if k == tagOther {
+			return nil, fmt.Errorf("key column %q: unsupported type %s (want int64, int32, float64, string, bool or timestamp[us])", f.Name, f.Type)
+		}
+		kinds[i] = k
+	}
+	return kinds, nil
+}
+
+// Partition splits rec by the subtask owning each row's key at parallelism p
+// with k key groups. The result has p entries; entry s holds the rows of
+// subtask s in their original order, or nil when there are none. The caller
+// releases every non-nil batch.
+func Partition(rec arrow.RecordBatch, keyCols []int, p, k int) ([]arrow.RecordBatch, error) {
+	if rec == nil {
+		return nil, fmt.Errorf("partition: nil record batch")
+	}
+	if k < 1 || k > MaxKeyGroups {
+		return nil, fmt.Errorf("partition: max parallelism %d out of range [1,%d]", k, MaxKeyGroups)
+	}
+	if p < 1 || p > k {
+		return nil, fmt.Errorf("partition: parallelism %d out of range [1,%d]", p, k)
+	}
+	kinds, err := keyKinds(rec.Schema(), keyCols)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	out := make([]arrow.RecordBatch, p)
+	n := int(rec.NumRows())
+	if n == 0 {
+		return out, nil
+	}
+	if p == 1 {
+		rec.Retain()
+		out[0] = rec
+		return out, nil
+	}
+	cols := make([]arrow.Array, len(keyCols))
+	for i, c := range keyCols {
+		cols[i] = rec.Column(c)
+	}
+	var enc keyEncoder
+	enc.bind(kinds, cols)
+	sub := make([]int32, n)
+	counts := make([]int, p)
+	var buf []byte
+	for i := 0; i < n; i++ {
+		buf = enc.encode(buf[:0], i)
+		s := SubtaskOf(KeyGroup(buf, k), p, k)
+		sub[i] = int32(s)
+		counts[s]++
+	}
+	for s, c := range counts {
+		if c == n {
+			rec.Retain()
+			out[s] = rec
+			return out, nil
+		}
+	}
+	idx := make([][]int32, p)
+	for s, c := range counts {
+		if c > 0 {
+			idx[s] = make([]int32, 0, c)
+		}
+	}
+	for i, s := range sub {
+		idx[s] = append(idx[s], int32(i))
+	}
+	for s := range idx {
+		if idx[s] == nil {
+			continue
+		}
+		r, err := takeRows(rec, idx[s])
+		if err != nil {
+			for _, o := range out {
+				if o != nil {
+					o.Release()
+				}
+			}
+			return nil, fmt.Errorf("partition: subtask %d: %w", s, err)
+		}
+		out[s] = r
+	}
+	return out, nil
+}
+
+// takeRows returns a new batch with rows idx of rec, in that order.
+func takeRows(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
+	mem := memory.DefaultAllocator
+	ib := array.NewInt32Builder(mem)
+	ib.AppendValues(idx, nil)
+	indices := ib.NewInt32Array()
+	ib.Release()
+	defer indices.Release()
+	ctx := compute.WithAllocator(context.Background(), mem)
+	cols := make([]arrow.Array, rec.NumCols())
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i := range cols {
+		c, err := compute.TakeArray(ctx, rec.Column(i), indices)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("take column %q: %w", rec.Schema().Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, int64(len(idx)))
+	release()
+	return out, nil
+}

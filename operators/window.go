@@ -1,0 +1,863 @@
+package operators
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// eventTimeType is the type of event times and window bounds: timestamp[us, UTC].
+var eventTimeType arrow.DataType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// Reserved column names of the output and state schemas.
+const (
+	ColKeyGroup    = "key_group"
+	ColWindowStart = "window_start"
+	ColWindowEnd   = "window_end"
+)
+
+// stateFormatVersion is mixed into StateFingerprint; bump it when the state
+// layout or the meaning of a state column changes.
+const stateFormatVersion = "floe-window-state/v1"
+
+// snapshotChunkRows bounds the rows of one Snapshot batch.
+const snapshotChunkRows = 1 << 16
+
+// WindowKind is the kind of an event-time window.
+type WindowKind int
+
+// The window kinds.
+const (
+	Tumbling WindowKind = iota + 1 // fixed, non-overlapping windows of Size aligned to the Unix epoch
+	Sliding                        // windows of Size starting every Slide (aligned to the Unix epoch)
+	Session                        // per-key windows that close after Gap without rows
+)
+
+// String returns the kind's name as written in a pipeline spec.
+func (k WindowKind) String() string {
+	switch k {
+	case Tumbling:
+		return "tumbling"
+	case Sliding:
+		return "sliding"
+	case Session:
+		return "session"
+	}
+	return fmt.Sprintf("WindowKind(%d)", int(k))
+}
+
+// WindowSpec declares a keyed event-time window operator.
+type WindowSpec struct {
+	ID              string        // operator id, used in error messages
+	Keys            []string      // key columns (may be empty: one global key)
+	EventTime       string        // timestamp[us] column
+	Kind            WindowKind    // Tumbling, Sliding or Session
+	Size            time.Duration // Tumbling and Sliding: window length
+	Slide           time.Duration // Sliding: distance between window starts; divides Size
+	Gap             time.Duration // Session: inactivity gap
+	AllowedLateness time.Duration // a window is emitted when end + AllowedLateness <= watermark
+	Aggregates      []AggSpec     // in output order
+}
+
+type keyInfo struct {
+	bytes    string
+	kg       int32
+	refs     int32   // open slots of this key
+	sessions []int32 // session slots, sorted by start
+}
+
+type slotKey struct {
+	kid   int32
+	start int64
+}
+
+type slotInfo struct {
+	kid        int32
+	start, end int64
+	live       bool
+}
+
+// Window is one instance (subtask) of a keyed event-time window operator. It
+// holds the open windows of the keys routed to it. It is not safe for
+// concurrent use.
+type Window struct {
+	spec     WindowSpec
+	id       string
+	k        int
+	input    *arrow.Schema
+	output   *arrow.Schema
+	state    *arrow.Schema
+	keyCols  []int
+	keyKinds []byte
+	tsCol    int
+	aggCols  []int // -1 for count()
+	aggs     []accumulator
+	aggState []int // first state column of each aggregate
+	size     int64
+	slide    int64
+	gap      int64
+	lateness int64
+	wm       int64
+	seq      int64 // arrival sequence number of the next row
+	mem      memory.Allocator
+
+	keyMap    map[string]int32 // map key (see mapKey) -> key id
+	strKey    bool             // one string key column: keyMap is keyed by the raw string
+	nullKid   int32            // strKey: id of the null key, -1 when none
+	kcStart   []int64          // per key id, tumbling/sliding: start of kcSlot
+	kcSlot    []int32          // per key id: last slot used, -1 when none
+	keys      []keyInfo
+	freeKeys  []int32
+	slotMap   map[slotKey]int32
+	slots     []slotInfo
+	freeSlots []int32
+	live      int
+
+	// scratch, reused across calls
+	enc      keyEncoder
+	buf      []byte
+	rows     []int32
+	slotIdx  []int32
+	lateRows []int32
+	redirect map[int32]int32
+	pending  []int32
+}
+
+// NewWindow validates spec against the input schema and returns an empty
+// window instance for a pipeline with maxParallelism key groups.
+func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Window, error) {
+	id := spec.ID
+	if id == "" {
+		id = "window"
+	}
+	fail := func(format string, args ...any) (*Window, error) {
+		return nil, fmt.Errorf("window %s: "+format, append([]any{id}, args...)...)
+	}
+	if input == nil {
+		return fail("nil input schema")
+	}
+	if maxParallelism < 1 || maxParallelism > MaxKeyGroups {
+		return fail("max parallelism %d out of range [1,%d]", maxParallelism, MaxKeyGroups)
+	}
+	w := &Window{spec: spec, id: id, k: maxParallelism, input: input, wm: math.MinInt64,
+		mem: memory.DefaultAllocator, keyMap: map[string]int32{}, slotMap: map[slotKey]int32{},
+		redirect: map[int32]int32{}, nullKid: -1}
+	micros := func(name string, d time.Duration, positive bool) (int64, error) {
+		if d < 0 || (positive && d == 0) {
+			return 0, fmt.Errorf("window %s: %s %v must be positive", id, name, d)
+		}
+		if d%time.Microsecond != 0 {
+			return 0, fmt.Errorf("window %s: %s %v is not a whole number of microseconds", id, name, d)
+		}
+		return d.Microseconds(), nil
+	}
+	var err error
+	switch spec.Kind {
+	case Tumbling:
+		if w.size, err = micros("size", spec.Size, true); err != nil {
+			return nil, err
+		}
+		w.slide = w.size
+	case Sliding:
+		if w.size, err = micros("size", spec.Size, true); err != nil {
+			return nil, err
+		}
+		if w.slide, err = micros("slide", spec.Slide, true); err != nil {
+			return nil, err
+		}
+		if w.size%w.slide != 0 {
+			return fail("sliding size %v is not a multiple of slide %v", spec.Size, spec.Slide)
+		}
+	case Session:
+		if w.gap, err = micros("gap", spec.Gap, true); err != nil {
+			return nil, err
+		}
+	default:
+		return fail("unknown window kind %v; expected tumbling, sliding or session", spec.Kind)
+	}
+	if w.lateness, err = micros("allowed lateness", spec.AllowedLateness, false); err != nil {
+		return nil, err
+	}
+	col := func(name string) int {
+		idx := input.FieldIndices(name)
+		if len(idx) != 1 {
+			return -1
+		}
+		return idx[0]
+	}
+	w.tsCol = col(spec.EventTime)
+	if w.tsCol < 0 {
+		return fail("event time column %q not found (or ambiguous) in input schema", spec.EventTime)
+	}
+	if ts, ok := input.Field(w.tsCol).Type.(*arrow.TimestampType); !ok || ts.Unit != arrow.Microsecond {
+		return fail("event time column %q has type %s; want timestamp[us, tz=UTC]", spec.EventTime, input.Field(w.tsCol).Type)
+	}
+	names := map[string]string{ColWindowStart: "reserved", ColWindowEnd: "reserved", ColKeyGroup: "reserved"}
+	claim := func(name, what string) error {
+		if prev, ok := names[name]; ok {
+			return fmt.Errorf("window %s: %s: column name %q already used (%s)", id, what, name, prev)
+		}
+		names[name] = what
+		return nil
+	}
+	outFields := []arrow.Field{}
+	stateFields := []arrow.Field{{Name: ColKeyGroup, Type: arrow.PrimitiveTypes.Int32}}
+	for _, k := range spec.Keys {
+		c := col(k)
+		if c < 0 {
+			return fail("key column %q not found (or ambiguous) in input schema", k)
+		}
+		if err := claim(k, "key"); err != nil {
+			return nil, err
+		}
+		w.keyCols = append(w.keyCols, c)
+	}
+	if w.keyKinds, err = keyKinds(input, w.keyCols); err != nil {
+		return fail("%v", err)
+	}
+	w.strKey = len(w.keyKinds) == 1 && w.keyKinds[0] == tagString
+	for _, c := range w.keyCols {
+		f := input.Field(c)
+		f.Nullable = true
+		f.Metadata = arrow.Metadata{}
+		outFields = append(outFields, f)
+		stateFields = append(stateFields, f)
+	}
+	bounds := []arrow.Field{{Name: ColWindowStart, Type: eventTimeType}, {Name: ColWindowEnd, Type: eventTimeType}}
+	outFields = append(outFields, bounds...)
+	stateFields = append(stateFields, bounds...)
+	for _, a := range spec.Aggregates {
+		if err := claim(a.Name, "aggregate"); err != nil {
+			return nil, err
+		}
+		c := -1
+		var dt arrow.DataType
+		if a.Column != "" {
+			if c = col(a.Column); c < 0 {
+				return fail("aggregate %s = %s: column %q not found (or ambiguous) in input schema", a.Name, a, a.Column)
+			}
+			dt = input.Field(c).Type
+		} else if a.Func != AggCount {
+			return fail("aggregate %s: %s needs a column", a.Name, a.Func)
+		}
+		acc, err := newAccumulator(a, dt)
+		if err != nil {
+			return fail("%v", err)
+		}
+		w.aggs = append(w.aggs, acc)
+		w.aggCols = append(w.aggCols, c)
+		outFields = append(outFields, arrow.Field{Name: a.Name, Type: acc.resultType(), Nullable: true})
+		w.aggState = append(w.aggState, len(stateFields))
+		for _, f := range acc.stateFields(a.Name) {
+			if f.Name != a.Name {
+				if err := claim(f.Name, "state of aggregate "+a.Name); err != nil {
+					return nil, err
+				}
+			}
+			stateFields = append(stateFields, f)
+		}
+	}
+	w.output = arrow.NewSchema(outFields, nil)
+	w.state = arrow.NewSchema(stateFields, nil)
+	return w, nil
+}
+
+// OutputSchema is the schema of Advance's batches: the key columns (input
+// types), window_start and window_end (timestamp[us, UTC], [start, end)) and
+// one column per aggregate in spec order.
+func (w *Window) OutputSchema() *arrow.Schema { return w.output }
+
+// StateSchema is the schema of Snapshot's batches: key_group (int32), the key
+// columns, window_start, window_end, then each aggregate's state columns
+// (named after the aggregate, with suffixes such as ".sum", ".count", ".ts",
+// ".seq", ".values").
+func (w *Window) StateSchema() *arrow.Schema { return w.state }
+
+// StateFingerprint identifies the state layout: the state schema, the window
+// kind and its sizes (which decide window bounds) and the format version. A
+// snapshot can be restored into a Window with the same fingerprint.
+func (w *Window) StateFingerprint() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nkind=%s size=%d slide=%d gap=%d\n", stateFormatVersion, w.spec.Kind, w.size, w.slide, w.gap)
+	for _, f := range w.state.Fields() {
+		fmt.Fprintf(&b, "%s:%s\n", f.Name, f.Type)
+	}
+	for _, a := range w.spec.Aggregates {
+		fmt.Fprintf(&b, "agg %s=%s\n", a.Name, a)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return "v1-" + hex.EncodeToString(sum[:16])
+}
+
+// Watermark is the largest watermark passed to Advance or Restore
+// (math.MinInt64 when none).
+func (w *Window) Watermark() int64 { return w.wm }
+
+// Len is the number of open (key, window) states.
+func (w *Window) Len() int { return w.live }
+
+// satAdd returns a+b clamped to int64 (b >= 0).
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func (w *Window) closed(end int64) bool { return satAdd(end, w.lateness) <= w.wm }
+
+func floorMod(t, m int64) int64 {
+	r := t % m
+	if r < 0 {
+		r += m
+	}
+	return r
+}
+
+func sameFields(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := range a.NumFields() {
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Name != fb.Name || !arrow.TypeEqual(fa.Type, fb.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// mapKey returns the keyMap key of an encoded key: the encoding itself, or
+// for a single string key column the raw string (so Process can look keys up
+// without encoding them); null reports the null key of a string column,
+// which lives in nullKid.
+func (w *Window) mapKey(enc []byte) (mk []byte, null bool) {
+	if !w.strKey {
+		return enc, false
+	}
+	if len(enc) == 0 || enc[0] == tagNull {
+		return nil, true
+	}
+	_, n := binary.Uvarint(enc[1:])
+	return enc[1+max(n, 0):], false
+}
+
+// keyID returns the id of the encoded key, creating it.
+func (w *Window) keyID(key []byte) int32 {
+	mk, null := w.mapKey(key)
+	if null {
+		if w.nullKid < 0 {
+			w.nullKid = w.newKey(key)
+		}
+		return w.nullKid
+	}
+	if kid, ok := w.keyMap[string(mk)]; ok {
+		return kid
+	}
+	kid := w.newKey(key)
+	w.keyMap[string(mk)] = kid
+	return kid
+}
+
+// strKeyID is keyID for a non-null value of a single string key column.
+func (w *Window) strKeyID(s string) int32 {
+	if kid, ok := w.keyMap[s]; ok {
+		return kid
+	}
+	w.buf = binary.AppendUvarint(append(w.buf[:0], tagString), uint64(len(s)))
+	w.buf = append(w.buf, s...)
+	return w.keyID(w.buf)
+}
+
+func (w *Window) newKey(key []byte) int32 {
+	ki := keyInfo{bytes: string(key), kg: int32(KeyGroup(key, w.k))}
+	var kid int32
+	if n := len(w.freeKeys); n > 0 {
+		kid = w.freeKeys[n-1]
+		w.freeKeys = w.freeKeys[:n-1]
+		ki.sessions = w.keys[kid].sessions[:0]
+		w.keys[kid] = ki
+	} else {
+		kid = int32(len(w.keys))
+		w.keys = append(w.keys, ki)
+		w.kcStart = append(w.kcStart, 0)
+		w.kcSlot = append(w.kcSlot, -1)
+	}
+	w.kcSlot[kid] = -1
+	return kid
+}
+
+// rowKey returns the key id of row i of the batch bound to w.enc.
+func (w *Window) rowKey(i int) int32 {
+	if w.strKey {
+		if bc := &w.enc.cols[0]; bc.valid(i) {
+			return w.strKeyID(bc.str.Value(i))
+		}
+	}
+	w.buf = w.enc.encode(w.buf[:0], i)
+	return w.keyID(w.buf)
+}
+
+func (w *Window) newSlot(kid int32, start, end int64) int32 {
+	var s int32
+	info := slotInfo{kid: kid, start: start, end: end, live: true}
+	if n := len(w.freeSlots); n > 0 {
+		s = w.freeSlots[n-1]
+		w.freeSlots = w.freeSlots[:n-1]
+		w.slots[s] = info
+	} else {
+		s = int32(len(w.slots))
+		w.slots = append(w.slots, info)
+	}
+	w.keys[kid].refs++
+	w.live++
+	return s
+}
+
+// killSlot removes slot s from the indexes; the caller resets accumulators
+// and returns it to freeSlots.
+func (w *Window) killSlot(s int32) {
+	info := &w.slots[s]
+	info.live = false
+	w.live--
+	ki := &w.keys[info.kid]
+	if w.spec.Kind == Session {
+		if i := slices.Index(ki.sessions, s); i >= 0 {
+			ki.sessions = slices.Delete(ki.sessions, i, i+1)
+		}
+	} else {
+		delete(w.slotMap, slotKey{info.kid, info.start})
+		if w.kcSlot[info.kid] == s {
+			w.kcSlot[info.kid] = -1
+		}
+	}
+	ki.refs--
+	if ki.refs == 0 {
+		if mk, null := w.mapKey([]byte(ki.bytes)); null {
+			w.nullKid = -1
+		} else {
+			delete(w.keyMap, string(mk))
+		}
+		ki.bytes = ""
+		w.freeKeys = append(w.freeKeys, info.kid)
+	}
+}
+
+func (w *Window) freeSlot(s int32) {
+	for _, a := range w.aggs {
+		a.reset(s)
+	}
+	w.freeSlots = append(w.freeSlots, s)
+}
+
+// fixedSlot returns the slot of (kid, [start, end)), creating it.
+func (w *Window) fixedSlot(kid int32, start, end int64) int32 {
+	if s := w.kcSlot[kid]; s >= 0 && w.kcStart[kid] == start {
+		return s
+	}
+	s, ok := w.slotMap[slotKey{kid, start}]
+	if !ok {
+		s = w.newSlot(kid, start, end)
+		w.slotMap[slotKey{kid, start}] = s
+	}
+	w.kcStart[kid], w.kcSlot[kid] = start, s
+	return s
+}
+
+// sessionSlot adds [t, t+gap) to kid's sessions, merging every session it
+// overlaps or touches, and returns the resulting slot. Merged-away slots are
+// recorded in w.redirect and w.pending (freed after the batch's updates).
+func (w *Window) sessionSlot(kid int32, t int64) int32 {
+	lo, hi := t, satAdd(t, w.gap)
+	ss := w.keys[kid].sessions
+	first, last := -1, -1
+	for i, s := range ss {
+		if w.slots[s].start <= hi && w.slots[s].end >= lo {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		s := w.newSlot(kid, lo, hi)
+		ki := &w.keys[kid]
+		pos, _ := slices.BinarySearchFunc(ki.sessions, lo, func(x int32, t int64) int {
+			return cmpInt64(w.slots[x].start, t)
+		})
+		ki.sessions = slices.Insert(ki.sessions, pos, s)
+		return s
+	}
+	target := ss[first]
+	ti := &w.slots[target]
+	ti.start = min(ti.start, lo)
+	ti.end = max(ti.end, hi, w.slots[ss[last]].end)
+	victims := slices.Clone(ss[first+1 : last+1])
+	for _, v := range victims {
+		for _, a := range w.aggs {
+			a.grow(len(w.slots)) // target or v may have been created in this batch
+			a.merge(target, v)
+		}
+		w.redirect[v] = target
+		w.killSlot(v)
+		w.pending = append(w.pending, v)
+	}
+	return target
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Process aggregates the rows of rec (all routed to this instance; its schema
+// must equal the input schema). Rows all of whose windows are closed
+// (end + allowed lateness <= Watermark()) are not aggregated: they are returned
+// as a batch of input rows, which the caller releases (nil when none). Event
+// times must not be null.
+func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if rec == nil || rec.NumRows() == 0 {
+		return nil, nil
+	}
+	if !sameFields(rec.Schema(), w.input) {
+		return nil, fmt.Errorf("window %s: process: batch schema %s does not match input schema %s", w.id, rec.Schema(), w.input)
+	}
+	n := int(rec.NumRows())
+	tsArr, ok := rec.Column(w.tsCol).(*array.Timestamp)
+	if !ok {
+		return nil, fmt.Errorf("window %s: process: event time column is %T", w.id, rec.Column(w.tsCol))
+	}
+	if tsArr.NullN() > 0 {
+		return nil, fmt.Errorf("window %s: process: event time column %q has %d nulls", w.id, w.spec.EventTime, tsArr.NullN())
+	}
+	tsv := tsArr.TimestampValues()
+	cols := make([]arrow.Array, len(w.keyCols))
+	for i, c := range w.keyCols {
+		cols[i] = rec.Column(c)
+	}
+	w.enc.bind(w.keyKinds, cols)
+	rows, slots, late := w.rows[:0], w.slotIdx[:0], w.lateRows[:0]
+	switch w.spec.Kind {
+	case Tumbling:
+		for i := 0; i < n; i++ {
+			t := int64(tsv[i])
+			start := t - floorMod(t, w.size)
+			end := satAdd(start, w.size)
+			if w.closed(end) {
+				late = append(late, int32(i))
+				continue
+			}
+			rows = append(rows, int32(i))
+			slots = append(slots, w.fixedSlot(w.rowKey(i), start, end))
+		}
+	case Sliding:
+		for i := 0; i < n; i++ {
+			t := int64(tsv[i])
+			lastStart := t - floorMod(t, w.slide)
+			if w.closed(satAdd(lastStart, w.size)) {
+				late = append(late, int32(i))
+				continue
+			}
+			kid := w.rowKey(i)
+			for s := lastStart; s > t-w.size; s -= w.slide {
+				end := satAdd(s, w.size)
+				if w.closed(end) {
+					break // earlier windows end earlier: closed too
+				}
+				rows = append(rows, int32(i))
+				slots = append(slots, w.fixedSlot(kid, s, end))
+			}
+		}
+	case Session:
+		for i := 0; i < n; i++ {
+			t := int64(tsv[i])
+			if w.closed(satAdd(t, w.gap)) {
+				late = append(late, int32(i))
+				continue
+			}
+			rows = append(rows, int32(i))
+			slots = append(slots, w.sessionSlot(w.rowKey(i), t))
+		}
+		if len(w.redirect) > 0 {
+			for j, s := range slots {
+				for {
+					r, ok := w.redirect[s]
+					if !ok {
+						break
+					}
+					s = r
+				}
+				slots[j] = s
+			}
+		}
+	}
+	w.rows, w.slotIdx, w.lateRows = rows, slots, late
+	u := updateBatch{ts: tsv, seq0: w.seq, rows: rows, slots: slots}
+	for j, a := range w.aggs {
+		a.grow(len(w.slots))
+		u.col = nil
+		if w.aggCols[j] >= 0 {
+			u.col = rec.Column(w.aggCols[j])
+		}
+		a.update(&u)
+	}
+	w.seq += int64(n)
+	for _, s := range w.pending {
+		w.freeSlot(s)
+	}
+	w.pending = w.pending[:0]
+	clear(w.redirect)
+	if len(late) == 0 {
+		return nil, nil
+	}
+	if len(late) == n {
+		rec.Retain()
+		return rec, nil
+	}
+	out, err := takeRows(rec, late)
+	if err != nil {
+		return nil, fmt.Errorf("window %s: process: late rows: %w", w.id, err)
+	}
+	return out, nil
+}
+
+// Advance emits every open window with end + allowed lateness <= wm, exactly
+// once, removes it from the state and remembers wm. A wm not larger than
+// Watermark() is ignored. The batch (OutputSchema, rows sorted by window_start,
+// key bytes, window_end) is released by the caller; nil when nothing is due.
+func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
+	if wm <= w.wm {
+		return nil, nil
+	}
+	w.wm = wm
+	var due []int32
+	for s := range w.slots {
+		if w.slots[s].live && w.closed(w.slots[s].end) {
+			due = append(due, int32(s))
+		}
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(due, func(a, b int32) int {
+		sa, sb := &w.slots[a], &w.slots[b]
+		if c := cmpInt64(sa.start, sb.start); c != 0 {
+			return c
+		}
+		if c := strings.Compare(w.keys[sa.kid].bytes, w.keys[sb.kid].bytes); c != 0 {
+			return c
+		}
+		return cmpInt64(sa.end, sb.end)
+	})
+	rec, err := w.build(w.output, due, false)
+	if err != nil {
+		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
+	}
+	for _, s := range due {
+		w.killSlot(s)
+		w.freeSlot(s)
+	}
+	return rec, nil
+}
+
+// build makes a batch of the given slots in output or state layout.
+func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(w.mem, schema)
+	defer b.Release()
+	b.Reserve(len(slots))
+	col := 0
+	if state {
+		kb := b.Field(0).(*array.Int32Builder)
+		for _, s := range slots {
+			kb.Append(w.keys[w.slots[s].kid].kg)
+		}
+		col = 1
+	}
+	nk := len(w.keyCols)
+	kbs := b.Fields()[col : col+nk]
+	for _, s := range slots {
+		if err := decodeKey(w.keys[w.slots[s].kid].bytes, kbs); err != nil {
+			return nil, err
+		}
+	}
+	col += nk
+	sb, eb := b.Field(col).(*array.TimestampBuilder), b.Field(col+1).(*array.TimestampBuilder)
+	for _, s := range slots {
+		sb.Append(arrow.Timestamp(w.slots[s].start))
+		eb.Append(arrow.Timestamp(w.slots[s].end))
+	}
+	col += 2
+	for j, a := range w.aggs {
+		if state {
+			nf := len(a.stateFields(w.spec.Aggregates[j].Name))
+			if err := a.appendState(b.Fields()[col:col+nf], slots); err != nil {
+				return nil, fmt.Errorf("aggregate %s state: %w", w.spec.Aggregates[j].Name, err)
+			}
+			col += nf
+		} else {
+			if err := a.appendResults(b.Field(col), slots); err != nil {
+				return nil, fmt.Errorf("aggregate %s: %w", w.spec.Aggregates[j].Name, err)
+			}
+			col++
+		}
+	}
+	return b.NewRecordBatch(), nil
+}
+
+// Snapshot returns the whole state as batches of StateSchema, sorted by
+// key_group (then key bytes and window_start) so that a reader can select key
+// group ranges. The watermark is not part of the rows: persist Watermark()
+// beside them and pass it to Restore. The caller releases the batches.
+func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
+	all := make([]int32, 0, w.live)
+	for s := range w.slots {
+		if w.slots[s].live {
+			all = append(all, int32(s))
+		}
+	}
+	slices.SortFunc(all, func(a, b int32) int {
+		ka, kb := &w.keys[w.slots[a].kid], &w.keys[w.slots[b].kid]
+		if ka.kg != kb.kg {
+			return cmpInt64(int64(ka.kg), int64(kb.kg))
+		}
+		if c := strings.Compare(ka.bytes, kb.bytes); c != 0 {
+			return c
+		}
+		return cmpInt64(w.slots[a].start, w.slots[b].start)
+	})
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(all); lo += snapshotChunkRows {
+		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], true)
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return nil, fmt.Errorf("window %s: snapshot: %w", w.id, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Restore adds the state rows whose key_group is in [kgLo, kgHi) and skips the
+// others, then raises the watermark to watermark. Every batch must have the
+// StateSchema layout; a row whose key does not hash to its key_group, or that
+// duplicates an open window, is an error. Schemas, key groups and window
+// bounds are validated before any state changes; after an error about
+// duplicate or overlapping windows or aggregate columns the Window holds
+// partial state and must be discarded.
+func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int64) error {
+	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
+		return fmt.Errorf("window %s: restore: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
+	}
+	nk := len(w.keyCols)
+	type pick struct {
+		key        string
+		start, end int64
+	}
+	picks := make([][]pick, len(state))
+	picked := make([][]int32, len(state))
+	var buf []byte
+	for bi, rec := range state {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), w.state) {
+			return fmt.Errorf("window %s: restore: batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
+		}
+		kgs := rec.Column(0).(*array.Int32).Int32Values()
+		var enc keyEncoder
+		enc.bind(w.keyKinds, rec.Columns()[1:1+nk])
+		starts := rec.Column(1 + nk).(*array.Timestamp).TimestampValues()
+		ends := rec.Column(2 + nk).(*array.Timestamp).TimestampValues()
+		for r := 0; r < int(rec.NumRows()); r++ {
+			kg := int(kgs[r])
+			if kg < 0 || kg >= w.k {
+				return fmt.Errorf("window %s: restore: batch %d row %d: key group %d outside [0,%d) (max parallelism changed or state corrupt)", w.id, bi, r, kg, w.k)
+			}
+			if kg < kgLo || kg >= kgHi {
+				continue
+			}
+			buf = enc.encode(buf[:0], r)
+			if got := KeyGroup(buf, w.k); got != kg {
+				return fmt.Errorf("window %s: restore: batch %d row %d: key hashes to key group %d, row says %d (max parallelism changed or state corrupt)", w.id, bi, r, got, kg)
+			}
+			start, end := int64(starts[r]), int64(ends[r])
+			if end <= start {
+				return fmt.Errorf("window %s: restore: batch %d row %d: empty window [%d,%d)", w.id, bi, r, start, end)
+			}
+			if w.spec.Kind != Session {
+				if floorMod(start, w.slide) != 0 || end-start != w.size {
+					return fmt.Errorf("window %s: restore: batch %d row %d: window [%d,%d) does not fit size %d slide %d", w.id, bi, r, start, end, w.size, w.slide)
+				}
+				if mk, null := w.mapKey(buf); !null {
+					kid, ok := w.keyMap[string(mk)]
+					if _, dup := w.slotMap[slotKey{kid, start}]; ok && dup {
+						return fmt.Errorf("window %s: restore: batch %d row %d: window at %d already open for this key", w.id, bi, r, start)
+					}
+				} else if w.nullKid >= 0 {
+					if _, dup := w.slotMap[slotKey{w.nullKid, start}]; dup {
+						return fmt.Errorf("window %s: restore: batch %d row %d: window at %d already open for this key", w.id, bi, r, start)
+					}
+				}
+			}
+			picks[bi] = append(picks[bi], pick{key: string(buf), start: start, end: end})
+			picked[bi] = append(picked[bi], int32(r))
+		}
+	}
+	for bi, rec := range state {
+		if len(picked[bi]) == 0 {
+			continue
+		}
+		slots := make([]int32, len(picks[bi]))
+		for j, p := range picks[bi] {
+			kid := w.keyID([]byte(p.key))
+			if w.spec.Kind == Session {
+				ki := &w.keys[kid]
+				for _, s := range ki.sessions {
+					if w.slots[s].start <= p.end && w.slots[s].end >= p.start {
+						return fmt.Errorf("window %s: restore: batch %d row %d: session [%d,%d) overlaps an open session", w.id, bi, picked[bi][j], p.start, p.end)
+					}
+				}
+				s := w.newSlot(kid, p.start, p.end)
+				ki = &w.keys[kid]
+				pos, _ := slices.BinarySearchFunc(ki.sessions, p.start, func(x int32, t int64) int {
+					return cmpInt64(w.slots[x].start, t)
+				})
+				ki.sessions = slices.Insert(ki.sessions, pos, s)
+				slots[j] = s
+			} else {
+				if _, dup := w.slotMap[slotKey{kid, p.start}]; dup {
+					return fmt.Errorf("window %s: restore: batch %d row %d: window at %d restored twice", w.id, bi, picked[bi][j], p.start)
+				}
+				slots[j] = w.fixedSlot(kid, p.start, p.end)
+			}
+		}
+		for ai, a := range w.aggs {
+			a.grow(len(w.slots))
+			nf := len(a.stateFields(w.spec.Aggregates[ai].Name))
+			c0 := w.aggState[ai]
+			maxSeq, err := a.restore(rec.Columns()[c0:c0+nf], picked[bi], slots)
+			if err != nil {
+				return fmt.Errorf("window %s: restore: batch %d: aggregate %s: %w", w.id, bi, w.spec.Aggregates[ai].Name, err)
+			}
+			w.seq = max(w.seq, maxSeq+1)
+		}
+	}
+	w.wm = max(w.wm, watermark)
+	return nil
+}

@@ -1,0 +1,545 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Load reads the spec file at path, resolves its relative paths against the
+// file's directory, applies defaults and validates it. A spec that is wrong
+// yields an Errors listing every problem (errors.Is(err, ErrInvalid)).
+func Load(path string) (*Pipeline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("spec: read %s: %w", path, err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("spec: %s: %w", path, err)
+	}
+	return Parse(path, data, dir)
+}
+
+// Parse decodes a YAML spec, resolves relative paths against baseDir (the
+// current directory when empty), applies defaults and validates. name is the
+// file name used in error messages.
+func Parse(name string, data []byte, baseDir string) (*Pipeline, error) {
+	o := &origin{file: name, pos: map[string]Pos{}}
+	c := newCollector(o)
+	root, err := parseYAML(data)
+	if err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			fe = &FieldError{Msg: err.Error()}
+		}
+		fe.File = name
+		return nil, Errors{fe}
+	}
+	base, err := filepath.Abs(baseDir)
+	if err != nil {
+		return nil, fmt.Errorf("spec: base directory %q: %w", baseDir, err)
+	}
+	d := &decoder{c: c, o: o, baseDir: base}
+	p := d.pipeline(root)
+	p.origin = o
+	p.assignIDs()
+	p.validate(c)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseYAML parses data into a node tree. Syntax errors come back as a
+// *FieldError with a position.
+func parseYAML(data []byte) (*node, error) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		var se *yaml.SyntaxError
+		if errors.As(err, &se) {
+			return nil, &FieldError{Pos: tokenPos(se.Token), Msg: "YAML syntax: " + se.Message}
+		}
+		return nil, &FieldError{Msg: "YAML syntax: " + firstLine(err.Error())}
+	}
+	var body *node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		conv := &converter{anchors: map[string]*node{}}
+		n, err := conv.convert(doc.Body, 0)
+		if err != nil {
+			return nil, err
+		}
+		if n.kind == kindScalar && n.sType == scalarNull {
+			continue
+		}
+		if body != nil {
+			return nil, &FieldError{Pos: n.pos, Msg: "a spec file holds one YAML document"}
+		}
+		body = n
+	}
+	if body == nil {
+		return nil, &FieldError{Msg: "empty spec"}
+	}
+	return body, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+// decoder turns a node tree into a Pipeline, reporting type errors and
+// unknown keys and recording the position of every field it sees.
+type decoder struct {
+	c       *collector
+	o       *origin
+	baseDir string
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
+// fields checks that n is a mapping with only allowed keys, records the
+// position of each value, and returns the values by key (nil if n is not a
+// mapping).
+func (d *decoder) fields(n *node, path string, allowed ...string) map[string]*node {
+	if n.kind != kindMap {
+		d.c.decodeErr(n.pos, path, "expected a mapping, got %s", n.describe())
+		return nil
+	}
+	d.o.pos[path] = n.pos
+	out := make(map[string]*node, len(n.keys))
+	for i, k := range n.keys {
+		fp := join(path, k.str)
+		if _, dup := out[k.str]; dup {
+			d.c.decodeErr(k.pos, fp, "duplicate key")
+			continue
+		}
+		if !contains(allowed, k.str) {
+			d.c.decodeErr(k.pos, fp, "unknown field%s", hint(k.str, allowed))
+			continue
+		}
+		d.o.pos[fp] = n.vals[i].pos
+		out[k.str] = n.vals[i]
+	}
+	return out
+}
+
+// pairs checks that n is a mapping and returns its keys and values in
+// document order, recording positions; duplicates are reported.
+func (d *decoder) pairs(n *node, path string) (keys []string, vals []*node) {
+	if n.kind != kindMap {
+		d.c.decodeErr(n.pos, path, "expected a mapping, got %s", n.describe())
+		return nil, nil
+	}
+	d.o.pos[path] = n.pos
+	seen := map[string]bool{}
+	for i, k := range n.keys {
+		fp := join(path, k.str)
+		if seen[k.str] {
+			d.c.decodeErr(k.pos, fp, "duplicate key")
+			continue
+		}
+		seen[k.str] = true
+		d.o.pos[fp] = n.vals[i].pos
+		keys = append(keys, k.str)
+		vals = append(vals, n.vals[i])
+	}
+	return keys, vals
+}
+
+// hint suggests the closest allowed name, or lists them.
+func hint(got string, allowed []string) string {
+	if s := closest(got, allowed); s != "" {
+		return fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fmt.Sprintf(" (allowed: %s)", strings.Join(allowed, ", "))
+}
+
+func (d *decoder) str(n *node, path string) string {
+	if n.kind != kindScalar || n.sType == scalarNull {
+		d.c.decodeErr(n.pos, path, "expected a string, got %s", n.describe())
+		return ""
+	}
+	return n.str
+}
+
+func (d *decoder) integer(n *node, path string, minimum int64) int64 {
+	if n.kind != kindScalar || n.sType != scalarInt {
+		d.c.decodeErr(n.pos, path, "expected an integer, got %s", n.describe())
+		return 0
+	}
+	v, err := strconv.ParseInt(n.str, 10, 64)
+	if err != nil {
+		d.c.decodeErr(n.pos, path, "integer %s out of range", n.str)
+		return 0
+	}
+	if v < minimum {
+		d.c.decodeErr(n.pos, path, "must be >= %d, got %d", minimum, v)
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) smallInt(n *node, path string) int {
+	v := d.integer(n, path, -1<<31)
+	if v > 1<<31-1 {
+		d.c.decodeErr(n.pos, path, "integer %d out of range", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) boolean(n *node, path string) bool {
+	if n.kind != kindScalar || n.sType != scalarBool {
+		d.c.decodeErr(n.pos, path, "expected true or false, got %s", n.describe())
+		return false
+	}
+	return n.str == "true"
+}
+
+func (d *decoder) duration(n *node, path string) time.Duration {
+	if n.kind != kindScalar || n.sType == scalarNull {
+		d.c.decodeErr(n.pos, path, "expected a duration like 1m or 30s, got %s", n.describe())
+		return 0
+	}
+	v, err := ParseDuration(n.str)
+	if err != nil {
+		d.c.decodeErr(n.pos, path, "%s", err.Error())
+		return 0
+	}
+	return v
+}
+
+// ParseDuration parses Go duration syntax ("5s", "1m30s", "250ms"). Other
+// forms fail with a message that says what to write instead.
+func ParseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err == nil {
+		return v, nil
+	}
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(t, "d") {
+		if n, err := strconv.Atoi(strings.TrimSuffix(t, "d")); err == nil && n > 0 && n < 100000 {
+			return 0, fmt.Errorf("invalid duration %q (use Go syntax like 1m, 30s; for days write %dh)", s, n*24)
+		}
+	}
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		return 0, fmt.Errorf("invalid duration %q: missing unit (use Go syntax like 1m, 30s)", s)
+	}
+	return 0, fmt.Errorf("invalid duration %q (use Go syntax like 1m, 30s)", s)
+}
+
+func (d *decoder) url(n *node, path string) string {
+	s := d.str(n, path)
+	if s == "" {
+		return ""
+	}
+	u, err := ResolveURL(d.baseDir, s)
+	if err != nil {
+		d.c.decodeErr(n.pos, path, "%s", err.Error())
+		return ""
+	}
+	return u
+}
+
+// stringList accepts a scalar or a list of scalars.
+func (d *decoder) stringList(n *node, path string) []string {
+	if n.kind == kindScalar && n.sType != scalarNull {
+		return []string{n.str}
+	}
+	if n.kind != kindSeq {
+		d.c.decodeErr(n.pos, path, "expected a column name or a list of them, got %s", n.describe())
+		return nil
+	}
+	d.o.pos[path] = n.pos
+	out := make([]string, 0, len(n.items))
+	for i, it := range n.items {
+		ip := index(path, i)
+		d.o.pos[ip] = it.pos
+		out = append(out, d.str(it, ip))
+	}
+	return out
+}
+
+func (d *decoder) pipeline(root *node) *Pipeline {
+	p := &Pipeline{}
+	f := d.fields(root, "", "name", "source", "operators", "sink", "state")
+	if f == nil {
+		return p
+	}
+	if n := f["name"]; n != nil {
+		p.Name = d.str(n, "name")
+	}
+	if n := f["source"]; n != nil {
+		d.source(n, "source", &p.Source)
+	}
+	if n := f["operators"]; n != nil {
+		p.Operators = d.operators(n, "operators")
+	}
+	if n := f["sink"]; n != nil {
+		d.sink(n, "sink", &p.Sink)
+	}
+	p.State = State{Parallelism: DefaultParallelism, MaxParallelism: DefaultMaxParallelism, RetainEpochs: DefaultRetainEpochs}
+	if n := f["state"]; n != nil {
+		d.state(n, "state", &p.State)
+	}
+	return p
+}
+
+var (
+	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url"}
+	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
+)
+
+func (d *decoder) source(n *node, path string, s *Source) {
+	s.OnError = OnErrorReject
+	f := d.fields(n, path, sourceFields...)
+	if f == nil {
+		return
+	}
+	for _, key := range sourceFields {
+		v := f[key]
+		if v == nil {
+			continue
+		}
+		fp := join(path, key)
+		switch key {
+		case "type":
+			s.Type = SourceType(d.str(v, fp))
+		case "url":
+			s.URL = d.url(v, fp)
+		case "format":
+			s.Format = Format(d.str(v, fp))
+		case "schema":
+			names, vals := d.pairs(v, fp)
+			for i, name := range names {
+				s.Schema = append(s.Schema, Field{Name: name, Type: DataType(d.str(vals[i], join(fp, name)))})
+			}
+		case "event_time":
+			s.EventTime = d.str(v, fp)
+		case "max_files_per_epoch":
+			s.MaxFilesPerEpoch = d.smallInt(v, fp)
+			if s.MaxFilesPerEpoch < 1 && !d.c.hasFailed(fp) {
+				d.c.decodeErr(v.pos, fp, "must be >= 1 (leave it out for no limit)")
+			}
+		case "max_rows_per_epoch":
+			s.MaxRowsPerEpoch = d.integer(v, fp, -1<<63)
+			if s.MaxRowsPerEpoch < 1 && !d.c.hasFailed(fp) {
+				d.c.decodeErr(v.pos, fp, "must be >= 1 (leave it out for no limit)")
+			}
+		case "pattern":
+			s.Pattern = d.str(v, fp)
+		case "csv":
+			s.CSV = &CSVOptions{Header: true, Delimiter: ","}
+			cf := d.fields(v, fp, "header", "delimiter")
+			if h := cf["header"]; h != nil {
+				s.CSV.Header = d.boolean(h, join(fp, "header"))
+			}
+			if dl := cf["delimiter"]; dl != nil {
+				s.CSV.Delimiter = d.str(dl, join(fp, "delimiter"))
+			}
+		case "watermark":
+			wf := d.fields(v, fp, "max_out_of_orderness", "idle_timeout")
+			if x := wf["max_out_of_orderness"]; x != nil {
+				s.Watermark.MaxOutOfOrderness = d.duration(x, join(fp, "max_out_of_orderness"))
+			}
+			if x := wf["idle_timeout"]; x != nil {
+				s.Watermark.IdleTimeout = d.duration(x, join(fp, "idle_timeout"))
+			}
+		case "on_error":
+			s.OnError = OnError(d.str(v, fp))
+		case "rejected_url":
+			s.RejectedURL = d.url(v, fp)
+		case "late_url":
+			s.LateURL = d.url(v, fp)
+		}
+	}
+	if s.Format == CSV && s.CSV == nil {
+		s.CSV = &CSVOptions{Header: true, Delimiter: ","}
+	}
+}
+
+func (d *decoder) operators(n *node, path string) []Operator {
+	if n.kind == kindScalar && n.sType == scalarNull {
+		return nil
+	}
+	if n.kind != kindSeq {
+		d.c.decodeErr(n.pos, path, "expected a list of operators, got %s", n.describe())
+		return nil
+	}
+	d.o.pos[path] = n.pos
+	ops := make([]Operator, 0, len(n.items))
+	for i, it := range n.items {
+		ops = append(ops, d.operator(it, index(path, i)))
+	}
+	return ops
+}
+
+func (d *decoder) operator(n *node, path string) Operator {
+	var op Operator
+	f := d.fields(n, path, KindFilter, KindProject, KindWindow, "id")
+	if f == nil {
+		return op
+	}
+	if v := f["id"]; v != nil {
+		op.ID = d.str(v, join(path, "id"))
+	}
+	if v := f[KindFilter]; v != nil {
+		op.Filter = &Filter{Expr: d.str(v, join(path, KindFilter))}
+	}
+	if v := f[KindProject]; v != nil {
+		fp := join(path, KindProject)
+		op.Project = &Project{}
+		names, vals := d.pairs(v, fp)
+		for i, name := range names {
+			op.Project.Columns = append(op.Project.Columns, Projection{Name: name, Expr: d.str(vals[i], join(fp, name))})
+		}
+	}
+	if v := f[KindWindow]; v != nil {
+		op.Window = d.window(v, join(path, KindWindow), &op, path)
+	}
+	return op
+}
+
+func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Window {
+	w := &Window{}
+	f := d.fields(n, path, windowFields...)
+	if f == nil {
+		return w
+	}
+	for _, key := range windowFields {
+		v := f[key]
+		if v == nil {
+			continue
+		}
+		fp := join(path, key)
+		switch key {
+		case "key":
+			w.Key = d.stringList(v, fp)
+		case "tumbling":
+			w.Tumbling = d.duration(v, fp)
+			if w.Tumbling == 0 && !d.c.hasFailed(fp) {
+				d.c.decodeErr(v.pos, fp, "must be > 0")
+			}
+		case "sliding":
+			w.Sliding = &SlidingWindow{}
+			sf := d.fields(v, fp, "size", "slide")
+			if x := sf["size"]; x != nil {
+				w.Sliding.Size = d.duration(x, join(fp, "size"))
+			}
+			if x := sf["slide"]; x != nil {
+				w.Sliding.Slide = d.duration(x, join(fp, "slide"))
+			}
+		case "session":
+			w.Session = &SessionWindow{}
+			sf := d.fields(v, fp, "gap")
+			if x := sf["gap"]; x != nil {
+				w.Session.Gap = d.duration(x, join(fp, "gap"))
+			}
+		case "allowed_lateness":
+			w.AllowedLateness = d.duration(v, fp)
+		case "aggregates":
+			names, vals := d.pairs(v, fp)
+			for i, name := range names {
+				ap := join(fp, name)
+				text := d.str(vals[i], ap)
+				if d.c.hasFailed(ap) {
+					w.Aggregates = append(w.Aggregates, Aggregate{Name: name})
+					continue
+				}
+				a, err := ParseAggregate(name, text)
+				if err != nil {
+					d.c.decodeErr(vals[i].pos, ap, "%s", err.Error())
+				}
+				w.Aggregates = append(w.Aggregates, a)
+			}
+		case "id":
+			id := d.str(v, fp)
+			if op.ID != "" && op.ID != id {
+				d.c.decodeErr(v.pos, fp, "conflicts with %s.id %q; set the id once", opPath, op.ID)
+				continue
+			}
+			op.ID = id
+			d.o.pos[join(opPath, "id")] = v.pos
+		}
+	}
+	return w
+}
+
+// ParseAggregate parses the spec form of an aggregate, "func(column)" or
+// "count()", into an Aggregate named name. It checks syntax only; Validate
+// checks the function and the column.
+func ParseAggregate(name, text string) (Aggregate, error) {
+	a := Aggregate{Name: name}
+	t := strings.TrimSpace(text)
+	open := strings.IndexByte(t, '(')
+	if open <= 0 || !strings.HasSuffix(t, ")") {
+		return a, fmt.Errorf("invalid aggregate %q (want func(column), e.g. sum(bytes) or count())", text)
+	}
+	fn := strings.TrimSpace(t[:open])
+	col := strings.TrimSpace(t[open+1 : len(t)-1])
+	if strings.ContainsAny(col, "(),") || strings.ContainsAny(fn, " \t") {
+		return a, fmt.Errorf("invalid aggregate %q (want func(column), e.g. sum(bytes) or count())", text)
+	}
+	if col == "*" {
+		col = ""
+	}
+	a.Func, a.Column = AggFunc(strings.ToLower(fn)), col
+	return a, nil
+}
+
+func (d *decoder) sink(n *node, path string, s *Sink) {
+	f := d.fields(n, path, "type", "url", "format")
+	if f == nil {
+		return
+	}
+	if v := f["type"]; v != nil {
+		s.Type = SinkType(d.str(v, join(path, "type")))
+	}
+	if v := f["url"]; v != nil {
+		s.URL = d.url(v, join(path, "url"))
+	}
+	if v := f["format"]; v != nil {
+		s.Format = Format(d.str(v, join(path, "format")))
+	}
+}
+
+func (d *decoder) state(n *node, path string, s *State) {
+	f := d.fields(n, path, "url", "parallelism", "max_parallelism", "retain_epochs")
+	if f == nil {
+		return
+	}
+	if v := f["url"]; v != nil {
+		s.URL = d.url(v, join(path, "url"))
+	}
+	if v := f["parallelism"]; v != nil {
+		s.Parallelism = d.smallInt(v, join(path, "parallelism"))
+	}
+	if v := f["max_parallelism"]; v != nil {
+		s.MaxParallelism = d.smallInt(v, join(path, "max_parallelism"))
+	}
+	if v := f["retain_epochs"]; v != nil {
+		s.RetainEpochs = d.smallInt(v, join(path, "retain_epochs"))
+	}
+}

@@ -1,0 +1,320 @@
+package spec
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults applied to fields a spec leaves out (and by SetDefaults).
+const (
+	DefaultParallelism    = 1
+	DefaultMaxParallelism = 128
+	DefaultRetainEpochs   = 10
+	// MaxMaxParallelism bounds max_parallelism (the key-group count).
+	MaxMaxParallelism = 32768
+)
+
+// Pipeline is one named job: source -> operators -> sink, plus where its
+// state lives. The zero values of optional fields mean "engine default";
+// SetDefaults fills the ones that have a concrete default.
+type Pipeline struct {
+	// Name identifies the pipeline; it names its directory under State.URL.
+	// Lowercase letters, digits, '_' and '-', starting with a letter or digit.
+	Name      string
+	Source    Source
+	Operators []Operator
+	Sink      Sink
+	State     State
+
+	// origin holds the file name and field positions of a parsed spec; nil
+	// for pipelines built in Go.
+	origin *origin
+}
+
+// SourceType names a kind of source.
+type SourceType string
+
+// Source types.
+const (
+	// SourceFiles reads immutable files landing under a URL prefix.
+	SourceFiles SourceType = "files"
+)
+
+// SinkType names a kind of sink.
+type SinkType string
+
+// Sink types.
+const (
+	// SinkFiles writes output files under a URL prefix.
+	SinkFiles SinkType = "files"
+)
+
+// Format is a file format.
+type Format string
+
+// File formats. Sources read JSONL, CSV and Parquet; sinks write Parquet and JSONL.
+const (
+	JSONL   Format = "jsonl"
+	CSV     Format = "csv"
+	Parquet Format = "parquet"
+)
+
+// DataType is the type of a schema column.
+type DataType string
+
+// Column types.
+const (
+	TypeString  DataType = "string"
+	TypeInt64   DataType = "int64"
+	TypeInt32   DataType = "int32"
+	TypeFloat64 DataType = "float64"
+	TypeBool    DataType = "bool"
+	// TypeTimestamp is an instant; in JSONL/CSV input an RFC 3339 string.
+	TypeTimestamp DataType = "timestamp"
+	// TypeTimestampS, TypeTimestampMS and TypeTimestampUS are instants
+	// spelt in the input as epoch seconds, milliseconds or microseconds.
+	TypeTimestampS  DataType = "timestamp_s"
+	TypeTimestampMS DataType = "timestamp_ms"
+	TypeTimestampUS DataType = "timestamp_us"
+)
+
+// DataTypes lists every column type, in documentation order (the type
+// names of the formats package).
+var DataTypes = []DataType{TypeString, TypeInt64, TypeInt32, TypeFloat64, TypeBool,
+	TypeTimestamp, TypeTimestampS, TypeTimestampMS, TypeTimestampUS}
+
+// Numeric reports whether t supports sum and avg.
+func (t DataType) Numeric() bool { return t == TypeInt64 || t == TypeInt32 || t == TypeFloat64 }
+
+// IsTimestamp reports whether t is one of the timestamp types.
+func (t DataType) IsTimestamp() bool {
+	return t == TypeTimestamp || t == TypeTimestampS || t == TypeTimestampMS || t == TypeTimestampUS
+}
+
+// OnError says what a source does with a row it cannot decode.
+type OnError string
+
+// OnError policies.
+const (
+	// OnErrorReject counts the row and writes it to the rejected side output.
+	OnErrorReject OnError = "reject"
+	// OnErrorFail fails the epoch.
+	OnErrorFail OnError = "fail"
+)
+
+// Field is one schema column.
+type Field struct {
+	Name string
+	Type DataType
+}
+
+// Col is shorthand for Field{Name: name, Type: t}.
+func Col(name string, t DataType) Field { return Field{Name: name, Type: t} }
+
+// Source is where input rows come from.
+type Source struct {
+	Type SourceType
+	// URL is the prefix the input files land under (resolved, with a scheme).
+	URL    string
+	Format Format
+	// Schema lists the input columns in declared order, which is also the
+	// column order of the decoded batches. It may be empty for Parquet, whose
+	// files carry their own schema.
+	Schema []Field
+	// EventTime names the timestamp column that drives watermarks and windows.
+	EventTime string
+	// MaxFilesPerEpoch bounds the files one epoch reads; 0 = no limit.
+	MaxFilesPerEpoch int
+	// MaxRowsPerEpoch bounds the rows one epoch reads (an epoch stops after
+	// the file that crosses it); 0 = no limit.
+	MaxRowsPerEpoch int64
+	// Pattern is a path.Match glob on the file key relative to URL, e.g.
+	// "*.jsonl"; empty matches every file.
+	Pattern string
+	// CSV holds CSV options; set only for Format CSV (Parse sets defaults).
+	CSV *CSVOptions
+	// Watermark configures event-time progress.
+	Watermark Watermark
+	// OnError is the policy for undecodable rows; empty means reject.
+	OnError OnError
+	// RejectedURL receives rejected rows; empty = the engine's default.
+	RejectedURL string
+	// LateURL receives rows later than the allowed lateness; empty = they
+	// are only counted.
+	LateURL string
+}
+
+// CSVOptions configures the CSV decoder.
+type CSVOptions struct {
+	// Header says the first line of each file names the columns.
+	Header bool
+	// Delimiter is the single-character field separator.
+	Delimiter string
+}
+
+// Watermark configures how event time advances.
+type Watermark struct {
+	// MaxOutOfOrderness: watermark = max event time seen - this.
+	MaxOutOfOrderness time.Duration
+	// IdleTimeout advances the watermark by processing time when no input
+	// arrives for this long; 0 disables.
+	IdleTimeout time.Duration
+}
+
+// Operator is one step of the plan. Exactly one of Filter, Project and
+// Window is set.
+type Operator struct {
+	// ID names the operator in state keys (op=<id>). Unique in the pipeline;
+	// defaults to its kind, then "<kind>-2", "<kind>-3", ... .
+	ID      string
+	Filter  *Filter
+	Project *Project
+	Window  *Window
+}
+
+// Operator kinds, as returned by Operator.Kind.
+const (
+	KindFilter  = "filter"
+	KindProject = "project"
+	KindWindow  = "window"
+)
+
+// Kind returns "filter", "project", "window", or "" when none or several
+// are set.
+func (o Operator) Kind() string {
+	n, k := 0, ""
+	if o.Filter != nil {
+		n, k = n+1, KindFilter
+	}
+	if o.Project != nil {
+		n, k = n+1, KindProject
+	}
+	if o.Window != nil {
+		n, k = n+1, KindWindow
+	}
+	if n != 1 {
+		return ""
+	}
+	return k
+}
+
+// Filter keeps the rows for which Expr (an expr-lang boolean expression over
+// the columns) is true.
+type Filter struct {
+	Expr string
+}
+
+// Project replaces the columns with Columns, computed in order.
+type Project struct {
+	Columns []Projection
+}
+
+// Projection is one output column of a Project: Name = Expr.
+type Projection struct {
+	Name string
+	Expr string
+}
+
+// Window is a keyed event-time window aggregation. Exactly one of Tumbling,
+// Sliding and Session is set.
+type Window struct {
+	// Key lists the grouping columns.
+	Key []string
+	// Tumbling is the size of fixed, non-overlapping windows.
+	Tumbling time.Duration
+	// Sliding windows overlap: Size is a multiple of Slide.
+	Sliding *SlidingWindow
+	// Session windows close after Gap without events for the key.
+	Session *SessionWindow
+	// AllowedLateness keeps a window's state this long past its end so late
+	// rows still update it.
+	AllowedLateness time.Duration
+	// Aggregates are the output columns, in declared order.
+	Aggregates []Aggregate
+}
+
+// SlidingWindow is the shape of sliding windows.
+type SlidingWindow struct {
+	Size  time.Duration
+	Slide time.Duration
+}
+
+// SessionWindow is the shape of session windows.
+type SessionWindow struct {
+	Gap time.Duration
+}
+
+// Window kinds, as returned by Window.Kind.
+const (
+	WindowTumbling = "tumbling"
+	WindowSliding  = "sliding"
+	WindowSession  = "session"
+)
+
+// Kind returns "tumbling", "sliding", "session", or "" when none or several
+// are set.
+func (w *Window) Kind() string {
+	n, k := 0, ""
+	if w.Tumbling != 0 {
+		n, k = n+1, WindowTumbling
+	}
+	if w.Sliding != nil {
+		n, k = n+1, WindowSliding
+	}
+	if w.Session != nil {
+		n, k = n+1, WindowSession
+	}
+	if n != 1 {
+		return ""
+	}
+	return k
+}
+
+// AggFunc is an aggregate function.
+type AggFunc string
+
+// Aggregate functions.
+const (
+	Count         AggFunc = "count"
+	Sum           AggFunc = "sum"
+	Min           AggFunc = "min"
+	Max           AggFunc = "max"
+	Avg           AggFunc = "avg"
+	CountDistinct AggFunc = "count_distinct"
+	First         AggFunc = "first"
+	Last          AggFunc = "last"
+)
+
+// aggFuncs lists the functions in documentation order.
+var aggFuncs = []AggFunc{Count, Sum, Min, Max, Avg, CountDistinct, First, Last}
+
+// Aggregate is one output column of a Window: Name = Func(Column). Column is
+// empty only for count(), which counts rows.
+type Aggregate struct {
+	Name   string
+	Func   AggFunc
+	Column string
+}
+
+// String returns the spec form, e.g. "sum(bytes)".
+func (a Aggregate) String() string { return fmt.Sprintf("%s(%s)", a.Func, a.Column) }
+
+// Sink is where output rows go.
+type Sink struct {
+	Type   SinkType
+	URL    string
+	Format Format
+}
+
+// State is where the pipeline's manifests and operator state live.
+type State struct {
+	// URL is the state root; the pipeline uses <URL>/<Name>/.
+	URL string
+	// Parallelism is the number of keyed subtasks (1..MaxParallelism).
+	Parallelism int
+	// MaxParallelism is the key-group count, fixed for the pipeline's life
+	// (1..32768).
+	MaxParallelism int
+	// RetainEpochs is how many committed epochs retention keeps (>= 1).
+	RetainEpochs int
+}

@@ -1,0 +1,549 @@
+package spec
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	exprast "github.com/expr-lang/expr/ast"
+	exprparser "github.com/expr-lang/expr/parser"
+)
+
+var identRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// maxIdentLen bounds pipeline names and operator ids, which appear in
+// object keys.
+const maxIdentLen = 100
+
+func validIdent(s string) bool { return len(s) <= maxIdentLen && identRE.MatchString(s) }
+
+const identRule = "use lowercase letters, digits, _ and -, starting with a letter or digit"
+
+var (
+	sourceFormats = []string{string(JSONL), string(CSV), string(Parquet)}
+	sinkFormats   = []string{string(Parquet), string(JSONL)}
+	onErrors      = []string{string(OnErrorReject), string(OnErrorFail)}
+	dataTypes     = func() []string {
+		out := make([]string, len(DataTypes))
+		for i, t := range DataTypes {
+			out[i] = string(t)
+		}
+		return out
+	}()
+)
+
+// Validate checks the pipeline and returns an Errors listing every problem,
+// or nil. For a parsed spec each problem carries the file, line and column;
+// for a pipeline built in Go only the field path. Validate does not modify
+// p; call SetDefaults first for a pipeline built from a struct literal.
+func (p *Pipeline) Validate() error {
+	c := newCollector(p.origin)
+	p.validate(c)
+	return c.err()
+}
+
+// SetDefaults fills zero-valued optional fields with their defaults:
+// state parallelism, max_parallelism and retain_epochs, source on_error,
+// CSV options for CSV sources, and operator ids.
+func (p *Pipeline) SetDefaults() {
+	if p.State.Parallelism == 0 {
+		p.State.Parallelism = DefaultParallelism
+	}
+	if p.State.MaxParallelism == 0 {
+		p.State.MaxParallelism = DefaultMaxParallelism
+	}
+	if p.State.RetainEpochs == 0 {
+		p.State.RetainEpochs = DefaultRetainEpochs
+	}
+	if p.Source.OnError == "" {
+		p.Source.OnError = OnErrorReject
+	}
+	if p.Source.Format == CSV && p.Source.CSV == nil {
+		p.Source.CSV = &CSVOptions{Header: true, Delimiter: ","}
+	}
+	p.assignIDs()
+}
+
+// assignIDs gives every operator without an id its kind as id, then
+// "<kind>-2", "<kind>-3", ..., skipping ids already taken.
+func (p *Pipeline) assignIDs() {
+	taken := map[string]bool{}
+	for _, op := range p.Operators {
+		if op.ID != "" {
+			taken[op.ID] = true
+		}
+	}
+	next := map[string]int{}
+	for i := range p.Operators {
+		op := &p.Operators[i]
+		kind := op.Kind()
+		if op.ID != "" || kind == "" {
+			continue
+		}
+		for {
+			next[kind]++
+			id := kind
+			if n := next[kind]; n > 1 {
+				id = fmt.Sprintf("%s-%d", kind, n)
+			}
+			if !taken[id] {
+				op.ID, taken[id] = id, true
+				break
+			}
+		}
+	}
+}
+
+func (p *Pipeline) validate(c *collector) {
+	switch {
+	case p.Name == "":
+		c.add("name", "required")
+	case !validIdent(p.Name):
+		c.add("name", "invalid name %q (%s)", p.Name, identRule)
+	}
+	cols, known := p.validateSource(c)
+	for i := range p.Operators {
+		cols, known = p.validateOperator(c, i, cols, known)
+	}
+	ids := map[string]int{}
+	for i, op := range p.Operators {
+		fp := index("operators", i) + ".id"
+		switch {
+		case op.ID == "":
+			if op.Kind() != "" {
+				c.add(fp, "required (SetDefaults assigns one)")
+			}
+		case !validIdent(op.ID):
+			c.add(fp, "invalid id %q (%s)", op.ID, identRule)
+		default:
+			if j, dup := ids[op.ID]; dup {
+				c.add(fp, "duplicate id %q (also operators[%d])", op.ID, j)
+			}
+			ids[op.ID] = i
+		}
+	}
+	p.validateSink(c)
+	p.validateState(c)
+}
+
+// column is a column of the schema as it flows through the operators;
+// an empty type means "not known statically".
+type column = Field
+
+func (p *Pipeline) validateSource(c *collector) (cols []column, known bool) {
+	s := &p.Source
+	switch s.Type {
+	case "":
+		c.add("source.type", "required (allowed: files)")
+	case SourceFiles:
+	default:
+		c.add("source.type", "invalid value %q (allowed: files)", s.Type)
+	}
+	checkURLField(c, "source.url", s.URL, true)
+	switch {
+	case s.Format == "":
+		c.add("source.format", "required (allowed: %s)", strings.Join(sourceFormats, ", "))
+	case !contains(sourceFormats, string(s.Format)):
+		c.add("source.format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sourceFormats, ", "))
+	}
+	if len(s.Schema) == 0 && s.Format != Parquet && s.Format != "" {
+		c.add("source.schema", "required for format %s (only parquet infers its schema)", s.Format)
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Schema {
+		fp := "source.schema." + f.Name
+		switch {
+		case f.Name == "":
+			c.add(index("source.schema", i), "empty column name")
+		case seen[f.Name]:
+			c.add(fp, "duplicate column")
+		case !contains(dataTypes, string(f.Type)):
+			c.add(fp, "unknown type %q%s", f.Type, hint(string(f.Type), dataTypes))
+		}
+		seen[f.Name] = true
+	}
+	known = len(s.Schema) > 0
+	if s.EventTime == "" {
+		c.add("source.event_time", "required: name the timestamp column that drives event time")
+	} else if known {
+		if f, ok := lookup(s.Schema, s.EventTime); !ok {
+			c.add("source.event_time", "column %q is not in source.schema%s", s.EventTime, colHint(s.EventTime, s.Schema))
+		} else if !f.Type.IsTimestamp() && contains(dataTypes, string(f.Type)) {
+			c.add("source.event_time", "column %q has type %s; event time needs a timestamp type", s.EventTime, f.Type)
+		}
+	}
+	if s.MaxFilesPerEpoch < 0 {
+		c.add("source.max_files_per_epoch", "must not be negative")
+	}
+	if s.MaxRowsPerEpoch < 0 {
+		c.add("source.max_rows_per_epoch", "must not be negative")
+	}
+	if s.Pattern != "" {
+		if _, err := path.Match(s.Pattern, ""); err != nil {
+			c.add("source.pattern", "invalid glob %q: %v", s.Pattern, err)
+		}
+	}
+	if s.CSV != nil {
+		if s.Format != CSV && s.Format != "" {
+			c.add("source.csv", "CSV options given but format is %s", s.Format)
+		}
+		d := s.CSV.Delimiter
+		r, size := utf8.DecodeRuneInString(d)
+		if size != len(d) || d == "" || r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
+			c.add("source.csv.delimiter", "must be one character other than a quote or line break, got %q", d)
+		}
+	}
+	if s.Watermark.MaxOutOfOrderness < 0 {
+		c.add("source.watermark.max_out_of_orderness", "must not be negative")
+	}
+	if s.Watermark.IdleTimeout < 0 {
+		c.add("source.watermark.idle_timeout", "must not be negative")
+	}
+	if s.OnError != "" && !contains(onErrors, string(s.OnError)) {
+		c.add("source.on_error", "invalid value %q (allowed: %s)", s.OnError, strings.Join(onErrors, ", "))
+	}
+	checkURLField(c, "source.rejected_url", s.RejectedURL, false)
+	checkURLField(c, "source.late_url", s.LateURL, false)
+	cols = make([]column, len(s.Schema))
+	for i, f := range s.Schema {
+		if !contains(dataTypes, string(f.Type)) {
+			f.Type = "" // reported above; do not check uses of it
+		}
+		cols[i] = f
+	}
+	return cols, known
+}
+
+// validateOperator checks operator i against the columns flowing into it
+// and returns the columns flowing out.
+func (p *Pipeline) validateOperator(c *collector, i int, cols []column, known bool) ([]column, bool) {
+	op := p.Operators[i]
+	opPath := index("operators", i)
+	switch op.Kind() {
+	case KindFilter:
+		fp := opPath + "." + KindFilter
+		checkExpr(c, fp, op.Filter.Expr, cols, known)
+		return cols, known
+	case KindProject:
+		fp := opPath + "." + KindProject
+		if len(op.Project.Columns) == 0 {
+			c.add(fp, "needs at least one output column")
+			return nil, false
+		}
+		out := make([]column, 0, len(op.Project.Columns))
+		seen := map[string]bool{}
+		for j, pc := range op.Project.Columns {
+			cp := fp + "." + pc.Name
+			switch {
+			case pc.Name == "":
+				c.add(index(fp, j), "empty column name")
+			case seen[pc.Name]:
+				c.add(cp, "duplicate column")
+			}
+			seen[pc.Name] = true
+			checkExpr(c, cp, pc.Expr, cols, known)
+			var t DataType
+			if f, ok := lookup(cols, strings.TrimSpace(pc.Expr)); ok {
+				t = f.Type
+			}
+			out = append(out, column{Name: pc.Name, Type: t})
+		}
+		return out, known
+	case KindWindow:
+		p.validateWindow(c, opPath+"."+KindWindow, op.Window, cols, known)
+		return nil, false
+	}
+	n := 0
+	for _, set := range []bool{op.Filter != nil, op.Project != nil, op.Window != nil} {
+		if set {
+			n++
+		}
+	}
+	if n == 0 {
+		c.add(opPath, "needs one of filter, project, window")
+	} else {
+		c.add(opPath, "sets more than one of filter, project, window; use one list item per operator")
+	}
+	return nil, false
+}
+
+func (p *Pipeline) validateWindow(c *collector, wp string, w *Window, cols []column, known bool) {
+	if len(w.Key) == 0 {
+		c.add(wp+".key", "required: the grouping column(s)")
+	}
+	for j, k := range w.Key {
+		kp := index(wp+".key", j)
+		switch {
+		case k == "":
+			c.add(kp, "empty column name")
+		case known:
+			if _, ok := lookup(cols, k); !ok {
+				c.add(kp, "unknown column %q%s", k, colHint(k, cols))
+			}
+		}
+	}
+	if _, inSource := lookup(p.Source.Schema, p.Source.EventTime); known && inSource {
+		if _, ok := lookup(cols, p.Source.EventTime); !ok {
+			c.add(wp, "event time column %q was projected away before this window", p.Source.EventTime)
+		}
+	}
+	var kinds []string
+	if w.Tumbling != 0 {
+		kinds = append(kinds, WindowTumbling)
+	}
+	if w.Sliding != nil {
+		kinds = append(kinds, WindowSliding)
+	}
+	if w.Session != nil {
+		kinds = append(kinds, WindowSession)
+	}
+	switch len(kinds) {
+	case 0:
+		if !c.hasFailed(wp+".tumbling") && !c.hasFailed(wp+".sliding") && !c.hasFailed(wp+".session") {
+			c.add(wp, "needs exactly one of tumbling, sliding, session")
+		}
+	case 1:
+	default:
+		c.add(wp+"."+kinds[1], "window has both %s and %s; set exactly one", kinds[0], kinds[1])
+	}
+	if w.Tumbling < 0 {
+		c.add(wp+".tumbling", "must be > 0")
+	}
+	if s := w.Sliding; s != nil {
+		sp := wp + ".sliding"
+		switch {
+		case s.Size <= 0:
+			c.add(sp+".size", "must be > 0")
+		case s.Slide <= 0:
+			c.add(sp+".slide", "must be > 0")
+		case s.Slide > s.Size:
+			c.add(sp+".slide", "slide %v is larger than size %v", s.Slide, s.Size)
+		case s.Size%s.Slide != 0:
+			c.add(sp+".size", "size %v is not a multiple of slide %v", s.Size, s.Slide)
+		}
+	}
+	if s := w.Session; s != nil && s.Gap <= 0 {
+		c.add(wp+".session.gap", "must be > 0")
+	}
+	if w.AllowedLateness < 0 {
+		c.add(wp+".allowed_lateness", "must not be negative")
+	}
+	ap := wp + ".aggregates"
+	if len(w.Aggregates) == 0 {
+		c.add(ap, "required: at least one name: \"func(column)\"")
+	}
+	fnNames := make([]string, len(aggFuncs))
+	for i, f := range aggFuncs {
+		fnNames[i] = string(f)
+	}
+	seen := map[string]bool{}
+	for j, a := range w.Aggregates {
+		fp := ap + "." + a.Name
+		if a.Name == "" {
+			c.add(index(ap, j), "empty aggregate name")
+			continue
+		}
+		if seen[a.Name] {
+			c.add(index(ap, j), "duplicate aggregate name %q", a.Name)
+		}
+		seen[a.Name] = true
+		if contains(w.Key, a.Name) {
+			c.add(fp, "aggregate name %q is also a key column", a.Name)
+		}
+		if c.hasFailed(fp) {
+			continue
+		}
+		if !contains(fnNames, string(a.Func)) {
+			c.add(fp, "unknown function %q%s", a.Func, hint(string(a.Func), fnNames))
+			continue
+		}
+		if a.Column == "" {
+			if a.Func != Count {
+				c.add(fp, "%s needs a column, e.g. %s(bytes)", a.Func, a.Func)
+			}
+			continue
+		}
+		if !known {
+			continue
+		}
+		f, ok := lookup(cols, a.Column)
+		if !ok {
+			c.add(fp, "unknown column %q in %s%s", a.Column, a, colHint(a.Column, cols))
+			continue
+		}
+		if (a.Func == Sum || a.Func == Avg) && f.Type != "" && !f.Type.Numeric() {
+			c.add(fp, "%s needs a numeric column; %q is %s", a.Func, a.Column, f.Type)
+		}
+	}
+}
+
+func (p *Pipeline) validateSink(c *collector) {
+	s := &p.Sink
+	switch s.Type {
+	case "":
+		c.add("sink.type", "required (allowed: files)")
+	case SinkFiles:
+	default:
+		c.add("sink.type", "invalid value %q (allowed: files)", s.Type)
+	}
+	checkURLField(c, "sink.url", s.URL, true)
+	if s.URL != "" && s.URL == p.Source.URL {
+		c.add("sink.url", "must differ from source.url (the pipeline would read its own output)")
+	}
+	switch {
+	case s.Format == "":
+		c.add("sink.format", "required (allowed: %s)", strings.Join(sinkFormats, ", "))
+	case !contains(sinkFormats, string(s.Format)):
+		c.add("sink.format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sinkFormats, ", "))
+	}
+}
+
+func (p *Pipeline) validateState(c *collector) {
+	s := &p.State
+	checkURLField(c, "state.url", s.URL, true)
+	mp := s.MaxParallelism
+	if mp < 1 || mp > MaxMaxParallelism {
+		c.add("state.max_parallelism", "must be between 1 and %d, got %d", MaxMaxParallelism, mp)
+		mp = MaxMaxParallelism
+	}
+	if s.Parallelism < 1 || s.Parallelism > mp {
+		c.add("state.parallelism", "must be between 1 and max_parallelism (%d), got %d", mp, s.Parallelism)
+	}
+	if s.RetainEpochs < 1 {
+		c.add("state.retain_epochs", "must be >= 1, got %d", s.RetainEpochs)
+	}
+}
+
+func checkURLField(c *collector, path, u string, required bool) {
+	if u == "" {
+		if required {
+			c.add(path, "required")
+		}
+		return
+	}
+	if msg := checkURL(u); msg != "" {
+		c.add(path, "%s", msg)
+	}
+}
+
+// checkExpr checks that e parses as an expression and, when the columns
+// are known, names only known columns.
+func checkExpr(c *collector, path, e string, cols []column, known bool) {
+	if strings.TrimSpace(e) == "" {
+		c.add(path, "empty expression")
+		return
+	}
+	tree, err := exprparser.Parse(e)
+	if err != nil {
+		c.add(path, "invalid expression %q: %s", e, firstLine(err.Error()))
+		return
+	}
+	if !known {
+		return
+	}
+	v := &identVisitor{callees: map[exprast.Node]bool{}, declared: map[string]bool{}}
+	exprast.Walk(&tree.Node, v)
+	for _, id := range v.idents {
+		if v.callees[id] || v.declared[id.Value] || id.Value == "$env" {
+			continue
+		}
+		if _, ok := lookup(cols, id.Value); !ok {
+			c.add(path, "unknown column %q in expression%s", id.Value, colHint(id.Value, cols))
+			return
+		}
+	}
+}
+
+// identVisitor collects the identifiers an expression reads; function
+// names and let-bound variables are filtered out afterwards.
+type identVisitor struct {
+	callees  map[exprast.Node]bool
+	declared map[string]bool
+	idents   []*exprast.IdentifierNode
+}
+
+// Visit implements exprast.Visitor.
+func (v *identVisitor) Visit(n *exprast.Node) {
+	switch x := (*n).(type) {
+	case *exprast.CallNode:
+		v.callees[x.Callee] = true
+	case *exprast.VariableDeclaratorNode:
+		v.declared[x.Name] = true
+	case *exprast.IdentifierNode:
+		v.idents = append(v.idents, x)
+	}
+}
+
+func lookup(cols []column, name string) (column, bool) {
+	for _, f := range cols {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return column{}, false
+}
+
+// colHint suggests the closest column, or lists them.
+func colHint(got string, cols []column) string {
+	all := make([]string, len(cols))
+	for i, f := range cols {
+		all[i] = f.Name
+	}
+	if s := closest(got, all); s != "" {
+		return fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fmt.Sprintf(" (columns: %s)", strings.Join(all, ", "))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the entry of candidates nearest to s by edit distance,
+// if near enough to be a likely typo.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := 2
+	if l := len(s) / 3; l > limit {
+		limit = l
+	}
+	if bestD == 0 || bestD > limit {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 20
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
