@@ -43,6 +43,9 @@ type Options struct {
 	OrphanGrace time.Duration
 	// Retry configures store retries (zero: defaults).
 	Retry store.RetryPolicy
+	// WrapStore, when set, wraps every store the run opens ("state",
+	// "sink", "source", "late", "rejected"): for fault-injection tests.
+	WrapStore func(name string, s store.Store) store.Store
 }
 
 // Progress is a snapshot of a run's progress.
@@ -79,11 +82,12 @@ var ErrFenced = epoch.ErrFenced
 // stores are the opened stores of one pipeline.
 type stores struct {
 	state, sink, source store.Store
+	late, rejected      store.Store // nil unless late_url / rejected_url
 	stateURL            string
 }
 
 func (s *stores) Close() {
-	for _, x := range []store.Store{s.state, s.sink, s.source} {
+	for _, x := range []store.Store{s.state, s.sink, s.source, s.late, s.rejected} {
 		if x != nil {
 			x.Close()
 		}
@@ -106,7 +110,17 @@ func PipelineStateURL(p *spec.Pipeline) (string, error) {
 	return u.String(), nil
 }
 
-func openStores(ctx context.Context, p *spec.Pipeline, retry store.RetryPolicy, withSource bool) (*stores, error) {
+// joinURL appends a relative key to a store URL, before its query.
+func joinURL(base, key string) string {
+	q := ""
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base, q = base[:i], base[i:]
+	}
+	return strings.TrimSuffix(base, "/") + "/" + key + q
+}
+
+func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*stores, error) {
+	retry := opts.Retry
 	st := &stores{}
 	var err error
 	if st.stateURL, err = PipelineStateURL(p); err != nil {
@@ -116,6 +130,9 @@ func openStores(ctx context.Context, p *spec.Pipeline, retry store.RetryPolicy, 
 		s, err := store.Open(ctx, u)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if opts.WrapStore != nil {
+			s = opts.WrapStore(strings.TrimSuffix(strings.TrimPrefix(field, "source."), ".url"), s)
 		}
 		return store.WithRetry(s, retry), nil
 	}
@@ -130,6 +147,18 @@ func openStores(ctx context.Context, p *spec.Pipeline, retry store.RetryPolicy, 
 		if st.source, err = open("source.url", p.Source.URL); err != nil {
 			st.Close()
 			return nil, err
+		}
+		if p.Source.LateURL != "" {
+			if st.late, err = open("source.late_url", p.Source.LateURL); err != nil {
+				st.Close()
+				return nil, err
+			}
+		}
+		if p.Source.RejectedURL != "" {
+			if st.rejected, err = open("source.rejected_url", p.Source.RejectedURL); err != nil {
+				st.Close()
+				return nil, err
+			}
 		}
 	}
 	return st, nil
@@ -157,7 +186,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	log := opts.log().With("pipeline", p.Name)
-	st, err := openStores(ctx, p, opts.Retry, true)
+	st, err := openStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +201,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 // Outputs returns the sink-relative paths of every committed output file,
 // in commit order, and the sink URL they are relative to.
 func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
-	st, err := openStores(ctx, p, store.RetryPolicy{}, false)
+	st, err := openStores(ctx, p, &Options{}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, opts.Retry, true)
+	st, err := openStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,6 @@ const (
 	defaultInput   = "default"
 	inlineSeenMax  = 512
 	rejectedDir    = "_rejected"
-	lateDir        = "_late"
 	defaultGrace   = 15 * time.Minute
 	maxPendingList = 0 // no bound: every pending file is known
 )
@@ -60,6 +59,7 @@ type runner struct {
 	res         Result
 	started     time.Time
 	pendingSeen int64
+	consumed    int
 }
 
 func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -282,7 +282,15 @@ func (r *runner) pending(files []store.ObjectInfo) []store.ObjectInfo {
 	return out
 }
 
-func inputOf(key string) string { return defaultInput }
+// inputOf maps a source file to its watermark input.
+func (r *runner) inputOf(key string) string {
+	if r.p.Source.Inputs == spec.InputsDirectory {
+		if i := strings.IndexByte(key, '/'); i > 0 {
+			return key[:i]
+		}
+	}
+	return defaultInput
+}
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
 	files, err := r.listSource(ctx)
@@ -333,7 +341,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if err := r.epoch(ctx, batch, drainNow, false); err != nil {
 			return &r.res, err
 		}
-		pend = pend[len(batch):]
+		pend = pend[r.consumed:]
 		r.progress(known)
 		if drainNow {
 			break
@@ -466,27 +474,50 @@ func (r *runner) watermark(now time.Time) int64 {
 
 // epoch processes files as one epoch and commits it. drain advances the
 // watermark to +inf; idle commits only if the watermark moved.
+// It sets r.consumed to how many of files the epoch took (fewer than
+// offered when max_rows_per_epoch cut it).
 func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idle bool) error {
+	r.consumed = 0
 	now := r.opts.now()
 	t0 := time.Now()
-	results := make([]*fileResult, len(files))
-	var decodedRows atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, f := range files {
-		g.Go(func() error {
-			res, err := r.decodeFile(gctx, f, r.plan.source)
-			if err != nil {
+	// Decode in parallel. With max_rows_per_epoch, decode in waves and stop
+	// after the file that crosses the limit (deterministic: by file order).
+	results := make([]*fileResult, 0, len(files))
+	wave := len(files)
+	if r.p.Source.MaxRowsPerEpoch > 0 {
+		wave = runtime.GOMAXPROCS(0)
+	}
+	var total int64
+	for start := 0; start < len(files); start += wave {
+		chunk := files[start:min(start+wave, len(files))]
+		out := make([]*fileResult, len(chunk))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for i, f := range chunk {
+			g.Go(func() error {
+				res, err := r.decodeFile(gctx, f, r.plan.source)
+				out[i] = res
 				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		done := false
+		for _, res := range out {
+			results = append(results, res)
+			total += res.rows
+			if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+				done = true
+				break
 			}
-			decodedRows.Add(res.rows)
-			results[i] = res
-			return nil
-		})
+		}
+		if done {
+			break
+		}
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	files = files[:len(results)]
+	r.consumed = len(files)
 	// Offsets and watermark.
 	var rows, filtered, rejected int64
 	var allRejects []formats.Reject
@@ -495,13 +526,13 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		filtered += res.filtered
 		rejected += int64(len(res.rejects))
 		allRejects = append(allRejects, res.rejects...)
-		in := r.inputs[inputOf(res.key)]
+		in := r.inputs[r.inputOf(res.key)]
 		if in.LastActive.IsZero() {
 			in.MaxEventTime = math.MinInt64
 		}
 		in.LastActive = now
 		in.MaxEventTime = max(in.MaxEventTime, res.maxTS)
-		r.inputs[inputOf(res.key)] = in
+		r.inputs[r.inputOf(res.key)] = in
 	}
 	newWM := r.watermark(now)
 	if drain {
@@ -606,7 +637,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		})
 	}
 	for s, bs := range lateBatches {
-		if len(bs) == 0 || r.p.Source.LateURL == "" {
+		if len(bs) == 0 || r.st.late == nil {
 			continue
 		}
 		wg.Go(func() error {
@@ -614,10 +645,11 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			if err != nil {
 				return err
 			}
-			ref, err := att.WriteOutput(wctx, lateDir, s, "parquet", data, countRows(bs))
+			ref, err := att.WriteSide(wctx, r.st.late, "", s, "parquet", data, countRows(bs))
 			if err != nil {
 				return err
 			}
+			ref.Path = joinURL(r.p.Source.LateURL, ref.Path)
 			ref.Kind = manifest.SideOutputLate
 			refs <- refAt{ref, 1}
 			return nil
@@ -629,7 +661,13 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			if err != nil {
 				return err
 			}
-			ref, err := att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(allRejects)))
+			var ref manifest.FileRef
+			if r.st.rejected != nil {
+				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(allRejects)))
+				ref.Path = joinURL(r.p.Source.RejectedURL, ref.Path)
+			} else {
+				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(allRejects)))
+			}
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,8 @@
 //   - Arithmetic: unary -, + - * / %. Integers of any width compute as int64
 //     and wrap on overflow, like Go and expr-lang; int mixed with float is
 //     float64. / always divides as float64 (expr-lang: 7 / 2 == 3.5); % needs
-//     integers. A zero divisor gives null, never a panic or Inf.
-//     + also concatenates strings.
+//     integers. A zero divisor gives null, never a panic or Inf. Strings
+//     concatenate with +.
 //   - Comparison: == != < <= > >= on numbers, strings (byte order) and
 //     timestamps (any units; converted to the finer one); == and != on bools.
 //   - Logic: and/&&, or/||, not/!, in [list], not in [list].

@@ -1,6 +1,5 @@
 package expr
 
-
 // cmpOp is a comparison operator.
 type cmpOp uint8
 

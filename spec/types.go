@@ -142,7 +142,21 @@ type Source struct {
 	// LateURL receives rows later than the allowed lateness; empty = they
 	// are only counted.
 	LateURL string
+	// Inputs says how files map to watermark inputs: "" (one input) or
+	// "directory" (each top-level directory under URL is an input, e.g. one
+	// per device or region; an input idle longer than the idle timeout
+	// stops holding the watermark back).
+	Inputs InputsMode
 }
+
+// InputsMode selects how source files map to watermark inputs.
+type InputsMode string
+
+// Inputs modes.
+const (
+	InputsSingle    InputsMode = ""
+	InputsDirectory InputsMode = "directory"
+)
 
 // CSVOptions configures the CSV decoder.
 type CSVOptions struct {

@@ -201,6 +201,9 @@ func (p *Pipeline) validateSource(c *collector) (cols []column, known bool) {
 	if s.Watermark.IdleTimeout < 0 {
 		c.add("source.watermark.idle_timeout", "must not be negative")
 	}
+	if s.Inputs != InputsSingle && s.Inputs != InputsDirectory {
+		c.add("source.inputs", "invalid value %q (allowed: directory, or leave it out for one input)", s.Inputs)
+	}
 	if s.OnError != "" && !contains(onErrors, string(s.OnError)) {
 		c.add("source.on_error", "invalid value %q (allowed: %s)", s.OnError, strings.Join(onErrors, ", "))
 	}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/store"
+)
+
+// reexecEnv, when set to "1", makes the test binary behave as the floe
+// command: the kill test starts itself as `floe` instead of building a
+// separate binary.
+const reexecEnv = "FLOE_TEST_REEXEC_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(reexecEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	s3test.Main(m)
+}
+
+// floeBinary returns the path of this test binary, which runs as floe when
+// reexecEnv is set.
+func floeBinary(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("test binary path: %v", err)
+	}
+	return exe
+}
+
+// floeCommand returns a not yet started `floe args...` subprocess.
+func floeCommand(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(floeBinary(t), args...)
+	cmd.Env = append(os.Environ(), reexecEnv+"=1")
+	return cmd
+}
+
+// floeResult is a finished floe subprocess.
+type floeResult struct {
+	stdout, stderr string
+	code           int
+	elapsed        time.Duration
+}
+
+// runFloe runs `floe args...` to completion and fails t unless it exits 0.
+func runFloe(t testing.TB, args ...string) floeResult {
+	t.Helper()
+	cmd := floeCommand(t, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	res := floeResult{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(t0)}
+	if err != nil {
+		t.Fatalf("floe %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, res.stdout, tailString(res.stderr, 4000))
+	}
+	return res
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// killData describes the generated input of the kill test.
+var killData = datagen.Options{
+	Rows:              60000,
+	Files:             40,
+	Users:             200,
+	Span:              40 * time.Minute,
+	Seed:              7,
+	Format:            datagen.JSONL,
+	OutOfOrder:        3 * time.Second,
+	LateFraction:      0.005,
+	MalformedFraction: 0.001,
+}
+
+// putDataset writes the kill test's data set into the store at url.
+func putDataset(t testing.TB, ctx context.Context, url string) {
+	t.Helper()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open source %s: %v", url, err)
+	}
+	defer st.Close()
+	err = datagen.Generate(killData, func(name string, data []byte) error {
+		_, err := st.Put(ctx, name, data, store.PutOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("generate data set: %v", err)
+	}
+}
+
+// writeSpec writes a pipeline spec over the given absolute URLs into dir and
+// returns its path.
+func writeSpec(t testing.TB, dir, name, source, state, sink string) string {
+	t.Helper()
+	y := fmt.Sprintf(`name: %s
+source: {type: files, url: %q, format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, max_files_per_epoch: 2,
+         watermark: {max_out_of_orderness: 5s, idle_timeout: 1m}}
+operators:
+  - filter: "bytes > 0"
+  - window: {key: [user_id], tumbling: 1m, allowed_lateness: 30s,
+             aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
+sink:  {type: files, url: %q, format: parquet}
+state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
+`, name, source, sink, state)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+		t.Fatalf("write spec: %v", err)
+	}
+	return p
+}
+
+// committedRows runs `floe outputs SPEC`, checks that no file is listed twice
+// and that every listed file exists and parses, and returns the sorted
+// multiset of rows (one string per row) and the number of files.
+func committedRows(t testing.TB, ctx context.Context, specPath, sinkURL string) ([]string, int) {
+	t.Helper()
+	res := runFloe(t, "outputs", specPath)
+	base := sinkURL
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base = base[:i]
+	}
+	base = strings.TrimSuffix(base, "/") + "/"
+	sink, err := store.Open(ctx, sinkURL)
+	if err != nil {
+		t.Fatalf("open sink %s: %v", sinkURL, err)
+	}
+	defer sink.Close()
+	seen := map[string]bool{}
+	var rows []string
+	lines := strings.Fields(res.stdout)
+	for _, line := range lines {
+		if seen[line] {
+			t.Errorf("floe outputs lists %s twice", line)
+			continue
+		}
+		seen[line] = true
+		key, ok := strings.CutPrefix(line, base)
+		if !ok {
+			t.Errorf("floe outputs lists %s, outside the sink %s", line, base)
+			continue
+		}
+		data, _, err := sink.Get(ctx, key)
+		if err != nil {
+			t.Errorf("committed output %s: %v", line, err)
+			continue
+		}
+		schema, recs, err := formats.ReadParquet(data, memory.DefaultAllocator)
+		if err != nil {
+			t.Errorf("committed output %s does not parse: %v", line, err)
+			continue
+		}
+		for _, rec := range recs {
+			for i := range int(rec.NumRows()) {
+				var b strings.Builder
+				for c, f := range schema.Fields() {
+					if c > 0 {
+						b.WriteByte(' ')
+					}
+					b.WriteString(f.Name + "=" + rec.Column(c).ValueStr(i))
+				}
+				rows = append(rows, b.String())
+			}
+			rec.Release()
+		}
+	}
+	slices.Sort(rows)
+	return rows, len(lines)
+}
+
+// multisetDiff returns the rows of want missing from got and the rows of got
+// not in want (with multiplicity); both inputs are sorted.
+func multisetDiff(want, got []string) (missing, extra []string) {
+	i, j := 0, 0
+	for i < len(want) && j < len(got) {
+		switch {
+		case want[i] == got[j]:
+			i++
+			j++
+		case want[i] < got[j]:
+			missing = append(missing, want[i])
+			i++
+		default:
+			extra = append(extra, got[j])
+			j++
+		}
+	}
+	missing = append(missing, want[i:]...)
+	extra = append(extra, got[j:]...)
+	return missing, extra
+}
+
+// listKeys returns every key under url with its size, for before/after
+// comparisons.
+func listKeys(t testing.TB, ctx context.Context, url string) map[string]int64 {
+	t.Helper()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	defer st.Close()
+	objs, err := st.List(ctx, "")
+	if err != nil {
+		t.Fatalf("list %s: %v", url, err)
+	}
+	out := make(map[string]int64, len(objs))
+	for _, o := range objs {
+		out[o.Key] = o.Size
+	}
+	return out
+}
+
+// firstN returns at most n elements of s, for failure messages.
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
