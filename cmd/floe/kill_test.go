@@ -100,7 +100,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	// pay the start-up cost again, cover the whole run.
 	startup := idle.elapsed
 	work := max(ref.elapsed-startup, 10*time.Millisecond)
-	spread := startup + 3*work/time.Duration(wantKills)
+	spread := 2*startup + 4*work/time.Duration(wantKills)
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 	var (
 		kills, attempts, killedBeforeCommit, killedAfterDone int

@@ -1,0 +1,414 @@
+// Command floe-bench runs the clickstream benchmark: floe against DuckDB on
+// the same deterministic data set, per input format.
+//
+//	floe-bench --rows 10000000 --files 100 --users 10000 --data DIR --formats parquet,jsonl --runs 3
+//
+// For each format it generates the data set once (skipped when DIR already
+// holds it), then times, each in its own child process (the bench binary
+// re-executed) so that peak RSS is measured per engine:
+//   - floe's full catch-up from empty state, an epoch every 10 files, drained;
+//   - DuckDB's COPY of the same aggregation to a Parquet file;
+//   - floe's incremental run over one new file after a committed catch-up of
+//     the history, against DuckDB recomputing all files.
+//
+// It checks that floe's and DuckDB's outputs agree row by row and prints a
+// table. --pprof DIR adds one untimed profiled catch-up per format.
+// Exit status: 0 success, 1 the outputs differ, 2 could not run.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/floe-dev/floe/bench"
+)
+
+func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
+
+type config struct {
+	rows    int64
+	files   int
+	users   int
+	data    string
+	work    string
+	formats []string
+	runs    int
+	pprof   string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("floe-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	var formats, child, job string
+	fs.Int64Var(&c.rows, "rows", 10_000_000, "rows in the history files")
+	fs.IntVar(&c.files, "files", 100, "history files (one more is generated for the incremental run)")
+	fs.IntVar(&c.users, "users", 10_000, "distinct users")
+	fs.StringVar(&c.data, "data", "", "directory for the generated data sets (required)")
+	fs.StringVar(&c.work, "work", "", "directory for run outputs and state (default: a temporary directory)")
+	fs.StringVar(&formats, "formats", "parquet,jsonl", "input formats to benchmark")
+	fs.IntVar(&c.runs, "runs", 3, "timed runs per measurement (the median is reported)")
+	fs.StringVar(&c.pprof, "pprof", "", "write a CPU profile of one extra floe catch-up per format here")
+	fs.StringVar(&child, "child", "", "internal: run one job (floe or duckdb) and report JSON")
+	fs.StringVar(&job, "job", "", "internal: the child's job, JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if child != "" {
+		if err := runChild(ctx, child, job, stdout); err != nil {
+			fmt.Fprintf(stderr, "floe-bench child %s: %v\n", child, err)
+			return 2
+		}
+		return 0
+	}
+	c.formats = strings.Split(formats, ",")
+	if c.data == "" || c.runs < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "floe-bench: --data is required, --runs must be >= 1, no arguments")
+		return 2
+	}
+	ok, err := benchmark(ctx, c, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "floe-bench: %v\n", err)
+		return 2
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// runChild runs one job in this process and writes its result as JSON.
+func runChild(ctx context.Context, kind, job string, stdout io.Writer) error {
+	var res any
+	switch kind {
+	case "floe":
+		var j bench.FloeJob
+		if err := json.Unmarshal([]byte(job), &j); err != nil {
+			return fmt.Errorf("job: %w", err)
+		}
+		if j.CPUProfile != "" {
+			f, err := os.Create(j.CPUProfile)
+			if err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		r, err := bench.RunFloe(ctx, j)
+		if err != nil {
+			return err
+		}
+		res = r
+	case "duckdb":
+		var j bench.DuckJob
+		if err := json.Unmarshal([]byte(job), &j); err != nil {
+			return fmt.Errorf("job: %w", err)
+		}
+		r, err := bench.RunDuckDB(ctx, j)
+		if err != nil {
+			return err
+		}
+		res = r
+	default:
+		return fmt.Errorf("unknown child kind %q", kind)
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}
+
+// spawn re-executes this binary as a child running job and decodes its
+// result into out; it returns the child's peak RSS in MiB.
+func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer) (float64, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("spawn %s: %w", kind, err)
+	}
+	data, err := json.Marshal(job)
+	if err != nil {
+		return 0, fmt.Errorf("spawn %s: %w", kind, err)
+	}
+	cmd := exec.CommandContext(ctx, self, "--child", kind, "--job", string(data))
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%s child: %w", kind, err)
+	}
+	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+		return 0, fmt.Errorf("%s child: result: %w", kind, err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, errors.New("peak RSS: no rusage on this platform")
+	}
+	return float64(ru.Maxrss) / 1024, nil // Linux: KiB
+}
+
+// row is one format's line of the result table.
+type row struct {
+	format                      string
+	floeSec, duckSec            float64
+	floeRSS, duckRSS            float64
+	rows                        int64
+	incSec, duckAllSec, incRSS  float64
+	cmp                         *bench.Comparison
+	floeRuns, duckRuns, incRuns []float64
+	catchupNoDrain, duckAllRSS  float64
+	epochs                      int
+}
+
+func benchmark(ctx context.Context, c config, stdout, stderr io.Writer) (bool, error) {
+	work := c.work
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "floe-bench-"); err != nil {
+			return false, err
+		}
+		defer os.RemoveAll(work)
+	}
+	if c.pprof != "" {
+		if err := os.MkdirAll(c.pprof, 0o755); err != nil {
+			return false, err
+		}
+	}
+	var rows []*row
+	allOK := true
+	for _, format := range c.formats {
+		r, err := benchFormat(ctx, c, format, work, stderr)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", format, err)
+		}
+		rows = append(rows, r)
+		allOK = allOK && r.cmp.Equal()
+	}
+	printTable(stdout, c, rows)
+	return allOK, nil
+}
+
+func benchFormat(ctx context.Context, c config, format, work string, log io.Writer) (*row, error) {
+	d := bench.Dataset{Rows: c.rows, Files: c.files, Users: c.users, Format: format}
+	l, err := bench.Generate(c.data, d, log)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := l.HistoryFiles()
+	if err != nil {
+		return nil, err
+	}
+	if len(hist) != c.files {
+		return nil, fmt.Errorf("data set %s has %d files, want %d", l.History, len(hist), c.files)
+	}
+	r := &row{format: format, rows: c.rows}
+	base := filepath.Join(work, format)
+	newRunDir := func(name string, files ...string) (bench.FloeJob, error) {
+		dir := filepath.Join(base, name)
+		if err := os.RemoveAll(dir); err != nil {
+			return bench.FloeJob{}, err
+		}
+		j := bench.FloeJob{Source: filepath.Join(dir, "src"), Format: format,
+			Sink: filepath.Join(dir, "out"), State: filepath.Join(dir, "state")}
+		return j, bench.LinkFiles(j.Source, files...)
+	}
+
+	// Full catch-up, drained.
+	var lastOutputs []string
+	for i := range c.runs {
+		j, err := newRunDir(fmt.Sprintf("full-%d", i), hist...)
+		if err != nil {
+			return nil, err
+		}
+		j.Drain = true
+		var fr bench.FloeResult
+		rss, err := spawn(ctx, "floe", j, &fr, log)
+		if err != nil {
+			return nil, err
+		}
+		if fr.Rows != c.rows {
+			return nil, fmt.Errorf("floe read %d rows, want %d", fr.Rows, c.rows)
+		}
+		fmt.Fprintf(log, "%s floe catch-up run %d: %.2fs, %d epochs, peak RSS %.0f MiB, %d late\n",
+			format, i+1, fr.Seconds, fr.Epochs, rss, fr.RowsLate)
+		r.floeRuns = append(r.floeRuns, fr.Seconds)
+		r.floeRSS = max(r.floeRSS, rss)
+		r.epochs = fr.Epochs
+		if i == c.runs-1 {
+			lastOutputs = fr.Outputs
+		} else if err := os.RemoveAll(filepath.Dir(j.Source)); err != nil {
+			return nil, err
+		}
+	}
+	r.floeSec = bench.Median(r.floeRuns)
+
+	// DuckDB over the same files.
+	duckOut := filepath.Join(base, "duckdb.parquet")
+	for i := range c.runs {
+		var dr bench.DuckResult
+		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "%s duckdb run %d: %.2fs, peak RSS %.0f MiB\n", format, i+1, dr.Seconds, rss)
+		r.duckRuns = append(r.duckRuns, dr.Seconds)
+		r.duckRSS = max(r.duckRSS, rss)
+	}
+	r.duckSec = bench.Median(r.duckRuns)
+	if r.cmp, err = bench.Compare(ctx, lastOutputs, duckOut); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%s outputs: floe %+v, duckdb %+v, only-floe %d, only-duckdb %d\n",
+		format, r.cmp.Floe, r.cmp.DuckDB, r.cmp.OnlyFloe, r.cmp.OnlyDuckDB)
+	if err := os.RemoveAll(filepath.Join(base, fmt.Sprintf("full-%d", c.runs-1))); err != nil {
+		return nil, err
+	}
+
+	// Incremental: the history committed (not drained), then one new file.
+	hj, err := newRunDir("history", hist...)
+	if err != nil {
+		return nil, err
+	}
+	var hr bench.FloeResult
+	if _, err := spawn(ctx, "floe", hj, &hr, log); err != nil {
+		return nil, err
+	}
+	r.catchupNoDrain = hr.Seconds
+	for i := range c.runs {
+		dir := filepath.Join(base, fmt.Sprintf("inc-%d", i))
+		if err := copyTree(filepath.Dir(hj.Source), dir); err != nil {
+			return nil, err
+		}
+		j := hj
+		j.Source, j.Sink, j.State = filepath.Join(dir, "src"), filepath.Join(dir, "out"), filepath.Join(dir, "state")
+		if err := bench.LinkFiles(j.Source, l.Extra); err != nil {
+			return nil, err
+		}
+		var ir bench.FloeResult
+		rss, err := spawn(ctx, "floe", j, &ir, log)
+		if err != nil {
+			return nil, err
+		}
+		if ir.Files != 1 {
+			return nil, fmt.Errorf("incremental run read %d files, want 1", ir.Files)
+		}
+		fmt.Fprintf(log, "%s floe incremental run %d: %.3fs, %d rows, peak RSS %.0f MiB\n", format, i+1, ir.Seconds, ir.Rows, rss)
+		r.incRuns = append(r.incRuns, ir.Seconds)
+		r.incRSS = max(r.incRSS, rss)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	r.incSec = bench.Median(r.incRuns)
+	var all []float64
+	for range c.runs {
+		var dr bench.DuckResult
+		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, dr.Seconds)
+		r.duckAllRSS = max(r.duckAllRSS, rss)
+	}
+	r.duckAllSec = bench.Median(all)
+	fmt.Fprintf(log, "%s duckdb over %d files: %v\n", format, c.files+1, all)
+	if err := os.RemoveAll(filepath.Dir(hj.Source)); err != nil {
+		return nil, err
+	}
+
+	if c.pprof != "" {
+		j, err := newRunDir("pprof", hist...)
+		if err != nil {
+			return nil, err
+		}
+		j.Drain = true
+		j.CPUProfile = filepath.Join(c.pprof, format+".cpu.pprof")
+		var fr bench.FloeResult
+		if _, err := spawn(ctx, "floe", j, &fr, log); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "%s profiled catch-up: %.2fs -> %s\n", format, fr.Seconds, j.CPUProfile)
+		if err := os.RemoveAll(filepath.Dir(j.Source)); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// copyTree copies the directory src to dst (files re-linked where possible;
+// floe never modifies a file it wrote, so links are safe).
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		t := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(t, 0o755)
+		}
+		if os.Link(p, t) == nil {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(t, data, 0o644)
+	})
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func printTable(w io.Writer, c config, rows []*row) {
+	fmt.Fprintf(w, "\nclickstream benchmark %s: %d rows, %d files (+1 incremental), %d users, %d runs (median)\n",
+		time.Now().UTC().Format("2006-01-02"), c.rows, c.files, c.users, c.runs)
+	fmt.Fprintf(w, "machine: nproc %d, GOMAXPROCS %d, %s, %s/%s\n\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "| format | floe s | DuckDB s | ratio | floe rows/s | floe peak RSS MiB | DuckDB peak RSS MiB | incr. floe s | DuckDB all s | incr. speedup | outputs agree |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2fx | %.0f | %.0f | %.0f | %.3f | %.2f | %.1fx | %v (%d windows, %d clicks, %d bytes) |\n",
+			r.format, r.floeSec, r.duckSec, r.floeSec/r.duckSec, float64(r.rows)/r.floeSec, r.floeRSS, r.duckRSS,
+			r.incSec, r.duckAllSec, r.duckAllSec/r.incSec, r.cmp.Equal(), r.cmp.Floe.Windows, r.cmp.Floe.Clicks, r.cmp.Floe.TotalBytes)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s: floe runs %v, DuckDB runs %v, incremental runs %v, %d epochs; history catch-up without drain %.2fs; incremental peak RSS %.0f MiB, DuckDB-all peak RSS %.0f MiB\n",
+			r.format, round(r.floeRuns), round(r.duckRuns), round(r.incRuns), r.epochs, r.catchupNoDrain, r.incRSS, r.duckAllRSS)
+	}
+	fmt.Fprintf(w, "targets: catch-up <= 2x DuckDB (parquet), <= 1.5x (jsonl); floe peak RSS < 500 MiB; incremental >= 10x faster than DuckDB recomputing\n")
+}
+
+func round(xs []float64) []string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.3f", x)
+	}
+	return s
+}
