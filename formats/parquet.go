@@ -151,13 +151,13 @@ func ReadParquet(data []byte, mem memory.Allocator) (*arrow.Schema, []arrow.Reco
 	if err != nil {
 		return nil, nil, fmt.Errorf("parquet schema: %w", err)
 	}
+	schema = cleanSchema(schema)
 	if pf.NumRowGroups() == 0 {
 		return schema, nil, nil
 	}
 	var out []arrow.RecordBatch
 	err = readAll(fr, nil, nil, func(rec arrow.RecordBatch) error {
-		rec.Retain()
-		out = append(out, rec)
+		out = append(out, array.NewRecordBatch(schema, rec.Columns(), rec.NumRows()))
 		return nil
 	})
 	if err != nil {
@@ -184,6 +184,7 @@ func ReadParquetFiltered(data []byte, mem memory.Allocator, column string, lo, h
 	if err != nil {
 		return nil, nil, fmt.Errorf("parquet schema: %w", err)
 	}
+	schema = cleanSchema(schema)
 	fi := schema.FieldIndices(column)
 	if len(fi) != 1 {
 		return nil, nil, fmt.Errorf("read parquet: no column %q", column)
@@ -210,6 +211,8 @@ func ReadParquetFiltered(data []byte, mem memory.Allocator, column string, lo, h
 	}
 	var out []arrow.RecordBatch
 	err = readAll(fr, nil, groups, func(rec arrow.RecordBatch) error {
+		rec = array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+		defer rec.Release()
 		f, err := filterRange(rec, fi[0], lo, hi)
 		if err != nil {
 			return err
@@ -310,7 +313,7 @@ func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, 
 	}
 	declared := opts.Schema
 	if declared == nil {
-		declared = inferSchema(fileSchema)
+		declared = inferSchema(cleanSchema(fileSchema))
 	}
 	// Output schema, kinds and the leaf columns to read.
 	outFields := make([]arrow.Field, declared.NumFields())
@@ -510,7 +513,9 @@ func convertColumn(a arrow.Array, k kind, to arrow.DataType) (arrow.Array, error
 		}
 		// Relabel as timestamp[unit, UTC], sharing buffers, then rescale.
 		d := a.Data()
-		rel := array.MakeFromData(array.NewData(&arrow.TimestampType{Unit: unit, TimeZone: "UTC"}, d.Len(), d.Buffers(), nil, d.NullN(), d.Offset()))
+		relData := array.NewData(&arrow.TimestampType{Unit: unit, TimeZone: "UTC"}, d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
+		rel := array.MakeFromData(relData)
+		relData.Release()
 		if unit == arrow.Microsecond {
 			return rel, nil
 		}
@@ -535,4 +540,31 @@ func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
 		dst = appendLeaves(dst, &f.Children[i])
 	}
 	return dst
+}
+
+// fieldIDKey is the field metadata pqarrow adds to every column it reads.
+const fieldIDKey = "PARQUET:field_id"
+
+// cleanSchema drops the "PARQUET:field_id": "-1" metadata pqarrow adds to
+// fields without a field id, so a schema read back equals the one written.
+func cleanSchema(s *arrow.Schema) *arrow.Schema {
+	fs := make([]arrow.Field, s.NumFields())
+	for i, f := range s.Fields() {
+		if j := f.Metadata.FindKey(fieldIDKey); j >= 0 && f.Metadata.Values()[j] == "-1" {
+			var keys, vals []string
+			for k := range f.Metadata.Keys() {
+				if k != j {
+					keys = append(keys, f.Metadata.Keys()[k])
+					vals = append(vals, f.Metadata.Values()[k])
+				}
+			}
+			f.Metadata = arrow.Metadata{}
+			if len(keys) > 0 {
+				f.Metadata = arrow.NewMetadata(keys, vals)
+			}
+		}
+		fs[i] = f
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(fs, &md)
 }

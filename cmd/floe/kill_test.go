@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/url"
@@ -91,40 +92,42 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	if len(want) == 0 {
 		t.Fatal("reference run produced no rows")
 	}
-	refEpochs := strings.Count(ref.stderr, `"msg":"epoch committed"`)
-	t.Logf("reference: %v for %d epochs, %d output files, %d rows; a no-op run takes %v",
-		ref.elapsed.Round(time.Millisecond), refEpochs, wantFiles, len(want), idle.elapsed.Round(time.Millisecond))
+	refHead := lastEpoch(ref.stderr)
+	t.Logf("reference: %v to commit epochs up to %d, %d output files, %d rows; a no-op run takes %v",
+		ref.elapsed.Round(time.Millisecond), refHead, wantFiles, len(want), idle.elapsed.Round(time.Millisecond))
 
-	// Kill schedule: one in five delays is tiny (startup, recovery, the
-	// first list); the rest are spread so that the kills, whose runs each
-	// pay the start-up cost again, cover the whole run.
-	startup := idle.elapsed
-	work := max(ref.elapsed-startup, 10*time.Millisecond)
-	spread := 2*startup + 4*work/time.Duration(wantKills)
-	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
+	// The kill schedule adapts to the machine: it estimates the start-up
+	// cost (process start, recovery, restore, the first list) and the cost
+	// of one epoch from the reference and from the commit times of every
+	// run, and spreads the kills over the epochs that remain.
+	sched := &killSchedule{
+		rng:     rand.New(rand.NewPCG(seed, 0x6b696c6c)),
+		startup: idle.elapsed,
+		perEp:   max(ref.elapsed-idle.elapsed, time.Millisecond) / time.Duration(max(refHead, 1)),
+	}
 	var (
-		kills, attempts, killedBeforeCommit, killedAfterDone int
-		committedByKilled                                    int
-		done                                                 bool
+		kills, attempts                      int
+		killedStartup, killedMid, killedDone int
+		committedByKilled                    int
+		head                                 int64
+		maxDelay                             time.Duration
 	)
 	t0 := time.Now()
 	for kills < wantKills {
 		attempts++
 		if attempts > 10*wantKills {
-			t.Fatalf("only %d of %d kills landed in %d attempts", kills, wantKills, attempts)
+			t.Fatalf("only %d of %d kills landed in %d attempts (seed %d)", kills, wantKills, attempts, seed)
 		}
-		var delay time.Duration
-		if rng.IntN(5) == 0 {
-			delay = time.Duration(rng.Int64N(int64(30 * time.Millisecond)))
-		} else {
-			delay = time.Duration(rng.Int64N(int64(spread)))
-		}
+		delay := sched.next(refHead-head, wantKills-kills)
+		maxDelay = max(maxDelay, delay)
 		cmd := floeCommand(t, "run", killSpec, "--drain", "--log-format", "json")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		var stdout bytes.Buffer
+		stderr := &commitClock{}
+		cmd.Stdout, cmd.Stderr = &stdout, stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start floe: %v", err)
 		}
+		stderr.start = time.Now()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		timer := time.NewTimer(delay)
@@ -138,29 +141,32 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 			err = <-exited
 			killed = wasKilled(err)
 		}
-		commits := strings.Count(stderr.String(), `"msg":"epoch committed"`)
-		switch {
-		case killed:
+		sched.observe(stderr.commits, killed, delay)
+		if !killed && err != nil {
+			t.Fatalf("run %d (delay %v) failed after %d kills (seed %d): %v\nstdout:\n%s\nstderr:\n%s",
+				attempts, delay, kills, seed, err, stdout.String(), tailString(stderr.buf.String(), 4000))
+		}
+		if killed {
 			kills++
-			committedByKilled += commits
-			if commits == 0 {
-				killedBeforeCommit++
+			committedByKilled += len(stderr.commits)
+			switch {
+			case head >= refHead:
+				killedDone++
+			case len(stderr.commits) == 0:
+				killedStartup++
+			default:
+				killedMid++
 			}
-			if done {
-				killedAfterDone++
-			}
-		case err != nil:
-			t.Fatalf("run %d (delay %v) failed after %d kills: %v\nstdout:\n%s\nstderr:\n%s",
-				attempts, delay, kills, err, stdout.String(), tailString(stderr.String(), 4000))
-		default:
-			done = true // finished before the kill: later runs start caught up
+		}
+		for _, c := range stderr.commits {
+			head = max(head, c.epoch)
 		}
 	}
 	// Run to completion.
 	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json")
-	t.Logf("%d kills in %d runs over %v (delays up to %v, seed %d): %d kills before any commit, %d epochs committed by killed runs, %d kills after the pipeline was caught up; final run: %s",
-		kills, attempts, time.Since(t0).Round(time.Millisecond), spread.Round(time.Millisecond), seed,
-		killedBeforeCommit, committedByKilled, killedAfterDone, strings.SplitN(final.stdout, "\n", 2)[0])
+	t.Logf("%d kills in %d runs over %v (delays up to %v): %d before the run's first commit, %d after it, %d once caught up; killed runs committed %d epochs; final run: %s",
+		kills, attempts, time.Since(t0).Round(time.Millisecond), maxDelay.Round(time.Millisecond),
+		killedStartup, killedMid, killedDone, committedByKilled, strings.SplitN(final.stdout, "\n", 2)[0])
 
 	got, gotFiles := committedRows(t, ctx, killSpec, be.killSnk)
 	missing, extra := multisetDiff(want, got)
@@ -202,4 +208,104 @@ func wasKilled(err error) bool {
 		return false
 	}
 	return !ee.Exited() // ended by a signal, not by exit()
+}
+
+// killSchedule draws the seeded kill delays.
+type killSchedule struct {
+	rng     *rand.Rand
+	startup time.Duration // estimated time from exec to the start of the first epoch
+	perEp   time.Duration // estimated time of one epoch
+}
+
+// next returns the delay of the next kill, given the epochs that remain and
+// the kills still to make. One kill in five lands in the first 30 ms (process
+// start, recovery), one in five anywhere in the start-up phase, the rest
+// after it, spread so that on average the kills cover the remaining epochs.
+func (k *killSchedule) next(epochsLeft int64, killsLeft int) time.Duration {
+	switch k.rng.IntN(5) {
+	case 0:
+		return time.Duration(k.rng.Int64N(int64(30 * time.Millisecond)))
+	case 1:
+		return time.Duration(k.rng.Int64N(int64(max(k.startup, time.Millisecond))))
+	}
+	if epochsLeft <= 0 {
+		return time.Duration(k.rng.Int64N(int64(max(k.startup, time.Millisecond))))
+	}
+	budget := float64(epochsLeft) / float64(max(killsLeft, 1)) // epochs per kill
+	span := time.Duration(3 * budget * float64(k.perEp))
+	return k.startup + time.Duration(k.rng.Int64N(int64(max(span, time.Millisecond))))
+}
+
+// observe refines the estimates from the commit times of one run.
+func (k *killSchedule) observe(commits []commitAt, killed bool, delay time.Duration) {
+	if len(commits) == 0 {
+		if killed && delay > k.startup+k.perEp {
+			k.startup = (k.startup + delay - k.perEp) / 2 // slower start than estimated
+		}
+		return
+	}
+	if n := len(commits); n >= 2 {
+		per := (commits[n-1].at - commits[0].at) / time.Duration(n-1)
+		k.perEp = (k.perEp + per) / 2
+	}
+	k.startup = (k.startup + max(commits[0].at-k.perEp, 0)) / 2
+}
+
+// commitAt is one "epoch committed" log line and when it arrived.
+type commitAt struct {
+	epoch int64
+	at    time.Duration // since start
+}
+
+// commitClock is a subprocess's stderr: it keeps the bytes and timestamps
+// every "epoch committed" JSON log line as it arrives. exec.Cmd writes to it
+// from one goroutine and Wait returns only after the last write.
+type commitClock struct {
+	start   time.Time
+	buf     bytes.Buffer
+	line    []byte
+	commits []commitAt
+}
+
+func (c *commitClock) Write(p []byte) (int, error) {
+	n := len(p)
+	c.buf.Write(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			c.line = append(c.line, p...)
+			break
+		}
+		c.line = append(c.line, p[:i]...)
+		p = p[i+1:]
+		if e, ok := committedEpoch(c.line); ok {
+			c.commits = append(c.commits, commitAt{epoch: e, at: time.Since(c.start)})
+		}
+		c.line = c.line[:0]
+	}
+	return n, nil
+}
+
+// committedEpoch parses an "epoch committed" JSON log line.
+func committedEpoch(line []byte) (int64, bool) {
+	var rec struct {
+		Msg   string `json:"msg"`
+		Epoch int64  `json:"epoch"`
+	}
+	if json.Unmarshal(line, &rec) != nil || rec.Msg != "epoch committed" {
+		return 0, false
+	}
+	return rec.Epoch, true
+}
+
+// lastEpoch returns the highest epoch an "epoch committed" line of a JSON
+// log names.
+func lastEpoch(log string) int64 {
+	var last int64
+	for _, l := range strings.Split(log, "\n") {
+		if e, ok := committedEpoch([]byte(l)); ok {
+			last = max(last, e)
+		}
+	}
+	return last
 }

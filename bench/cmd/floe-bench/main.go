@@ -30,7 +30,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/floe-dev/floe/bench"
@@ -128,11 +127,41 @@ func runChild(ctx context.Context, kind, job string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("unknown child kind %q", kind)
 	}
-	return json.NewEncoder(stdout).Encode(res)
+	hwm, err := peakRSS()
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(childResult{Result: res, PeakRSSKiB: hwm})
+}
+
+// childResult is what a child writes on stdout.
+type childResult struct {
+	Result     any
+	PeakRSSKiB int64
+}
+
+// peakRSS returns this process's peak resident set size (VmHWM) in KiB.
+// Unlike the wait4 rusage of a child, VmHWM starts afresh at exec: on Linux
+// the child's ru_maxrss also counts the parent's RSS at fork/exec time.
+func peakRSS() (int64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("peak RSS: %w", err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err != nil {
+				return 0, fmt.Errorf("peak RSS: %q: %w", l, err)
+			}
+			return kib, nil
+		}
+	}
+	return 0, errors.New("peak RSS: no VmHWM in /proc/self/status")
 }
 
 // spawn re-executes this binary as a child running job and decodes its
-// result into out; it returns the child's peak RSS in MiB.
+// result into out; it returns the child's peak RSS (VmHWM) in MiB.
 func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer) (float64, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -148,14 +177,11 @@ func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer) (fl
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("%s child: %w", kind, err)
 	}
-	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+	cr := childResult{Result: out}
+	if err := json.Unmarshal(buf.Bytes(), &cr); err != nil {
 		return 0, fmt.Errorf("%s child: result: %w", kind, err)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, errors.New("peak RSS: no rusage on this platform")
-	}
-	return float64(ru.Maxrss) / 1024, nil // Linux: KiB
+	return float64(cr.PeakRSSKiB) / 1024, nil
 }
 
 // row is one format's line of the result table.
