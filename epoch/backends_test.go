@@ -16,9 +16,9 @@ func allBackends(t testing.TB) []backend {
 // countingStore counts calls and bytes written.
 type countingStore struct {
 	store.Store
-	mu                        sync.Mutex
+	mu                         sync.Mutex
 	gets, puts, lists, deletes int
-	bytes                     int64
+	bytes                      int64
 }
 
 func (c *countingStore) reset() {
