@@ -203,8 +203,8 @@ const (
 )
 
 // parseInt parses a decimal integer. Fast path: plain digits. Otherwise the
-// value must be exactly integral ("1.0", "15e-1"... no: 1.5 is a fraction) and
-// fit int64.
+// value must be exactly integral ("1.0" and "1e3" are, "1.5" is not) and fit
+// int64.
 func parseInt(b []byte) (int64, intErr) {
 	if n := len(b); n > 0 && n <= 18 {
 		var v int64

@@ -220,19 +220,21 @@ type killSchedule struct {
 // next returns the delay of the next kill, given the epochs that remain and
 // the kills still to make. One kill in five lands in the first 30 ms (process
 // start, recovery), one in five anywhere in the start-up phase, the rest
-// after it, spread so that on average the kills cover the remaining epochs.
+// after it, spread so that on average the kills cover the remaining epochs
+// but for a few left to the final, uninterrupted run.
 func (k *killSchedule) next(epochsLeft int64, killsLeft int) time.Duration {
+	const reserve = 3 // epochs left to the final run
 	switch k.rng.IntN(5) {
 	case 0:
 		return time.Duration(k.rng.Int64N(int64(30 * time.Millisecond)))
 	case 1:
 		return time.Duration(k.rng.Int64N(int64(max(k.startup, time.Millisecond))))
 	}
-	if epochsLeft <= 0 {
-		return time.Duration(k.rng.Int64N(int64(max(k.startup, time.Millisecond))))
+	budget := float64(epochsLeft-reserve) / float64(max(killsLeft, 1)) // epochs per kill
+	if budget <= 0 { // within the first epoch
+		return time.Duration(k.rng.Int64N(int64(max(k.startup+k.perEp, time.Millisecond))))
 	}
-	budget := float64(epochsLeft) / float64(max(killsLeft, 1)) // epochs per kill
-	span := time.Duration(3 * budget * float64(k.perEp))
+	span := time.Duration(2 * budget * float64(k.perEp))
 	return k.startup + time.Duration(k.rng.Int64N(int64(max(span, time.Millisecond))))
 }
 
