@@ -115,10 +115,8 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 	if r.plan, err = compile(r.p, src); err != nil {
 		return err
 	}
-	// Clean orphans of attempts that never committed before writing anything.
-	if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil {
-		return err
-	}
+	// Orphans of attempts that never committed are cleaned (once the output
+	// log is loaded) before anything is written.
 	hg := r.head.Generation
 	if hg != nil && hg.MaxParallelism != r.k {
 		return fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", r.k, hg.MaxParallelism)
@@ -142,7 +140,43 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 	} else {
 		r.gen = hg
 	}
-	return r.restore(ctx)
+	if err := r.restore(ctx); err != nil {
+		return err
+	}
+	if err := r.claimSink(ctx); err != nil {
+		return err
+	}
+	_, err = r.c.Retain(ctx, r.head, r.gcOptions(false))
+	return err
+}
+
+// sinkMarker names the object that records which pipeline owns a sink URL.
+// Orphan cleanup deletes sink files that the owner did not commit, so two
+// pipelines must never share a sink.
+const sinkMarker = "_floe_pipeline.json"
+
+func (r *runner) claimSink(ctx context.Context) error {
+	want := fmt.Sprintf("{\"pipeline\":%q,\"state\":%q}\n", r.p.Name, r.st.stateURL)
+	data, _, err := r.st.sink.Get(ctx, sinkMarker)
+	if errors.Is(err, store.ErrNotFound) {
+		_, err = r.st.sink.Put(ctx, sinkMarker, []byte(want), store.PutOptions{IfNotExist: true})
+		if err == nil || !errors.Is(err, store.ErrPrecondition) {
+			return err
+		}
+		data, _, err = r.st.sink.Get(ctx, sinkMarker)
+	}
+	if err != nil {
+		return fmt.Errorf("sink %s: read %s: %w", r.p.Sink.URL, sinkMarker, err)
+	}
+	if string(data) != want {
+		return fmt.Errorf("sink %s belongs to another pipeline (%s says %s); give each pipeline its own sink url",
+			r.p.Sink.URL, sinkMarker, strings.TrimSpace(string(data)))
+	}
+	return nil
+}
+
+func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
+	return epoch.GCOptions{Keep: r.keep(), Grace: r.grace(), SkipSink: skipSink, Committed: r.outputs.has}
 }
 
 // restore loads source offsets, counters, watermark and keyed state from the
@@ -349,7 +383,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	// Final cleanup of orphans of the epochs this run committed.
 	if r.res.Epochs > 0 {
-		if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil {
+		if _, err := r.c.Retain(ctx, r.head, r.gcOptions(false)); err != nil {
 			return &r.res, err
 		}
 	}
@@ -771,7 +805,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
 		"rows", rows, "rows_out", rowsOut, "late", late, "rejected", rejected, "watermark", fmtWM(newWM),
 		"duration", time.Since(t0).Round(time.Millisecond))
-	if _, err := r.c.Retain(ctx, r.head, epoch.GCOptions{Keep: r.keep(), Grace: r.grace()}); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(true)); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

@@ -71,6 +71,13 @@ type GCOptions struct {
 	// Grace protects files of epochs newer than the head (an attempt may be in
 	// flight): they are deleted only when older than Grace.
 	Grace time.Duration
+	// SkipSink leaves the sink alone (listing a large sink every epoch is
+	// wasteful; the engine cleans it at the start and end of a run).
+	SkipSink bool
+	// Committed, when set, tells whether a sink-relative path at the sink
+	// root is a committed output (the engine's output log, exact for every
+	// epoch). Without it only outputs of retained epochs can be judged.
+	Committed func(path string) bool
 }
 
 // GCStats counts what a collection removed.
@@ -144,8 +151,8 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 			st.Other++
 		}
 	}
-	if c.Sink != nil {
-		n, err := c.cleanSink(ctx, chain, headEpoch, now, opts.Grace)
+	if c.Sink != nil && !opts.SkipSink {
+		n, err := c.cleanSink(ctx, chain, headEpoch, now, opts)
 		st.Outputs = n
 		if err != nil {
 			return st, err
@@ -158,12 +165,13 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	return st, nil
 }
 
-// cleanSink deletes sink files that no committed attempt wrote: files of a
-// retained epoch whose attempt is not the committed one, and files of epochs
-// newer than the head once older than grace. Files of epochs older than the
-// retained chain are kept: whether they were committed can no longer be
-// decided, and a committed output is never deleted.
-func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, now time.Time, grace time.Duration) (int, error) {
+// cleanSink deletes sink files that no committed attempt wrote: files of
+// epochs up to the head that opts.Committed (or, without it, the retained
+// manifests) does not list, and files of epochs newer than the head once
+// older than the grace period. A file whose fate cannot be decided (an epoch
+// older than the retained chain, without opts.Committed) is kept: a
+// committed output is never deleted.
+func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, now time.Time, opts GCOptions) (int, error) {
 	committed := map[int64]*manifest.Manifest{}
 	for _, m := range chain {
 		committed[m.Epoch] = m
@@ -180,7 +188,9 @@ func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, h
 		}
 		var orphan bool
 		if info.Epoch > headEpoch {
-			orphan = now.Sub(o.ModTime) >= grace
+			orphan = now.Sub(o.ModTime) >= opts.Grace
+		} else if opts.Committed != nil && !strings.Contains(o.Key, "/") {
+			orphan = !opts.Committed(o.Key)
 		} else if m := committed[info.Epoch]; m != nil {
 			orphan = m.Generation != info.Generation || !strings.HasPrefix(m.Attempt, info.AttemptPrefix)
 		}

@@ -25,9 +25,9 @@ const killSeedEnv = "FLOE_KILL_SEED"
 // separate state/sink locations, one for the reference run, one for the
 // killed runs.
 type killBackend struct {
-	source             string
-	refState, refSink  string
-	killState, killSnk string
+	source              string
+	refState, refSink   string
+	killState, killSink string
 }
 
 // TestKillRestart runs `floe run --drain` as a real process, SIGKILLs it at
@@ -54,7 +54,7 @@ func TestKillRestart(t *testing.T) {
 		killRestart(t, seed, kills, killBackend{
 			source:   fu("events"),
 			refState: fu("ref/state"), refSink: fu("ref/out"),
-			killState: fu("kill/state"), killSnk: fu("kill/out"),
+			killState: fu("kill/state"), killSink: fu("kill/out"),
 		})
 	})
 	t.Run("s3", func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestKillRestart(t *testing.T) {
 		killRestart(t, seed+1, kills, killBackend{
 			source:   srv.URL(b, "events"),
 			refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
-			killState: srv.URL(b, "kill/state"), killSnk: srv.URL(b, "kill/out"),
+			killState: srv.URL(b, "kill/state"), killSink: srv.URL(b, "kill/out"),
 		})
 	})
 }
@@ -77,7 +77,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	dir := t.TempDir()
 	putDataset(t, ctx, be.source)
 	refSpec := writeSpec(t, dir, "kill-ref", be.source, be.refState, be.refSink)
-	killSpec := writeSpec(t, dir, "kill-run", be.source, be.killState, be.killSnk)
+	killSpec := writeSpec(t, dir, "kill-run", be.source, be.killState, be.killSink)
 
 	// Reference: one uninterrupted run.
 	ref := runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
@@ -168,7 +168,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 		kills, attempts, time.Since(t0).Round(time.Millisecond), maxDelay.Round(time.Millisecond),
 		killedStartup, killedMid, killedDone, committedByKilled, strings.SplitN(final.stdout, "\n", 2)[0])
 
-	got, gotFiles := committedRows(t, ctx, killSpec, be.killSnk)
+	got, gotFiles := committedRows(t, ctx, killSpec, be.killSink)
 	missing, extra := multisetDiff(want, got)
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("killed runs committed %d rows in %d files, the uninterrupted run %d rows in %d files: %d missing, %d extra\nmissing (first 10): %q\nextra (first 10): %q",
@@ -176,7 +176,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	}
 
 	// Caught up: another run commits nothing.
-	stateBefore, sinkBefore := listKeys(t, ctx, be.killState), listKeys(t, ctx, be.killSnk)
+	stateBefore, sinkBefore := listKeys(t, ctx, be.killState), listKeys(t, ctx, be.killSink)
 	statusBefore := runFloe(t, "status", killSpec, "--json").stdout
 	again := runFloe(t, "run", killSpec, "--drain", "--log-format", "json")
 	if !strings.Contains(again.stdout, "nothing new") {
@@ -190,7 +190,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	}
 	for name, m := range map[string][2]map[string]int64{
 		"state": {stateBefore, listKeys(t, ctx, be.killState)},
-		"sink":  {sinkBefore, listKeys(t, ctx, be.killSnk)},
+		"sink":  {sinkBefore, listKeys(t, ctx, be.killSink)},
 	} {
 		for k := range m[1] {
 			if _, ok := m[0][k]; !ok {
@@ -231,7 +231,8 @@ func (k *killSchedule) next(epochsLeft int64, killsLeft int) time.Duration {
 		return time.Duration(k.rng.Int64N(int64(max(k.startup, time.Millisecond))))
 	}
 	budget := float64(epochsLeft-reserve) / float64(max(killsLeft, 1)) // epochs per kill
-	if budget <= 0 { // within the first epoch
+	if budget <= 0 {
+		// Few epochs left: kill within start-up or the first epoch.
 		return time.Duration(k.rng.Int64N(int64(max(k.startup+k.perEp, time.Millisecond))))
 	}
 	span := time.Duration(2 * budget * float64(k.perEp))

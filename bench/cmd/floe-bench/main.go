@@ -161,8 +161,9 @@ func peakRSS() (int64, error) {
 }
 
 // spawn re-executes this binary as a child running job and decodes its
-// result into out; it returns the child's peak RSS (VmHWM) in MiB.
-func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer) (float64, error) {
+// result into out; it returns the child's peak RSS (VmHWM) in MiB. The
+// child's CPU time (user+sys, all threads) is added to *cpu when cpu != nil.
+func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer, cpu *[]float64) (float64, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("spawn %s: %w", kind, err)
@@ -181,6 +182,9 @@ func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer) (fl
 	if err := json.Unmarshal(buf.Bytes(), &cr); err != nil {
 		return 0, fmt.Errorf("%s child: result: %w", kind, err)
 	}
+	if cpu != nil {
+		*cpu = append(*cpu, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds())
+	}
 	return float64(cr.PeakRSSKiB) / 1024, nil
 }
 
@@ -195,6 +199,7 @@ type row struct {
 	floeRuns, duckRuns, incRuns []float64
 	catchupNoDrain, duckAllRSS  float64
 	epochs                      int
+	floeCPU, duckCPU            []float64 // CPU seconds (user+sys) per run
 }
 
 func benchmark(ctx context.Context, c config, stdout, stderr io.Writer) (bool, error) {
@@ -259,7 +264,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		}
 		j.Drain = true
 		var fr bench.FloeResult
-		rss, err := spawn(ctx, "floe", j, &fr, log)
+		rss, err := spawn(ctx, "floe", j, &fr, log, &r.floeCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +288,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 	duckOut := filepath.Join(base, "duckdb.parquet")
 	for i := range c.runs {
 		var dr bench.DuckResult
-		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log)
+		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log, &r.duckCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +312,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		return nil, err
 	}
 	var hr bench.FloeResult
-	if _, err := spawn(ctx, "floe", hj, &hr, log); err != nil {
+	if _, err := spawn(ctx, "floe", hj, &hr, log, nil); err != nil {
 		return nil, err
 	}
 	r.catchupNoDrain = hr.Seconds
@@ -322,7 +327,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 			return nil, err
 		}
 		var ir bench.FloeResult
-		rss, err := spawn(ctx, "floe", j, &ir, log)
+		rss, err := spawn(ctx, "floe", j, &ir, log, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -340,7 +345,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 	var all []float64
 	for range c.runs {
 		var dr bench.DuckResult
-		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log)
+		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +366,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		j.Drain = true
 		j.CPUProfile = filepath.Join(c.pprof, format+".cpu.pprof")
 		var fr bench.FloeResult
-		if _, err := spawn(ctx, "floe", j, &fr, log); err != nil {
+		if _, err := spawn(ctx, "floe", j, &fr, log, nil); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(log, "%s profiled catch-up: %.2fs -> %s\n", format, fr.Seconds, j.CPUProfile)
@@ -427,6 +432,11 @@ func printTable(w io.Writer, c config, rows []*row) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s: floe runs %v, DuckDB runs %v, incremental runs %v, %d epochs; history catch-up without drain %.2fs; incremental peak RSS %.0f MiB, DuckDB-all peak RSS %.0f MiB\n",
 			r.format, round(r.floeRuns), round(r.duckRuns), round(r.incRuns), r.epochs, r.catchupNoDrain, r.incRSS, r.duckAllRSS)
+	}
+	for _, r := range rows {
+		fc, dc := bench.Median(r.floeCPU), bench.Median(r.duckCPU)
+		fmt.Fprintf(w, "%s CPU seconds (user+sys, median; fairer on a busy machine): floe %.2f, DuckDB %.2f, ratio %.2fx\n",
+			r.format, fc, dc, fc/dc)
 	}
 	fmt.Fprintf(w, "targets: catch-up <= 2x DuckDB (parquet), <= 1.5x (jsonl); floe peak RSS < 500 MiB; incremental >= 10x faster than DuckDB recomputing\n")
 }
