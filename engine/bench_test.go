@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,9 +222,15 @@ func BenchmarkRescaleRestore(b *testing.B) {
 				p := e.pipeline(b, rescaleSpec)
 				h := &epochDurations{}
 				opts := engine.Options{Parallelism: c.to, Log: slog.New(h)}
+				runtime.GC() // start from a clean heap, not the setup's garbage
 				b.StartTimer()
 				t0 := time.Now()
-				res := run(b, p, opts)
+				var res *engine.Result
+				// The label lets a CPU profile isolate the timed run:
+				// go tool pprof -tagfocus phase=rescale.
+				pprof.Do(context.Background(), pprof.Labels("phase", "rescale"), func(context.Context) {
+					res = run(b, p, opts)
+				})
 				wall := time.Since(t0)
 				b.StopTimer()
 				if res.Epochs != 1 || res.Rows != 1 || res.Generation != 2 || len(h.d) != 1 {
@@ -283,6 +291,7 @@ func benchThroughput(b *testing.B, par int) {
 		e := fileEnv(b)
 		writeTree(b, e.sourceDir, data)
 		p := e.pipeline(b, throughputSpec)
+		runtime.GC()
 		b.StartTimer()
 		res := run(b, p, engine.Options{Parallelism: par, Drain: true})
 		b.StopTimer()

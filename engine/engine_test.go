@@ -246,44 +246,77 @@ func TestIdleInput(t *testing.T) {
 }
 
 // TestRescaleSequence: P = 1 -> 4 -> 3 -> 7 -> 1 across runs gives exactly
-// the rows of a never-rescaled run; no object is ever written under a
-// parent generation's prefix.
+// the rows of a never-rescaled run, on the sample pipeline and on a
+// generated one; no object is ever written under a parent generation's
+// prefix.
 func TestRescaleSequence(t *testing.T) {
 	bothEnvs(t, func(t *testing.T, newEnv func(testing.TB) *env) {
-		gen := datagen.Options{Rows: 6000, Files: 10, Users: 50, Span: 20 * time.Minute, Seed: 3, OutOfOrder: 20 * time.Second, LateFraction: 0.01}
-		tmpl := strings.Replace(windowSpec, "max_out_of_orderness: 0s", "max_out_of_orderness: 10s", 1)
-		tmpl = strings.Replace(tmpl, "max_files_per_epoch: 1", "max_files_per_epoch: 2", 1)
-		ref := newEnv(t)
-		genData(t, ref, gen)
-		pref := ref.pipeline(t, tmpl)
-		run(t, pref, engine.Options{Drain: true})
-		want := committedRows(t, pref)
-
-		e := newEnv(t)
-		genData(t, e, gen)
-		p := e.pipeline(t, tmpl)
-		for i, par := range []int{1, 4, 3, 7, 1} {
-			before := map[string]bool{}
-			for _, k := range listKeys(t, e.state) {
-				before[k] = true
-			}
-			r := run(t, p, engine.Options{Parallelism: par, UntilEpoch: int64(i + 1)})
-			if r.LastEpoch != int64(i+1) || (i > 0 && r.Generation != int64(i+1)) {
-				t.Fatalf("run %d (P=%d): epoch %d generation %d", i, par, r.LastEpoch, r.Generation)
-			}
-			prefix := "t/" + manifest.GenerationDir(r.Generation)
-			for _, k := range listKeys(t, e.state) {
-				if !before[k] && !strings.HasPrefix(k, prefix) && k != "t/"+manifest.LatestPath {
-					t.Fatalf("run %d (generation %d) wrote %s outside its generation", i, r.Generation, k)
+		t.Run("sample", func(t *testing.T) {
+			sample := func(e *env) *spec.Pipeline {
+				p, err := spec.Load("../testdata/pipelines/clicks.yaml")
+				if err != nil {
+					t.Fatal(err)
 				}
+				ents, err := os.ReadDir("../testdata/events")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ent := range ents {
+					data, err := os.ReadFile(filepath.Join("../testdata/events", ent.Name()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					e.put(t, ent.Name(), data)
+				}
+				p.Source.URL, p.State.URL, p.Sink.URL = e.source, e.state, e.sink
+				p.Source.MaxFilesPerEpoch = 1 // six epochs
+				return p
+			}
+			checkRescales(t, sample(newEnv(t)), sample(newEnv(t)))
+		})
+		t.Run("generated", func(t *testing.T) {
+			gen := datagen.Options{Rows: 6000, Files: 10, Users: 50, Span: 20 * time.Minute, Seed: 3, OutOfOrder: 20 * time.Second, LateFraction: 0.01}
+			tmpl := strings.Replace(windowSpec, "max_out_of_orderness: 0s", "max_out_of_orderness: 10s", 1)
+			tmpl = strings.Replace(tmpl, "max_files_per_epoch: 1", "max_files_per_epoch: 2", 1)
+			ref, e := newEnv(t), newEnv(t)
+			genData(t, ref, gen)
+			genData(t, e, gen)
+			checkRescales(t, ref.pipeline(t, tmpl), e.pipeline(t, tmpl))
+		})
+	})
+}
+
+// checkRescales runs ref without rescaling and p with P = 1, 4, 3, 7, 1 for
+// one epoch each (then drained), and compares their committed rows.
+func checkRescales(t *testing.T, ref, p *spec.Pipeline) {
+	t.Helper()
+	run(t, ref, engine.Options{Drain: true})
+	want := committedRows(t, ref)
+	stateURL, err := engine.PipelineStateURL(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, par := range []int{1, 4, 3, 7, 1} {
+		before := map[string]bool{}
+		for _, k := range listKeys(t, stateURL) {
+			before[k] = true
+		}
+		r := run(t, p, engine.Options{Parallelism: par, UntilEpoch: int64(i + 1)})
+		if r.LastEpoch != int64(i+1) || (i > 0 && r.Generation != int64(i+1)) {
+			t.Fatalf("run %d (P=%d): epoch %d generation %d", i, par, r.LastEpoch, r.Generation)
+		}
+		prefix := manifest.GenerationDir(r.Generation)
+		for _, k := range listKeys(t, stateURL) {
+			if !before[k] && !strings.HasPrefix(k, prefix) && k != manifest.LatestPath {
+				t.Fatalf("run %d (generation %d) wrote %s outside its generation", i, r.Generation, k)
 			}
 		}
-		run(t, p, engine.Options{Parallelism: 1, Drain: true})
-		if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
-			t.Fatalf("rescaled run differs from never-rescaled run: %d vs %d rows\n%s", len(got), len(want),
-				diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
-		}
-	})
+	}
+	run(t, p, engine.Options{Parallelism: 1, Drain: true})
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rescaled run differs from never-rescaled run: %d vs %d rows\n%s", len(got), len(want),
+			diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
 }
 
 // TestCrashAfterRescale: a crash at any state-store call of the first epoch

@@ -421,12 +421,12 @@ type fileResult struct {
 	rejects  []formats.Reject
 }
 
-func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema) (*fileResult, error) {
+func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
 	data, _, err := r.st.source.Get(ctx, f.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
 	}
-	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem}
+	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem, Parallelism: parallel}
 	if c := r.p.Source.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
 		if c.Delimiter != "" {
@@ -529,7 +529,8 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i, f := range chunk {
 			g.Go(func() error {
-				res, err := r.decodeFile(gctx, f, r.plan.source)
+				// Files decode in parallel; a lone big file splits itself.
+				res, err := r.decodeFile(gctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
 				out[i] = res
 				return err
 			})

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/floe-dev/floe/internal/s3test"
@@ -56,4 +58,28 @@ func TestConformanceS3Prefix(t *testing.T) {
 		u.Path = "/pipeline/a"
 		return openURL(t, u.String())
 	})
+}
+
+// TestFileOpenLeavesDirectoryAlone: opening and reading a file:// store (a
+// pipeline's source) creates nothing in the directory.
+func TestFileOpenLeavesDirectoryAlone(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.List(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(context.Background(), "a.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("reading the store changed the directory: %v", ents)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -31,9 +32,11 @@ import (
 // Every segment starting with ".floe-" is hidden from List at any depth (so a
 // store rooted inside another one does not leak its temp files either).
 type fileStore struct {
-	root    string
-	tmpDir  string
-	lockDir string
+	root     string
+	tmpDir   string
+	lockDir  string
+	dirsOnce sync.Once
+	dirsErr  error
 }
 
 var _ Store = (*fileStore)(nil)
@@ -51,13 +54,23 @@ func openFile(root string) (*fileStore, error) {
 		tmpDir:  filepath.Join(root, reservedPrefix+"tmp"),
 		lockDir: filepath.Join(root, reservedPrefix+"locks"),
 	}
-	for _, d := range []string{root, s.tmpDir, s.lockDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create directory: %w", err)
-		}
-	}
+	// Directories are created on the first write, not here: opening a store
+	// to read (a pipeline's source) must leave the directory untouched.
 	s.sweepTemp()
 	return s, nil
+}
+
+// ensureDirs creates the root, temp and lock directories before a write.
+func (s *fileStore) ensureDirs() error {
+	s.dirsOnce.Do(func() {
+		for _, d := range []string{s.root, s.tmpDir, s.lockDir} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				s.dirsErr = fmt.Errorf("create directory: %w", err)
+				return
+			}
+		}
+	})
+	return s.dirsErr
 }
 
 // sweepTemp removes temp files older than staleTemp, best effort.
@@ -110,6 +123,9 @@ func (s *fileStore) Put(ctx context.Context, key string, data []byte, opts PutOp
 		return "", fmt.Errorf("store: put %q: %w", key, err)
 	}
 	if err := ctx.Err(); err != nil {
+		return "", wrapErr("put", key, err)
+	}
+	if err := s.ensureDirs(); err != nil {
 		return "", wrapErr("put", key, err)
 	}
 	// Write and fsync the temp file before taking the lock: the lock is held
@@ -212,6 +228,9 @@ func syncDir(dir string) error {
 
 // lock takes the cross-process lock stripe of key.
 func (s *fileStore) lock(key string) (unlock func(), err error) {
+	if err := s.ensureDirs(); err != nil {
+		return nil, err
+	}
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	name := filepath.Join(s.lockDir, fmt.Sprintf("%02d.lock", h.Sum32()%lockStripes))

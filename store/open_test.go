@@ -53,12 +53,21 @@ func TestOpenStripsFloeParams(t *testing.T) {
 	}
 }
 
-func TestOpenFileCreatesDir(t *testing.T) {
+func TestOpenFileCreatesDirOnFirstWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
 	s := openURL(t, "file://"+dir)
 	defer s.Close()
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("root created by Open; it must wait for the first write")
+	}
+	if objs, err := s.List(context.Background(), ""); err != nil || len(objs) != 0 {
+		t.Fatalf("list of a missing root = %v, %v; want empty", objs, err)
+	}
+	if _, err := s.Put(context.Background(), "k", []byte("x"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		t.Fatalf("root not created: %v", err)
+		t.Fatalf("root not created by the first write: %v", err)
 	}
 }
 
