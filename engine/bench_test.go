@@ -143,7 +143,7 @@ func rescaleSetup(b *testing.B, par int) *committedState {
 	if rows != rescaleKeys {
 		b.Fatalf("setup at P=%d: %d state rows, want %d", par, rows, rescaleKeys)
 	}
-	cs := &committedState{state: readTree(b, filepath.Join(strings.TrimPrefix(e.state, "file://"))), rows: rows}
+	cs := &committedState{state: readTree(b, strings.TrimPrefix(e.state, "file://")), rows: rows}
 	rescaleCache[par] = cs
 	b.Logf("setup: %d keys committed at P=%d in %v", rows, par, time.Since(t0).Round(time.Millisecond))
 	return cs
@@ -217,7 +217,7 @@ func BenchmarkRescaleRestore(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				e := fileEnv(b)
-				writeTree(b, filepath.Join(strings.TrimPrefix(e.state, "file://")), cs.state)
+				writeTree(b, strings.TrimPrefix(e.state, "file://"), cs.state)
 				e.put(b, "tiny.jsonl", tiny)
 				p := e.pipeline(b, rescaleSpec)
 				h := &epochDurations{}
