@@ -25,6 +25,9 @@ type Options struct {
 	// Trigger > 0 keeps running, starting an epoch every Trigger (or at once
 	// while a backlog remains); 0 runs until caught up and returns (--once).
 	Trigger time.Duration
+	// Stop, when closed, ends the run after the epoch in progress commits
+	// (a graceful stop; cancelling the context aborts the epoch instead).
+	Stop <-chan struct{}
 	// Parallelism overrides the spec's state.parallelism when > 0.
 	Parallelism int
 	// Drain ends the input: after the last file the watermark advances to
@@ -179,8 +182,9 @@ func (o *Options) log() *slog.Logger {
 }
 
 // Run executes the pipeline: epochs until caught up (Trigger == 0), until
-// UntilEpoch, or until ctx ends (Trigger > 0; a cancelled context ends the
-// run without error after the current epoch).
+// UntilEpoch, or until Stop is closed. A cancelled context aborts the epoch
+// in progress (its files become orphans that the next run removes) and
+// returns the context's error.
 func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -449,3 +449,45 @@ func TestSinkOwnedByOnePipeline(t *testing.T) {
 		t.Fatalf("second pipeline on the same sink: %v", err)
 	}
 }
+
+// TestTriggerMode: with a trigger the run keeps going, picks up files as
+// they land, and stops cleanly when asked.
+func TestTriggerMode(t *testing.T) {
+	e := fileEnv(t)
+	p := e.pipeline(t, windowSpec)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	var res *engine.Result
+	go func() {
+		var err error
+		res, err = engine.Run(context.Background(), p, engine.Options{Trigger: 20 * time.Millisecond, Stop: stop})
+		done <- err
+	}()
+	waitFor := func(files int64) {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			rep, err := engine.Plan(context.Background(), p, engine.Options{})
+			if err == nil && rep.Status.Counters != nil && rep.Status.Counters.FilesIn == files {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("trigger run did not commit %d files in time", files)
+	}
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	waitFor(1)
+	e.put(t, "2.jsonl", jsonl(ev("00:01:10", "u1", 2)))
+	waitFor(2)
+	close(stop)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopped run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop")
+	}
+	if res.Files != 2 || res.RowsOut != 1 {
+		t.Fatalf("trigger run: %d files, %d rows out; want 2 files, 1 window", res.Files, res.RowsOut)
+	}
+}

@@ -343,10 +343,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			break
 		}
 		if ctx.Err() != nil {
-			if r.opts.Trigger > 0 {
-				break
-			}
 			return &r.res, ctx.Err()
+		}
+		if r.stopping() {
+			r.log.Info("stop requested: stopping after the last committed epoch", "epoch", r.head.Epoch())
+			break
 		}
 		batch := r.selectFiles(pend)
 		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
@@ -356,6 +357,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			}
 			select {
 			case <-ctx.Done():
+				continue
+			case <-r.opts.Stop:
 				continue
 			case <-time.After(r.opts.Trigger):
 			}
@@ -390,6 +393,16 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.res.LastEpoch = r.head.Epoch()
 	r.res.Watermark = r.wm
 	return &r.res, nil
+}
+
+// stopping reports whether Options.Stop was closed.
+func (r *runner) stopping() bool {
+	select {
+	case <-r.opts.Stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *runner) progress(known int64) {

@@ -135,9 +135,25 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log}
+			// First SIGINT/SIGTERM: finish the epoch in progress, then exit 0.
+			// Second: abort at once (the epoch never happened).
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stopCh := make(chan struct{})
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			go func() {
+				if _, ok := <-sigs; !ok {
+					return
+				}
+				log.Warn("stopping after the epoch in progress commits; signal again to abort it")
+				close(stopCh)
+				if _, ok := <-sigs; ok {
+					cancel()
+				}
+			}()
+			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh}
 			var bar *progressbar.ProgressBar
 			if tty {
 				opts.Progress = func(pr engine.Progress) {
