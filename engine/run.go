@@ -156,7 +156,8 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 const sinkMarker = "_floe_pipeline.json"
 
 func (r *runner) claimSink(ctx context.Context) error {
-	want := fmt.Sprintf("{\"pipeline\":%q,\"state\":%q}\n", r.p.Name, r.st.stateURL)
+	// Only the name: state may legitimately move (a bucket migration).
+	want := fmt.Sprintf("{\"pipeline\":%q}\n", r.p.Name)
 	data, _, err := r.st.sink.Get(ctx, sinkMarker)
 	if errors.Is(err, store.ErrNotFound) {
 		_, err = r.st.sink.Put(ctx, sinkMarker, []byte(want), store.PutOptions{IfNotExist: true})
@@ -269,12 +270,11 @@ func (r *runner) inferSchema(ctx context.Context, files []store.ObjectInfo) (*ar
 	if err != nil {
 		return nil, fmt.Errorf("infer schema: %w", err)
 	}
-	d, err := formats.Decode("parquet", files[0].Key, data, formats.DecodeOptions{EventTime: r.p.Source.EventTime, Mem: r.mem})
+	schema, err := formats.ParquetSchema(files[0].Key, data)
 	if err != nil {
 		return nil, fmt.Errorf("infer schema: %w", err)
 	}
-	d.Release()
-	return d.Schema, nil
+	return schema, nil
 }
 
 // listPending lists the source and returns the files not yet processed, in
@@ -430,7 +430,8 @@ type fileResult struct {
 	rows     int64
 	filtered int64
 	maxTS    int64
-	parts    [][]arrow.RecordBatch // per subtask (window) or [0] (no window)
+	batches  []arrow.RecordBatch // after the stateless stages
+	sels     [][][]int32         // window: per batch, per subtask, the rows it owns
 	rejects  []formats.Reject
 }
 
@@ -456,11 +457,6 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
 	}
 	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
-	nparts := 1
-	if r.plan.window != nil {
-		nparts = r.parallelism
-	}
-	res.parts = make([][]arrow.RecordBatch, nparts)
 	for _, b := range d.Batches {
 		ts := b.Column(tsCol).(*array.Timestamp)
 		for i, v := range ts.Values() {
@@ -476,18 +472,13 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 		if out.NumRows() == 0 {
 			continue
 		}
-		if r.plan.window == nil {
-			res.parts[0] = append(res.parts[0], out)
-			continue
-		}
-		parts, err := operators.Partition(out, r.plan.keyCols, r.parallelism, r.k)
-		if err != nil {
-			return nil, err
-		}
-		for s, p := range parts {
-			if p != nil && p.NumRows() > 0 {
-				res.parts[s] = append(res.parts[s], p)
+		res.batches = append(res.batches, out)
+		if r.plan.window != nil {
+			sels, err := operators.PartitionIndices(out, r.plan.keyCols, r.parallelism, r.k)
+			if err != nil {
+				return nil, err
 			}
+			res.sels = append(res.sels, sels)
 		}
 	}
 	return res, nil
@@ -605,9 +596,13 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			g.Go(func() error {
 				changed := false
 				for _, res := range results {
-					for _, b := range res.parts[s] {
-						changed = true
-						lb, err := w.Process(b)
+					for j, b := range res.batches {
+						// Every instance sees every batch (an empty selection
+						// still advances its arrival sequence), so first/last
+						// ties break the same way at any parallelism.
+						sel := res.sels[j][s]
+						changed = changed || len(sel) > 0
+						lb, err := w.ProcessSelected(b, sel)
 						if err != nil {
 							return err
 						}
@@ -645,7 +640,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		late, windows = lateN.Load(), winN.Load()
 	} else {
 		for _, res := range results {
-			for _, b := range res.parts[0] {
+			for _, b := range res.batches {
 				out, _, err := runStages(r.plan.post, b, r.mem)
 				if err != nil {
 					return err
@@ -733,7 +728,8 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			if err != nil {
 				return err
 			}
-			data, err := formats.EncodeParquet(w.StateSchema(), snap, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10})
+			data, err := formats.EncodeParquet(w.StateSchema(), snap, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10,
+				Compression: "snappy", NoDictionary: true})
 			if err != nil {
 				return fmt.Errorf("encode state of subtask %d: %w", s, err)
 			}
@@ -839,7 +835,7 @@ func (r *runner) encodeOutput(bs []arrow.RecordBatch) ([]byte, string, error) {
 		data, err := formats.EncodeJSONL(r.plan.output, bs)
 		return data, "jsonl", err
 	default:
-		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem})
+		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
 		return data, "parquet", err
 	}
 }

@@ -27,6 +27,11 @@ const DefaultRowGroupRows = 128 * 1024
 type EncodeOptions struct {
 	// Compression is "zstd" (default), "snappy" or "none".
 	Compression string
+	// NoDictionary writes every column plainly: cheaper for columns of
+	// mostly distinct values (state keys), larger for repetitive ones. By
+	// default string columns are dictionary-encoded and others are not
+	// (dictionaries of numbers and timestamps rarely pay for their hashing).
+	NoDictionary bool
 	// RowGroupRows is the maximum number of rows per row group.
 	RowGroupRows int64
 	// Mem is the allocator used while writing (default memory.DefaultAllocator).
@@ -60,12 +65,21 @@ func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts Encod
 	if rg <= 0 {
 		rg = DefaultRowGroupRows
 	}
-	props := parquet.NewWriterProperties(
+	wopts := []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}
+	if !opts.NoDictionary {
+		for _, f := range schema.Fields() {
+			switch f.Type.ID() {
+			case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+				wopts = append(wopts, parquet.WithDictionaryFor(f.Name, true))
+			}
+		}
+	}
+	props := parquet.NewWriterProperties(append(wopts,
 		parquet.WithCompression(codec),
 		parquet.WithStats(true),
 		parquet.WithMaxRowGroupLength(rg),
 		parquet.WithAllocator(mem),
-	)
+	)...)
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
 	var buf bytes.Buffer
 	w, err := pqarrow.NewFileWriter(schema, &buf, props, arrProps)
@@ -567,4 +581,19 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 	}
 	md := s.Metadata()
 	return arrow.NewSchema(fs, &md)
+}
+
+// ParquetSchema returns the schema Decode infers for a Parquet file (the
+// file's own, timestamps as microseconds UTC) by reading only its footer.
+func ParquetSchema(fileName string, data []byte) (*arrow.Schema, error) {
+	pf, fr, err := openParquet(data, memory.DefaultAllocator, DefaultBatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fileName, err)
+	}
+	defer pf.Close()
+	fileSchema, err := fr.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("%s: parquet schema: %w", fileName, err)
+	}
+	return inferSchema(cleanSchema(fileSchema)), nil
 }

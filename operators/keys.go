@@ -335,6 +335,59 @@ func keyKinds(schema *arrow.Schema, keyCols []int) ([]byte, error) {
 	return kinds, nil
 }
 
+// PartitionIndices returns, per subtask at parallelism p with k key groups,
+// the indices of rec's rows that subtask owns, in order (empty, never nil,
+// when none: a nil selection means every row to ProcessSelected). It
+// copies no row data: each subtask reads the shared batch through its
+// selection (Window.ProcessSelected).
+func PartitionIndices(rec arrow.RecordBatch, keyCols []int, p, k int) ([][]int32, error) {
+	if rec == nil {
+		return nil, fmt.Errorf("partition: nil record batch")
+	}
+	if k < 1 || k > MaxKeyGroups {
+		return nil, fmt.Errorf("partition: max parallelism %d out of range [1,%d]", k, MaxKeyGroups)
+	}
+	if p < 1 || p > k {
+		return nil, fmt.Errorf("partition: parallelism %d out of range [1,%d]", p, k)
+	}
+	kinds, err := keyKinds(rec.Schema(), keyCols)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	n := int(rec.NumRows())
+	idx := make([][]int32, p)
+	if n == 0 {
+		for s := range idx {
+			idx[s] = []int32{}
+		}
+		return idx, nil
+	}
+	if p == 1 {
+		all := make([]int32, n)
+		for i := range all {
+			all[i] = int32(i)
+		}
+		idx[0] = all
+		return idx, nil
+	}
+	cols := make([]arrow.Array, len(keyCols))
+	for i, c := range keyCols {
+		cols[i] = rec.Column(c)
+	}
+	var enc keyEncoder
+	enc.bind(kinds, cols)
+	var buf []byte
+	for s := range idx {
+		idx[s] = make([]int32, 0, n/p+n/(4*p)+8)
+	}
+	for i := 0; i < n; i++ {
+		buf = enc.encode(buf[:0], i)
+		s := SubtaskOf(KeyGroup(buf, k), p, k)
+		idx[s] = append(idx[s], int32(i))
+	}
+	return idx, nil
+}
+
 // Partition splits rec by the subtask owning each row's key at parallelism p
 // with k key groups. The result has p entries; entry s holds the rows of
 // subtask s in their original order, or nil when there are none. The caller

@@ -23,6 +23,7 @@ type cluster struct {
 	t     *testing.T
 	spec  WindowSpec
 	insts []*Window
+	calls int // odd calls use PartitionIndices + ProcessSelected
 }
 
 func newCluster(t *testing.T, spec WindowSpec, p int) *cluster {
@@ -37,6 +38,10 @@ func (c *cluster) process(rows []ev) []string {
 	c.t.Helper()
 	rec := batch(c.t, rows...)
 	defer rec.Release()
+	c.calls++
+	if c.calls%2 == 1 {
+		return c.processSelected(rec)
+	}
 	parts, err := Partition(rec, c.insts[0].keyCols, len(c.insts), 128)
 	if err != nil {
 		c.t.Fatal(err)
@@ -53,6 +58,35 @@ func (c *cluster) process(rows []ev) []string {
 		}
 		late = append(late, rowsOf(l)...)
 		release(l)
+	}
+	slices.Sort(late)
+	return late
+}
+
+// processSelected routes rows by selection vectors over the shared batch,
+// as the engine does, instead of copying them into per-subtask batches.
+func (c *cluster) processSelected(rec arrow.RecordBatch) []string {
+	c.t.Helper()
+	sels, err := PartitionIndices(rec, c.insts[0].keyCols, len(c.insts), 128)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var late []string
+	total := 0
+	for i, sel := range sels {
+		total += len(sel)
+		l, err := c.insts[i].ProcessSelected(rec, sel)
+		if len(sel) == 0 && l != nil {
+			c.t.Fatalf("instance %d returned late rows for an empty selection", i)
+		}
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		late = append(late, rowsOf(l)...)
+		release(l)
+	}
+	if total != int(rec.NumRows()) {
+		c.t.Fatalf("selections cover %d of %d rows", total, rec.NumRows())
 	}
 	slices.Sort(late)
 	return late

@@ -123,6 +123,7 @@ type Window struct {
 	live      int
 
 	// scratch, reused across calls
+	ident    []int32 // 0, 1, 2, ...: the selection of a whole batch
 	enc      keyEncoder
 	buf      []byte
 	rows     []int32
@@ -530,7 +531,21 @@ func cmpInt64(a, b int64) int {
 // as a batch of input rows, which the caller releases (nil when none). Event
 // times must not be null.
 func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	return w.ProcessSelected(rec, nil)
+}
+
+// ProcessSelected is Process over the rows sel of rec only (ascending row
+// indices; nil means every row). Several instances may process the same
+// batch concurrently, each through its own selection (PartitionIndices):
+// batches are read, never modified. Arrival order, which breaks first/last
+// ties, is the row's position in rec, so it does not depend on how rows
+// were partitioned.
+func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.RecordBatch, error) {
 	if rec == nil || rec.NumRows() == 0 {
+		return nil, nil
+	}
+	if sel != nil && len(sel) == 0 {
+		w.seq += rec.NumRows()
 		return nil, nil
 	}
 	if !sameFields(rec.Schema(), w.input) {
@@ -551,9 +566,20 @@ func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	}
 	w.enc.bind(w.keyKinds, cols)
 	rows, slots, late := w.rows[:0], w.slotIdx[:0], w.lateRows[:0]
+	all := sel == nil
+	if all {
+		if len(w.ident) < n {
+			w.ident = make([]int32, n)
+			for i := range w.ident {
+				w.ident[i] = int32(i)
+			}
+		}
+		sel = w.ident[:n]
+	}
 	switch w.spec.Kind {
 	case Tumbling:
-		for i := 0; i < n; i++ {
+		for _, i32 := range sel {
+			i := int(i32)
 			t := int64(tsv[i])
 			start := t - floorMod(t, w.size)
 			end := satAdd(start, w.size)
@@ -565,7 +591,8 @@ func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			slots = append(slots, w.fixedSlot(w.rowKey(i), start, end))
 		}
 	case Sliding:
-		for i := 0; i < n; i++ {
+		for _, i32 := range sel {
+			i := int(i32)
 			t := int64(tsv[i])
 			lastStart := t - floorMod(t, w.slide)
 			if w.closed(satAdd(lastStart, w.size)) {
@@ -583,7 +610,8 @@ func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			}
 		}
 	case Session:
-		for i := 0; i < n; i++ {
+		for _, i32 := range sel {
+			i := int(i32)
 			t := int64(tsv[i])
 			if w.closed(satAdd(t, w.gap)) {
 				late = append(late, int32(i))
@@ -624,7 +652,7 @@ func (w *Window) Process(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	if len(late) == 0 {
 		return nil, nil
 	}
-	if len(late) == n {
+	if len(late) == n && all {
 		rec.Retain()
 		return rec, nil
 	}

@@ -273,6 +273,9 @@ func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 			return nil
 		}
 		info, err := d.Info()
+		if err == nil && info.Mode()&fs.ModeSymlink != 0 {
+			info, err = os.Stat(p) // a symlinked file is listed as the file it names
+		}
 		if err != nil {
 			if isAbsent(err) {
 				return nil

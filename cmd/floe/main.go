@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -110,6 +111,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		untilEpoch  int64
 		logFormat   string
 		quiet       bool
+		cpuProfile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC.yaml",
@@ -125,6 +127,17 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			p, err := loadSpec(args[0])
 			if err != nil {
 				return err
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			tty := isTerminal(stderr) && logFormat == "" && !quiet
 			level := slog.LevelInfo
@@ -196,6 +209,8 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.Int64Var(&untilEpoch, "until-epoch", 0, "stop after committing this epoch")
 	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
 	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	_ = f.MarkHidden("cpuprofile")
 	return cmd
 }
 
