@@ -88,8 +88,76 @@ func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
 	return s, nil
 }
 
-// compile builds the plan of p over the source schema src.
+// compile builds the plan of p over the source schema src, then prunes the
+// source to the columns the plan reads (projection pushdown: a Parquet
+// column nobody reads is never decoded) and compiles again over that.
 func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
+	full, err := compileOn(p, src)
+	if err != nil {
+		return nil, err
+	}
+	need := full.neededColumns()
+	if len(need) == src.NumFields() || (p.Source.Format == spec.CSV && p.Source.CSV != nil && !p.Source.CSV.Header) {
+		return full, nil // positional CSV columns cannot be pruned
+	}
+	var fields []arrow.Field
+	for _, f := range src.Fields() {
+		if need[f.Name] {
+			fields = append(fields, f)
+		}
+	}
+	md := src.Metadata()
+	pruned, err := compileOn(p, arrow.NewSchema(fields, &md))
+	if err != nil {
+		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
+	}
+	pruned.hash = full.hash // the plan's identity is that of the declared schema
+	return pruned, nil
+}
+
+// neededColumns walks the plan backwards and returns the source columns it
+// reads.
+func (pl *plan) neededColumns() map[string]bool {
+	need := map[string]bool{}
+	all := func(s *arrow.Schema) {
+		for _, f := range s.Fields() {
+			need[f.Name] = true
+		}
+	}
+	if pl.window != nil {
+		need[pl.window.EventTime] = true
+		for _, k := range pl.window.Keys {
+			need[k] = true
+		}
+		for _, a := range pl.window.Aggregates {
+			if a.Column != "" {
+				need[a.Column] = true
+			}
+		}
+	} else if len(pl.pre) > 0 {
+		all(pl.pre[len(pl.pre)-1].out)
+	} else {
+		all(pl.source)
+	}
+	for i := len(pl.pre) - 1; i >= 0; i-- {
+		st := pl.pre[i]
+		if st.filter != nil {
+			for _, c := range st.filter.Columns() {
+				need[c] = true
+			}
+			continue
+		}
+		need = map[string]bool{}
+		for _, c := range st.proj.Columns() {
+			need[c] = true
+		}
+	}
+	need[pl.spec.Source.EventTime] = true
+	return need
+}
+
+// compileOn builds the plan of p over the source schema src.
+func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 	pl := &plan{spec: p, source: src}
 	cur := src
 	for i, op := range p.Operators {

@@ -494,3 +494,24 @@ func TestFilterSliced(t *testing.T) {
 	}
 	arr.Release()
 }
+
+func TestProjectionColumns(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "a", Type: arrow.PrimitiveTypes.Int64}, {Name: "b", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "c", Type: arrow.BinaryTypes.String},
+	}, nil)
+	p, err := CompileProjection([]ProjectItem{{Name: "x", Expr: "b * 2"}, {Expr: "a"}}, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Columns(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("Columns = %v, want [a b]", got)
+	}
+	p, err = CompileProjection([]ProjectItem{{Expr: "*"}}, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Columns(); len(got) != 3 {
+		t.Fatalf("Columns of * = %v, want all three", got)
+	}
+}

@@ -22,6 +22,7 @@ type ProjectItem struct {
 type Projection struct {
 	exprs  []*Expr
 	schema *arrow.Schema
+	input  *arrow.Schema
 }
 
 // CompileProjection compiles items against schema. Output names must be unique.
@@ -29,7 +30,7 @@ func CompileProjection(items []ProjectItem, schema *arrow.Schema) (*Projection, 
 	if schema == nil {
 		return nil, fmt.Errorf("projection: nil schema")
 	}
-	p := &Projection{}
+	p := &Projection{input: schema}
 	var fields []arrow.Field
 	seen := map[string]int{}
 	add := func(f arrow.Field, e *Expr, item int) error {
@@ -103,4 +104,22 @@ func (p *Projection) Apply(rec arrow.RecordBatch, mem memory.Allocator) (arrow.R
 		cols = append(cols, arr)
 	}
 	return array.NewRecordBatch(p.schema, cols, rec.NumRows()), nil
+}
+
+// Columns returns the input columns the projection reads, in input schema
+// order ("*" reads them all).
+func (p *Projection) Columns() []string {
+	seen := map[string]bool{}
+	for _, e := range p.exprs {
+		for _, c := range e.Columns() {
+			seen[c] = true
+		}
+	}
+	var out []string
+	for _, f := range p.input.Fields() {
+		if seen[f.Name] {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
