@@ -266,7 +266,7 @@ func (r *runner) inferSchema(ctx context.Context, files []store.ObjectInfo) (*ar
 	if len(files) == 0 {
 		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", r.p.Source.URL)
 	}
-	data, _, err := r.st.source.Get(ctx, files[0].Key)
+	data, err := store.Read(ctx, r.st.source, files[0].Key)
 	if err != nil {
 		return nil, fmt.Errorf("infer schema: %w", err)
 	}
@@ -436,7 +436,7 @@ type fileResult struct {
 }
 
 func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
-	data, _, err := r.st.source.Get(ctx, f.Key)
+	data, err := store.Read(ctx, r.st.source, f.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
 	}

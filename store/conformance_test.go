@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -81,5 +82,26 @@ func TestFileOpenLeavesDirectoryAlone(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Fatalf("reading the store changed the directory: %v", ents)
+	}
+}
+
+// TestRead: Read returns what Get returns, through the wrappers too, and
+// ErrNotFound for a missing key.
+func TestRead(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"mem://", "file://" + t.TempDir()} {
+		base := openURL(t, u)
+		for _, s := range []store.Store{base, store.WithRetry(base, store.RetryPolicy{}), store.NewFaulty(base, store.FaultPlan{})} {
+			if _, err := s.Put(ctx, "k", []byte("v"), store.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := store.Read(ctx, s, "k")
+			if err != nil || string(got) != "v" {
+				t.Fatalf("%s %T: Read = %q, %v", u, s, got, err)
+			}
+			if _, err := store.Read(ctx, s, "missing"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s %T: Read(missing) = %v, want ErrNotFound", u, s, err)
+			}
+		}
 	}
 }

@@ -230,6 +230,20 @@ func (f *Faulty) Get(ctx context.Context, key string) (data []byte, etag string,
 	return data, etag, nil
 }
 
+var _ Reader = (*Faulty)(nil)
+
+// Read implements Reader; it counts as a Get.
+func (f *Faulty) Read(ctx context.Context, key string) (data []byte, err error) {
+	err = f.call(ctx, OpGet, key, func() error {
+		data, err = Read(ctx, f.inner, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
 // Put implements Store.
 func (f *Faulty) Put(ctx context.Context, key string, data []byte, opts PutOptions) (etag string, err error) {
 	err = f.call(ctx, OpPut, key, func() error {

@@ -92,20 +92,31 @@ func (s *fileStore) path(key string) string {
 
 // Get implements Store.
 func (s *fileStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, err := s.Read(ctx, key)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, contentETag(data), nil
+}
+
+var _ Reader = (*fileStore)(nil)
+
+// Read implements Reader: Get without computing the ETag.
+func (s *fileStore) Read(ctx context.Context, key string) ([]byte, error) {
 	if err := checkKey(key); err != nil {
-		return nil, "", fmt.Errorf("store: get: %w", err)
+		return nil, fmt.Errorf("store: get: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, "", wrapErr("get", key, err)
+		return nil, wrapErr("get", key, err)
 	}
 	data, err := os.ReadFile(s.path(key))
 	if err != nil {
 		if isAbsent(err) {
-			return nil, "", fmt.Errorf("store: get %q: %w", key, ErrNotFound)
+			return nil, fmt.Errorf("store: get %q: %w", key, ErrNotFound)
 		}
-		return nil, "", wrapErr("get", key, err)
+		return nil, wrapErr("get", key, err)
 	}
-	return data, contentETag(data), nil
+	return data, nil
 }
 
 // isAbsent reports errors that mean "no object under this key": the file

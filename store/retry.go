@@ -165,6 +165,17 @@ func (r *Retrying) Get(ctx context.Context, key string) (data []byte, etag strin
 	return data, etag, err
 }
 
+var _ Reader = (*Retrying)(nil)
+
+// Read implements Reader, with retries.
+func (r *Retrying) Read(ctx context.Context, key string) (data []byte, err error) {
+	err = r.do(ctx, key, false, func(ctx context.Context) error {
+		data, err = Read(ctx, r.inner, key)
+		return err
+	})
+	return data, err
+}
+
 // Put implements Store. See ErrOutcomeUnknown for retried conditional writes.
 func (r *Retrying) Put(ctx context.Context, key string, data []byte, opts PutOptions) (etag string, err error) {
 	conditional := opts.IfNotExist || opts.IfMatch != ""

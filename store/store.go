@@ -60,3 +60,20 @@ type Store interface {
 	// Close releases resources. The Store must not be used afterwards.
 	Close() error
 }
+
+// Reader is an optional interface for reading an object without its ETag,
+// which a backend may have to compute (file:// and mem:// hash the content).
+// Use the Read function rather than asserting it.
+type Reader interface {
+	Read(ctx context.Context, key string) ([]byte, error)
+}
+
+// Read returns the whole object, or ErrNotFound. It skips the ETag where the
+// store can (Reader), which makes reading large input files cheaper.
+func Read(ctx context.Context, s Store, key string) ([]byte, error) {
+	if r, ok := s.(Reader); ok {
+		return r.Read(ctx, key)
+	}
+	data, _, err := s.Get(ctx, key)
+	return data, err
+}
