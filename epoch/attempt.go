@@ -184,6 +184,7 @@ func (a *Attempt) Commit(ctx context.Context, m *manifest.Manifest) (*Head, erro
 	if err := a.createManifest(ctx, key, data); err != nil {
 		return nil, err
 	}
+	c.remember(key, m)
 	// Committed. Move the pointer; a lost swap is fine if the chain the
 	// pointer now names contains our manifest.
 	etag := a.head.ETag

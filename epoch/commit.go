@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,33 @@ type Committer struct {
 	Now func() time.Time
 	// ResolveTries bounds how often an unknown commit outcome is re-probed.
 	ResolveTries int
+
+	// manifests caches decoded manifests by key. A manifest is immutable
+	// once created, so a cached one is always current until retention
+	// deletes it (which evicts it).
+	mu        sync.Mutex
+	manifests map[string]*manifest.Manifest
+}
+
+func (c *Committer) cached(key string) *manifest.Manifest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.manifests[key]
+}
+
+func (c *Committer) remember(key string, m *manifest.Manifest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.manifests == nil {
+		c.manifests = map[string]*manifest.Manifest{}
+	}
+	c.manifests[key] = m
+}
+
+func (c *Committer) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.manifests, key)
 }
 
 // NewCommitter returns a Committer with production defaults.
@@ -106,6 +134,9 @@ func (c *Committer) getLatest(ctx context.Context) (*manifest.Latest, string, er
 // ReadManifest reads and validates the manifest of (gen, epoch).
 func (c *Committer) ReadManifest(ctx context.Context, gen, epoch int64) (*manifest.Manifest, error) {
 	key := manifest.ManifestPath(gen, epoch)
+	if m := c.cached(key); m != nil {
+		return m, nil
+	}
 	data, _, err := c.Store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", key, err)
@@ -117,6 +148,7 @@ func (c *Committer) ReadManifest(ctx context.Context, gen, epoch int64) (*manife
 	if m.Generation != gen || m.Epoch != epoch {
 		return nil, fmt.Errorf("manifest %s: records generation %d epoch %d: %w", key, m.Generation, m.Epoch, ErrCorrupt)
 	}
+	c.remember(key, m)
 	return m, nil
 }
 

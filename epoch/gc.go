@@ -136,6 +136,7 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	// Manifests first: a crash in between leaves only unreferenced files,
 	// which the next collection removes.
 	for _, k := range manifests {
+		c.forget(k)
 		if err := c.Store.Delete(ctx, k); err != nil {
 			return st, fmt.Errorf("retention: delete %s: %w", k, err)
 		}
