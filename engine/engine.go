@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"fmt"
 	"log/slog"
 	"math"
@@ -76,6 +77,8 @@ type Result struct {
 	Outputs      []string // sink-relative output files committed by this run
 	SinkURL      string
 	StateURL     string
+	// UntilReached: the head was already at or past Options.UntilEpoch.
+	UntilReached bool
 }
 
 // ErrFenced is returned when another writer committed an epoch this run was
@@ -190,6 +193,12 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	log := opts.log().With("pipeline", p.Name)
+	if err := checkLocalSource(p); err != nil {
+		return nil, err
+	}
+	if opts.UntilEpoch < 0 {
+		return nil, fmt.Errorf("until-epoch %d: must be a positive epoch number", opts.UntilEpoch)
+	}
 	st, err := openStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
@@ -200,6 +209,26 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return r.run(ctx)
+}
+
+// checkLocalSource refuses a local source directory that does not exist: a
+// typo in source.url would otherwise look like a pipeline with nothing new,
+// forever. (An empty S3 prefix is normal and is not checked.)
+func checkLocalSource(p *spec.Pipeline) error {
+	u, err := url.Parse(p.Source.URL)
+	if err != nil || u.Scheme != "file" {
+		return nil
+	}
+	fi, err := os.Stat(u.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("source.url: directory %s does not exist", u.Path)
+	case err != nil:
+		return fmt.Errorf("source.url: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("source.url: %s is a file; give the directory files land in", u.Path)
+	}
+	return nil
 }
 
 // Outputs returns the sink-relative paths of every committed output file,

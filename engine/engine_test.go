@@ -491,3 +491,90 @@ func TestTriggerMode(t *testing.T) {
 		t.Fatalf("trigger run: %d files, %d rows out; want 2 files, 1 window", res.Files, res.RowsOut)
 	}
 }
+
+// TestSideOutputOrphans: a run killed after writing its late-rows and
+// rejected-rows files but before committing leaves orphans; the next run
+// commits that epoch again and deletes them, so each late or rejected row
+// is in exactly one committed side-output file.
+func TestSideOutputOrphans(t *testing.T) {
+	e := fileEnv(t)
+	p := e.pipeline(t, strings.Replace(windowSpec, "event_time: event_time,", `event_time: event_time, late_url: "{{late}}",`, 1))
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:01:10", "u1", 2), ev("00:02:30", "u2", 4)))
+	e.put(t, "2.jsonl", jsonl(ev("00:00:30", "u1", 8), `not json`, ev("00:00:50", "u2", 16), ev("00:02:40", "u2", 32)))
+	run(t, p, engine.Options{UntilEpoch: 1})
+	// Epoch 2 writes one late file and one rejected file, then dies before its manifest.
+	_, err := engine.Run(context.Background(), p, engine.Options{Retry: store.RetryPolicy{MaxAttempts: 1},
+		WrapStore: func(name string, s store.Store) store.Store {
+			if name != "state" {
+				return s
+			}
+			return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{
+				Match: store.Match{Op: store.OpPut, KeyContains: manifest.ManifestFile}, Mode: store.CrashBefore}}})
+		}})
+	if !errors.Is(err, store.ErrCrashed) {
+		t.Fatalf("crashing run: %v", err)
+	}
+	orphans := listKeys(t, e.late)
+	if len(orphans) == 0 {
+		t.Fatal("the crashed epoch wrote no late file; the test is not exercising orphans")
+	}
+	r := run(t, p, engine.Options{})
+	if r.RowsLate != 2 || r.RowsRejected != 1 {
+		t.Fatalf("rerun: late %d rejected %d; want 2 and 1", r.RowsLate, r.RowsRejected)
+	}
+	ls, _ := store.Open(context.Background(), e.late)
+	defer ls.Close()
+	var lateRows int
+	for _, k := range listKeys(t, e.late) {
+		for _, o := range orphans {
+			if k == o {
+				t.Fatalf("orphan late file %s survived the rerun", k)
+			}
+		}
+		data, _, _ := ls.Get(context.Background(), k)
+		lateRows += len(parquetRows(t, data))
+	}
+	if lateRows != 2 {
+		t.Fatalf("late files hold %d rows, want 2 (each late row exactly once)", lateRows)
+	}
+	var rejected []string
+	for _, k := range listKeys(t, e.sink) {
+		if strings.HasPrefix(k, "_rejected/") {
+			rejected = append(rejected, k)
+		}
+	}
+	if len(rejected) != 1 {
+		t.Fatalf("rejected files %v, want exactly the committed one", rejected)
+	}
+}
+
+// TestBadSourcesAndPlans: a file that cannot be decoded at all is rejected
+// as a whole (the pipeline goes on), a missing local source directory is an
+// error, and an expression type error names the spec file, line and field.
+func TestBadSourcesAndPlans(t *testing.T) {
+	e := fileEnv(t)
+	p := e.pipeline(t, strings.Replace(windowSpec, "format: jsonl,", "format: csv,", 1))
+	e.put(t, "a.csv", []byte("event_time,user_id,page\n2024-01-01T00:00:10Z,u1,/p\n")) // no bytes column
+	e.put(t, "b.csv", []byte("event_time,user_id,page,bytes\n2024-01-01T00:00:20Z,u1,/p,5\n"))
+	r := run(t, p, engine.Options{Drain: true})
+	if r.RowsRejected != 1 || r.Rows != 1 || r.Files != 2 {
+		t.Fatalf("files %d rows %d rejected %d; want 2 files, 1 row, the bad file rejected once", r.Files, r.Rows, r.RowsRejected)
+	}
+	failing := e.pipeline(t, strings.Replace(strings.Replace(windowSpec, "format: jsonl,", "format: csv, on_error: fail,", 1), "name: t", "name: t2", 1))
+	failing.Sink.URL = fileURL(t.TempDir())
+	if _, err := engine.Run(context.Background(), failing, engine.Options{}); err == nil || !strings.Contains(err.Error(), "a.csv") {
+		t.Fatalf("on_error fail with an undecodable file: %v", err)
+	}
+
+	missing := e.pipeline(t, windowSpec)
+	missing.Source.URL = fileURL(filepath.Join(t.TempDir(), "typo"))
+	if _, err := engine.Run(context.Background(), missing, engine.Options{}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing source dir: %v", err)
+	}
+
+	bad := e.pipeline(t, strings.Replace(windowSpec, "operators:\n", "operators:\n  - filter: \"bytes > 'x'\"\n", 1))
+	_, err := engine.Run(context.Background(), bad, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "test.yaml:") || !strings.Contains(err.Error(), "operators[0].filter") {
+		t.Fatalf("filter type error: %v; want it placed at test.yaml:LINE:COL: operators[0].filter", err)
+	}
+}

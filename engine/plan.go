@@ -169,7 +169,7 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 		case op.Filter != nil:
 			e, err := expr.CompileFilter(op.Filter.Expr, cur)
 			if err != nil {
-				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].filter", i)), err)
 			}
 			st := &stage{id: id, filter: e, out: cur}
 			pl.addStage(st)
@@ -180,7 +180,7 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 			}
 			pr, err := expr.CompileProjection(items, cur)
 			if err != nil {
-				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].project", i)), err)
 			}
 			st := &stage{id: id, proj: pr, out: pr.Schema()}
 			pl.addStage(st)
@@ -191,11 +191,11 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 			}
 			ws, err := windowSpec(id, op.Window, p.Source.EventTime)
 			if err != nil {
-				return nil, fmt.Errorf("operators[%d] (%s): %w", i, id, err)
+				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
 			}
 			w, err := operators.NewWindow(ws, cur, maxParallelism(p))
 			if err != nil {
-				return nil, fmt.Errorf("operators[%d]: %w", i, err)
+				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
 			}
 			pl.window, pl.windowIn = &ws, cur
 			for _, k := range ws.Keys {

@@ -60,6 +60,7 @@ type runner struct {
 	started     time.Time
 	pendingSeen int64
 	consumed    int
+	sideCand    map[int64][]sideFile // side outputs of epochs newer than the head at start
 }
 
 func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -135,7 +136,10 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 		}
 		r.gen = g
 		if hg != nil {
-			r.log.Info("new generation", "generation", g.Generation, "parallelism_from", hg.Parallelism, "parallelism_to", r.parallelism)
+			r.log.Info("new generation", "generation", g.Generation, "parallelism_from", hg.Parallelism, "parallelism_to", r.parallelism,
+				"plan_changed", hg.PlanHash != r.plan.hash)
+		} else {
+			r.log.Info("first generation", "generation", g.Generation, "parallelism", r.parallelism)
 		}
 	} else {
 		r.gen = hg
@@ -144,6 +148,9 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 		return err
 	}
 	if err := r.claimSink(ctx); err != nil {
+		return err
+	}
+	if err := r.cleanSideOutputs(ctx); err != nil {
 		return err
 	}
 	_, err = r.c.Retain(ctx, r.head, r.gcOptions(false))
@@ -336,6 +343,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	r.res.Generation = r.gen.Generation
 	r.res.LastEpoch = r.head.Epoch()
+	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
+		r.res.UntilReached = true
+	}
 	pend := r.pending(files)
 	known := int64(len(pend))
 	for {
@@ -449,7 +459,15 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 	}
 	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, opts)
 	if err != nil {
-		return nil, fmt.Errorf("source file %s: %w", f.Key, err)
+		if r.p.Source.OnError == spec.OnErrorFail {
+			return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
+		}
+		// The whole file is undecodable (not Parquet, a CSV header without a
+		// declared column): reject it as one record, so one bad file does
+		// not stop the pipeline. Store errors above still fail the epoch.
+		r.log.Warn("rejecting an undecodable source file", "file", f.Key, "error", err)
+		return &fileResult{key: f.Key, maxTS: math.MinInt64,
+			rejects: []formats.Reject{{File: f.Key, Line: 0, Reason: "whole file rejected: " + err.Error()}}}, nil
 	}
 	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
 	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
@@ -799,6 +817,9 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		return err
 	}
 	r.head, r.wm = head, newWM
+	if err := r.settleSideOutputs(ctx, m); err != nil {
+		return err
+	}
 	r.res.Epochs++
 	if r.res.FirstEpoch == 0 {
 		r.res.FirstEpoch = head.Epoch()

@@ -41,7 +41,7 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 		key := manifest.GenerationPath(gen)
 		_, err = c.Store.Put(ctx, key, data, store.PutOptions{IfNotExist: true})
 		if err == nil {
-			c.Log.Info("started generation", "generation", gen, "parallelism", want.Parallelism, "parent", want.Parent)
+			c.Log.Debug("created generation", "generation", gen, "parallelism", want.Parallelism, "parent", want.Parent)
 			g := want
 			return &g, nil
 		}

@@ -193,3 +193,18 @@ func parentPath(p string) string {
 	}
 	return p[:i]
 }
+
+// Where returns "file:line:col: path" for a field path of a parsed spec
+// (e.g. "operators[1].filter"), or just the path for pipelines built in Go.
+// Engines use it to place errors found after parsing (expression type
+// errors) where the user wrote the field.
+func (p *Pipeline) Where(path string) string {
+	if p.origin == nil {
+		return path
+	}
+	pos := p.origin.at(path)
+	if pos.Line == 0 {
+		return p.origin.file + ": " + path
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", p.origin.file, pos.Line, pos.Column, path)
+}

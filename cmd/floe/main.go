@@ -121,8 +121,14 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if once && cmd.Flags().Changed("trigger") {
 				return fmt.Errorf("--once and --trigger exclude each other")
 			}
-			if trigger < 0 {
-				return fmt.Errorf("--trigger %s: must be positive", trigger)
+			if trigger < 0 || (trigger == 0 && cmd.Flags().Changed("trigger")) {
+				return fmt.Errorf("--trigger %s: must be positive (leave it out, or use --once, to run until caught up)", trigger)
+			}
+			if parallelism < 1 && cmd.Flags().Changed("parallelism") {
+				return fmt.Errorf("--parallelism %d: must be at least 1", parallelism)
+			}
+			if untilEpoch < 1 && cmd.Flags().Changed("until-epoch") {
+				return fmt.Errorf("--until-epoch %d: must be at least 1", untilEpoch)
 			}
 			p, err := loadSpec(args[0])
 			if err != nil {
@@ -186,15 +192,20 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if bar != nil {
 				_ = bar.Finish()
 			}
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("aborted on a second signal: the epoch in progress was not committed (the next run redoes it)")
+			}
 			if err != nil {
 				return err
 			}
-			if res.Epochs == 0 {
+			if res.Epochs == 0 && res.UntilReached {
+				fmt.Fprintf(stdout, "nothing to do: pipeline %s is already at epoch %d (--until-epoch %d)\n", p.Name, res.LastEpoch, untilEpoch)
+			} else if res.Epochs == 0 {
 				fmt.Fprintf(stdout, "nothing new: pipeline %s is caught up at epoch %d (watermark %s)\n",
 					p.Name, res.LastEpoch, engine.FormatWatermark(res.Watermark))
 			} else {
-				fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in, %d rows out, %d late, %d rejected; watermark %s\n",
-					res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows, res.RowsOut, res.RowsLate, res.RowsRejected,
+				fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in (%d rejected), %d rows out, %d late; watermark %s\n",
+					res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate,
 					engine.FormatWatermark(res.Watermark))
 			}
 			fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, args[0], res.StateURL)
