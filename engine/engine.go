@@ -7,11 +7,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"os"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"time"
