@@ -547,18 +547,21 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 	for start := 0; start < len(files); start += wave {
 		chunk := files[start:min(start+wave, len(files))]
 		out := make([]*fileResult, len(chunk))
-		g, gctx := errgroup.WithContext(ctx)
+		errs := make([]error, len(chunk))
+		var g errgroup.Group
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i, f := range chunk {
 			g.Go(func() error {
 				// Files decode in parallel; a lone big file splits itself.
-				res, err := r.decodeFile(gctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
-				out[i] = res
-				return err
+				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
+				return nil
 			})
 		}
-		if err := g.Wait(); err != nil {
-			return err
+		_ = g.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err // the first failing file in key order, whatever finished first
+			}
 		}
 		done := false
 		for _, res := range out {

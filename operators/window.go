@@ -799,6 +799,22 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 	}
 	picks := make([][]pick, len(state))
 	picked := make([][]int32, len(state))
+	// Presize the maps of an empty instance for the share of rows its key
+	// groups should hold: growing them from empty dominated restore time.
+	var total int64
+	for _, rec := range state {
+		if rec != nil {
+			total += rec.NumRows()
+		}
+	}
+	if est := int(total * int64(kgHi-kgLo) / int64(max(w.k, 1))); est > 1024 && w.live == 0 {
+		if len(w.keyMap) == 0 {
+			w.keyMap = make(map[string]int32, est)
+		}
+		if len(w.slotMap) == 0 {
+			w.slotMap = make(map[slotKey]int32, est)
+		}
+	}
 	var buf []byte
 	for bi, rec := range state {
 		if rec == nil {
