@@ -61,6 +61,7 @@ type runner struct {
 	pendingSeen int64
 	consumed    int
 	sideCand    map[int64][]sideFile // side outputs of epochs newer than the head at start
+	pf          *prefetcher
 }
 
 func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -348,6 +349,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	pend := r.pending(files)
 	known := int64(len(pend))
+	r.pf = newPrefetcher(ctx, r)
+	defer r.pf.stop()
 	for {
 		if r.opts.UntilEpoch > 0 && r.head.Epoch() >= r.opts.UntilEpoch {
 			break
@@ -384,6 +387,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 				}
 			}
 			continue
+		}
+		if r.opts.UntilEpoch == 0 || r.head.Epoch()+1 < r.opts.UntilEpoch {
+			r.pf.start(r.selectFiles(pend[len(batch):])) // the next epoch's files, in the background
 		}
 		if err := r.epoch(ctx, batch, drainNow, false); err != nil {
 			return &r.res, err
@@ -553,6 +559,12 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		for i, f := range chunk {
 			g.Go(func() error {
 				// Files decode in parallel; a lone big file splits itself.
+				if r.pf != nil {
+					if res, err, ok := r.pf.take(ctx, f.Key); ok {
+						out[i], errs[i] = res, err
+						return nil
+					}
+				}
 				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
 				return nil
 			})

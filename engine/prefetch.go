@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"sync"
+
+	"github.com/floe-dev/floe/store"
+)
+
+// prefetcher decodes the next epoch's files while the current epoch runs its
+// windows, writes and commit, so the cores do not idle at phase boundaries.
+// Decoding is a pure function of the file, so results are identical with or
+// without it; a prefetched file the epoch does not take (max_rows_per_epoch
+// cut it) waits for a later epoch.
+type prefetcher struct {
+	r      *runner
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	m      map[string]*future
+}
+
+type future struct {
+	done chan struct{}
+	res  *fileResult
+	err  error
+}
+
+func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	return &prefetcher{r: r, ctx: ctx, cancel: cancel, sem: make(chan struct{}, runtime.GOMAXPROCS(0)), m: map[string]*future{}}
+}
+
+// start decodes files in the background (those not already started).
+func (p *prefetcher) start(files []store.ObjectInfo) {
+	for _, f := range files {
+		p.mu.Lock()
+		if _, ok := p.m[f.Key]; ok {
+			p.mu.Unlock()
+			continue
+		}
+		fu := &future{done: make(chan struct{})}
+		p.m[f.Key] = fu
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer close(fu.done)
+			select {
+			case p.sem <- struct{}{}:
+			case <-p.ctx.Done():
+				fu.err = p.ctx.Err()
+				return
+			}
+			defer func() { <-p.sem }()
+			fu.res, fu.err = p.r.decodeFile(p.ctx, f, p.r.plan.source, 1)
+		}()
+	}
+}
+
+// take returns the prefetched result of key, waiting for it, or ok=false
+// when it was never started (or failed on cancellation: decode it again).
+func (p *prefetcher) take(ctx context.Context, key string) (*fileResult, error, bool) {
+	p.mu.Lock()
+	fu := p.m[key]
+	delete(p.m, key)
+	p.mu.Unlock()
+	if fu == nil {
+		return nil, nil, false
+	}
+	select {
+	case <-fu.done:
+	case <-ctx.Done():
+		return nil, ctx.Err(), true
+	}
+	if fu.err != nil && p.ctx.Err() != nil {
+		return nil, nil, false
+	}
+	return fu.res, fu.err, true
+}
+
+// stop cancels what is in flight and waits for it.
+func (p *prefetcher) stop() {
+	p.cancel()
+	p.wg.Wait()
+}
