@@ -116,13 +116,14 @@ func PipelineStateURL(p *spec.Pipeline) (string, error) {
 	return u.String(), nil
 }
 
-// joinURL appends a relative key to a store URL, before its query.
-func joinURL(base, key string) string {
-	q := ""
+// refURL names a file in another store for a manifest: the store URL
+// without its query (connection settings such as an endpoint do not belong
+// in a reference) joined with the key.
+func refURL(base, key string) string {
 	if i := strings.IndexByte(base, '?'); i >= 0 {
-		base, q = base[:i], base[i:]
+		base = base[:i]
 	}
-	return strings.TrimSuffix(base, "/") + "/" + key + q
+	return strings.TrimSuffix(base, "/") + "/" + key
 }
 
 func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*stores, error) {

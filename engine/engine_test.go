@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,21 @@ func TestLateRows(t *testing.T) {
 		}
 		if n != 2 {
 			t.Fatalf("late output holds %d rows, want 2", n)
+		}
+		// A later run's orphan cleanup must keep committed late files
+		// (after the drain the new row is late too: one more file).
+		e.put(t, "3.jsonl", jsonl(ev("00:05:00", "u3", 1)))
+		if r := run(t, p, engine.Options{}); r.RowsLate != 1 {
+			t.Fatalf("row after the drain: %d late, want 1", r.RowsLate)
+		}
+		again := listKeys(t, e.late)
+		for _, k := range lateKeys {
+			if !slices.Contains(again, k) {
+				t.Fatalf("committed late file %s deleted by a later run (now %v)", k, again)
+			}
+		}
+		if len(again) != len(lateKeys)+1 {
+			t.Fatalf("late files after another run: %v; want the %d committed before plus one", again, len(lateKeys))
 		}
 	})
 }

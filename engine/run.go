@@ -725,7 +725,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			if err != nil {
 				return err
 			}
-			ref.Path = joinURL(r.p.Source.LateURL, ref.Path)
+			ref.Path = refURL(r.p.Source.LateURL, ref.Path)
 			ref.Kind = manifest.SideOutputLate
 			refs <- refAt{ref, 1}
 			return nil
@@ -740,7 +740,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			var ref manifest.FileRef
 			if r.st.rejected != nil {
 				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(allRejects)))
-				ref.Path = joinURL(r.p.Source.RejectedURL, ref.Path)
+				ref.Path = refURL(r.p.Source.RejectedURL, ref.Path)
 			} else {
 				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(allRejects)))
 			}

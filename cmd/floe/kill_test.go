@@ -175,6 +175,22 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 			len(got), gotFiles, len(want), wantFiles, len(missing), len(extra), firstN(missing, 10), firstN(extra, 10))
 	}
 
+	// Side outputs: every late and rejected row exactly once, as in the
+	// uninterrupted run (orphans of killed attempts would duplicate them).
+	wantLate, wantRej := sideRows(t, ctx, be.refSink)
+	gotLate, gotRej := sideRows(t, ctx, be.killSink)
+	if len(wantLate) == 0 || len(wantRej) == 0 {
+		t.Errorf("reference has %d late and %d rejected rows; the data set should produce both", len(wantLate), len(wantRej))
+	}
+	for _, c := range []struct {
+		what      string
+		want, got []string
+	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
+		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
+			t.Errorf("%s rows after kills: %d missing, %d extra (of %d); extra (first 5): %q", c.what, len(m), len(x), len(c.want), firstN(x, 5))
+		}
+	}
+
 	// Caught up: another run commits nothing.
 	stateBefore, sinkBefore := listKeys(t, ctx, be.killState), listKeys(t, ctx, be.killSink)
 	statusBefore := runFloe(t, "status", killSpec, "--json").stdout

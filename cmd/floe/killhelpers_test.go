@@ -117,7 +117,7 @@ func writeSpec(t testing.TB, dir, name, source, state, sink string) string {
 	y := fmt.Sprintf(`name: %s
 source: {type: files, url: %q, format: jsonl,
          schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
-         event_time: event_time, max_files_per_epoch: 2,
+         event_time: event_time, max_files_per_epoch: 2, late_url: %q,
          watermark: {max_out_of_orderness: 5s, idle_timeout: 1m}}
 operators:
   - filter: "bytes > 0"
@@ -125,7 +125,7 @@ operators:
              aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
 sink:  {type: files, url: %q, format: parquet}
 state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
-`, name, source, sink, state)
+`, name, source, lateOf(sink), sink, state)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -242,4 +242,72 @@ func firstN(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
+}
+
+// lateOf returns the late-rows URL the kill test uses beside a sink URL.
+func lateOf(sink string) string {
+	q := ""
+	if i := strings.IndexByte(sink, '?'); i >= 0 {
+		sink, q = sink[:i], sink[i:]
+	}
+	return strings.TrimSuffix(sink, "/") + "-late" + q
+}
+
+// sideRows returns the sorted rows of every late-rows file (beside the
+// sink) and every rejected-rows file (under the sink's _rejected/). After a
+// completed run every such file must be a committed one: orphans of killed
+// attempts would show up here as duplicate rows.
+func sideRows(t testing.TB, ctx context.Context, sinkURL string) (late, rejected []string) {
+	t.Helper()
+	ls, err := store.Open(ctx, lateOf(sinkURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	objs, err := ls.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		data, _, err := ls.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema, recs, err := formats.ReadParquet(data, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatalf("late file %s: %v", o.Key, err)
+		}
+		for _, rec := range recs {
+			for i := range int(rec.NumRows()) {
+				var b strings.Builder
+				for c, f := range schema.Fields() {
+					b.WriteString(f.Name + "=" + rec.Column(c).ValueStr(i) + " ")
+				}
+				late = append(late, b.String())
+			}
+		}
+	}
+	sink, err := store.Open(ctx, sinkURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	robjs, err := sink.List(ctx, "_rejected/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range robjs {
+		data, _, err := sink.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line != "" {
+				rejected = append(rejected, line)
+			}
+		}
+	}
+	slices.Sort(late)
+	slices.Sort(rejected)
+	return late, rejected
 }
