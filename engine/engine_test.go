@@ -594,3 +594,25 @@ func TestBadSourcesAndPlans(t *testing.T) {
 		t.Fatalf("filter type error: %v; want it placed at test.yaml:LINE:COL: operators[0].filter", err)
 	}
 }
+
+// TestRejectedURL: rejected rows go to their own store when rejected_url is
+// set, and a later run keeps the committed files.
+func TestRejectedURL(t *testing.T) {
+	bothEnvs(t, func(t *testing.T, newEnv func(testing.TB) *env) {
+		e := newEnv(t)
+		p := e.pipeline(t, strings.Replace(windowSpec, "event_time: event_time,", `event_time: event_time, rejected_url: "{{late}}",`, 1))
+		e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), `{"event_time": 5}`, `oops`))
+		if r := run(t, p, engine.Options{}); r.RowsRejected != 2 {
+			t.Fatalf("rejected %d, want 2", r.RowsRejected)
+		}
+		first := listKeys(t, e.late)
+		if len(first) != 1 || !strings.HasSuffix(first[0], ".jsonl") {
+			t.Fatalf("rejected store holds %v, want one JSON-lines file", first)
+		}
+		e.put(t, "2.jsonl", jsonl(`{}`))
+		run(t, p, engine.Options{})
+		if again := listKeys(t, e.late); len(again) != 2 || !slices.Contains(again, first[0]) {
+			t.Fatalf("rejected store after a second run: %v; want the first file kept and one more", again)
+		}
+	})
+}
