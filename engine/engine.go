@@ -197,6 +197,9 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if err := checkLocalSource(p); err != nil {
 		return nil, err
 	}
+	if err := checkNesting(p); err != nil {
+		return nil, err
+	}
 	if opts.UntilEpoch < 0 {
 		return nil, fmt.Errorf("until-epoch %d: must be a positive epoch number", opts.UntilEpoch)
 	}
@@ -230,6 +233,27 @@ func checkLocalSource(p *spec.Pipeline) error {
 		return fmt.Errorf("source.url: %s is a file; give the directory files land in", u.Path)
 	}
 	return nil
+}
+
+// checkNesting refuses a sink or state location inside the source prefix:
+// the source would list floe's own files as new input.
+func checkNesting(p *spec.Pipeline) error {
+	src := location(p.Source.URL)
+	for _, x := range []struct{ field, url string }{{"sink.url", p.Sink.URL}, {"state.url", p.State.URL},
+		{"source.late_url", p.Source.LateURL}, {"source.rejected_url", p.Source.RejectedURL}} {
+		if x.url != "" && strings.HasPrefix(location(x.url), src) {
+			return fmt.Errorf("%s %s is inside source.url %s: floe would read its own files as input; put it elsewhere", x.field, x.url, p.Source.URL)
+		}
+	}
+	return nil
+}
+
+// location is a URL without its query, with a trailing slash, for prefix tests.
+func location(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	return strings.TrimSuffix(u, "/") + "/"
 }
 
 // Outputs returns the sink-relative paths of every committed output file,

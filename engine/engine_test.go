@@ -616,3 +616,17 @@ func TestRejectedURL(t *testing.T) {
 		}
 	})
 }
+
+// TestSinkInsideSource: outputs under the source prefix would be read back
+// as input; the run is refused.
+func TestSinkInsideSource(t *testing.T) {
+	e := fileEnv(t)
+	p := e.pipeline(t, windowSpec)
+	p.Sink.URL = e.source + "/out"
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "inside source.url") {
+		t.Fatalf("sink inside source: %v", err)
+	}
+	p = e.pipeline(t, windowSpec)
+	p.Sink.URL = e.source + "-out" // a sibling that shares a name prefix is fine
+	run(t, p, engine.Options{})
+}
