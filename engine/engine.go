@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path"
@@ -265,7 +264,7 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 	}
 	defer st.Close()
 	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
-	head, err := readHead(ctx, c)
+	head, err := c.Peek(ctx) // read-only: no roll-forward write
 	if err != nil {
 		return nil, err
 	}
@@ -278,13 +277,3 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 	}
 	return log.entries, nil
 }
-
-// readHead reads the committed head without writing anything (no roll
-// forward of the pointer: a read-only command must not write).
-func readHead(ctx context.Context, c *epoch.Committer) (*epoch.Head, error) {
-	return c.Peek(ctx)
-}
-
-func isNoWatermark(wm int64) bool { return wm == math.MinInt64 }
-
-var errStop = errors.New("stop")

@@ -27,11 +27,10 @@ import (
 )
 
 const (
-	defaultInput   = "default"
-	inlineSeenMax  = 512
-	rejectedDir    = "_rejected"
-	defaultGrace   = 15 * time.Minute
-	maxPendingList = 0 // no bound: every pending file is known
+	defaultInput  = "default"
+	inlineSeenMax = 512
+	rejectedDir   = "_rejected"
+	defaultGrace  = 15 * time.Minute
 )
 
 // runner holds one run's state between epochs.
@@ -58,7 +57,6 @@ type runner struct {
 	wm          int64
 	res         Result
 	started     time.Time
-	pendingSeen int64
 	consumed    int
 	sideCand    map[int64][]sideFile // side outputs of epochs newer than the head at start
 	pf          *prefetcher
