@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -537,11 +538,57 @@ func (r *runner) watermark(now time.Time) int64 {
 // It sets r.consumed to how many of files the epoch took (fewer than
 // offered when max_rows_per_epoch cut it).
 func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idle bool) error {
-	r.consumed = 0
 	now := r.opts.now()
 	t0 := time.Now()
-	// Decode in parallel. With max_rows_per_epoch, decode in waves and stop
-	// after the file that crosses the limit (deterministic: by file order).
+	results, err := r.decodeEpoch(ctx, files)
+	if err != nil {
+		return err
+	}
+	files = files[:len(results)]
+	r.consumed = len(files)
+	in := r.observe(results, now)
+	newWM := r.watermark(now)
+	if drain {
+		newWM = math.MaxInt64
+	}
+	if idle && newWM == r.wm {
+		return nil
+	}
+	out, err := r.process(ctx, results, newWM)
+	if err != nil {
+		return err
+	}
+	att := r.c.Begin(r.head, r.gen.Generation)
+	if err := r.write(ctx, att, out, in.rejects); err != nil {
+		return err
+	}
+	m, err := r.manifest(ctx, att, files, in, out, newWM)
+	if err != nil {
+		return err
+	}
+	head, err := att.Commit(ctx, m)
+	if err != nil {
+		return err
+	}
+	r.head, r.wm = head, newWM
+	if err := r.settleSideOutputs(ctx, m); err != nil {
+		return err
+	}
+	r.account(files, in, out)
+	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
+		"rows", in.rows, "rows_out", out.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(newWM),
+		"duration", time.Since(t0).Round(time.Millisecond))
+	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(true)); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// decodeEpoch decodes files in parallel (taking prefetched results). With
+// max_rows_per_epoch it decodes in waves and stops after the file that
+// crosses the limit, deterministically by file order; it returns the
+// results of the files the epoch takes.
+func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	results := make([]*fileResult, 0, len(files))
 	wave := len(files)
 	if r.p.Source.MaxRowsPerEpoch > 0 {
@@ -556,13 +603,13 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i, f := range chunk {
 			g.Go(func() error {
-				// Files decode in parallel; a lone big file splits itself.
 				if r.pf != nil {
 					if res, err, ok := r.pf.take(ctx, f.Key); ok {
 						out[i], errs[i] = res, err
 						return nil
 					}
 				}
+				// A lone big file splits itself across the cores.
 				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
 				return nil
 			})
@@ -570,130 +617,144 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		_ = g.Wait()
 		for _, err := range errs {
 			if err != nil {
-				return err // the first failing file in key order, whatever finished first
+				return nil, err // the first failing file in key order, whatever finished first
 			}
 		}
-		done := false
 		for _, res := range out {
 			results = append(results, res)
 			total += res.rows
 			if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
-				done = true
-				break
+				return results, nil
 			}
 		}
-		if done {
-			break
-		}
 	}
-	files = files[:len(results)]
-	r.consumed = len(files)
-	// Offsets and watermark.
-	var rows, filtered, rejected int64
-	var allRejects []formats.Reject
+	return results, nil
+}
+
+// inputSummary is what an epoch's decoded files add up to.
+type inputSummary struct {
+	rows, filtered int64
+	rejects        []formats.Reject
+}
+
+// observe totals the decoded files and advances each input's event-time
+// progress.
+func (r *runner) observe(results []*fileResult, now time.Time) inputSummary {
+	var in inputSummary
 	for _, res := range results {
-		rows += res.rows
-		filtered += res.filtered
-		rejected += int64(len(res.rejects))
-		allRejects = append(allRejects, res.rejects...)
-		in := r.inputs[r.inputOf(res.key)]
-		if in.LastActive.IsZero() {
-			in.MaxEventTime = math.MinInt64
+		in.rows += res.rows
+		in.filtered += res.filtered
+		in.rejects = append(in.rejects, res.rejects...)
+		name := r.inputOf(res.key)
+		st := r.inputs[name]
+		if st.LastActive.IsZero() {
+			st.MaxEventTime = math.MinInt64
 		}
-		in.LastActive = now
-		in.MaxEventTime = max(in.MaxEventTime, res.maxTS)
-		r.inputs[r.inputOf(res.key)] = in
+		st.LastActive = now
+		st.MaxEventTime = max(st.MaxEventTime, res.maxTS)
+		r.inputs[name] = st
 	}
-	newWM := r.watermark(now)
-	if drain {
-		newWM = math.MaxInt64
-	}
-	if idle && newWM == r.wm {
-		return nil
-	}
-	att := r.c.Begin(r.head, r.gen.Generation)
-	m := &manifest.Manifest{}
-	var late int64
-	var lateBatches [][]arrow.RecordBatch
-	emittedRows := make([]int64, max(1, r.parallelism))
-	outBatches := make([][]arrow.RecordBatch, max(1, r.parallelism))
-	var windows int64
-	if r.plan.window != nil {
-		lateBatches = make([][]arrow.RecordBatch, r.parallelism)
-		var lateN, winN atomic.Int64
-		g, _ := errgroup.WithContext(ctx)
-		g.SetLimit(runtime.GOMAXPROCS(0))
-		for s, w := range r.subtasks {
-			g.Go(func() error {
-				changed := false
-				for _, res := range results {
-					for j, b := range res.batches {
-						// Every instance sees every batch (an empty selection
-						// still advances its arrival sequence), so first/last
-						// ties break the same way at any parallelism.
-						sel := res.sels[j][s]
-						changed = changed || len(sel) > 0
-						lb, err := w.ProcessSelected(b, sel)
-						if err != nil {
-							return err
-						}
-						if lb != nil && lb.NumRows() > 0 {
-							lateN.Add(lb.NumRows())
-							lateBatches[s] = append(lateBatches[s], lb)
-						}
-					}
-				}
-				em, err := w.Advance(newWM)
+	return in
+}
+
+// processed is an epoch's output before it is written.
+type processed struct {
+	out      [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
+	outRows  []int64
+	lateRows [][]arrow.RecordBatch // per subtask
+	late     int64
+	windows  int64
+	rowsOut  int64
+	outRefs  []manifest.FileRef
+	sideRefs []manifest.FileRef
+}
+
+// process runs the keyed window subtasks in parallel (each over its
+// selection of every batch) and advances them to wm, or passes rows through
+// a window-less plan.
+func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	n := max(1, r.parallelism)
+	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n)}
+	if r.plan.window == nil {
+		for _, res := range results {
+			for _, b := range res.batches {
+				o, _, err := runStages(r.plan.post, b, r.mem)
 				if err != nil {
-					return err
+					return nil, err
 				}
-				if em != nil && em.NumRows() > 0 {
-					changed = true
-					winN.Add(em.NumRows())
-					out, _, err := runStages(r.plan.post, em, r.mem)
+				if o.NumRows() > 0 {
+					out.out[0] = append(out.out[0], o)
+					out.outRows[0] += o.NumRows()
+				}
+			}
+		}
+		return out, nil
+	}
+	out.lateRows = make([][]arrow.RecordBatch, r.parallelism)
+	var lateN, winN atomic.Int64
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for s, w := range r.subtasks {
+		g.Go(func() error {
+			changed := false
+			for _, res := range results {
+				for j, b := range res.batches {
+					// Every instance sees every batch (an empty selection
+					// still advances its arrival sequence), so first/last
+					// ties break the same way at any parallelism.
+					sel := res.sels[j][s]
+					changed = changed || len(sel) > 0
+					lb, err := w.ProcessSelected(b, sel)
 					if err != nil {
 						return err
 					}
-					if out.NumRows() > 0 {
-						outBatches[s] = append(outBatches[s], out)
-						emittedRows[s] = out.NumRows()
+					if lb != nil && lb.NumRows() > 0 {
+						lateN.Add(lb.NumRows())
+						out.lateRows[s] = append(out.lateRows[s], lb)
 					}
 				}
-				if changed {
-					r.stateRefs[s] = manifest.FileRef{} // must be rewritten
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return err
-		}
-		late, windows = lateN.Load(), winN.Load()
-	} else {
-		for _, res := range results {
-			for _, b := range res.batches {
-				out, _, err := runStages(r.plan.post, b, r.mem)
+			}
+			em, err := w.Advance(wm)
+			if err != nil {
+				return err
+			}
+			if em != nil && em.NumRows() > 0 {
+				changed = true
+				winN.Add(em.NumRows())
+				o, _, err := runStages(r.plan.post, em, r.mem)
 				if err != nil {
 					return err
 				}
-				if out.NumRows() > 0 {
-					outBatches[0] = append(outBatches[0], out)
-					emittedRows[0] += out.NumRows()
+				if o.NumRows() > 0 {
+					out.out[s] = append(out.out[s], o)
+					out.outRows[s] = o.NumRows()
 				}
 			}
-		}
+			if changed {
+				r.stateRefs[s] = manifest.FileRef{} // must be rewritten
+			}
+			return nil
+		})
 	}
-	// Write outputs, side outputs and state in parallel.
-	var outRefs, sideRefs []manifest.FileRef
-	var stateRefs []manifest.FileRef
-	type refAt struct {
-		ref  manifest.FileRef
-		kind int // 0 output, 1 side, 2 state
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
-	refs := make(chan refAt, 4*len(outBatches)+8)
+	out.late, out.windows = lateN.Load(), winN.Load()
+	return out, nil
+}
+
+// write puts the epoch's outputs, side outputs and changed state files, all
+// attempt-tagged, in parallel, and records their references.
+func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []formats.Reject) error {
+	var mu sync.Mutex
+	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
+		mu.Lock()
+		*refs = append(*refs, ref)
+		mu.Unlock()
+	}
 	wg, wctx := errgroup.WithContext(ctx)
 	wg.SetLimit(4 * runtime.GOMAXPROCS(0))
-	for s, bs := range outBatches {
+	for s, bs := range out.out {
 		if len(bs) == 0 {
 			continue
 		}
@@ -702,15 +763,15 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			if err != nil {
 				return err
 			}
-			ref, err := att.WriteOutput(wctx, "", s, ext, data, emittedRows[s])
+			ref, err := att.WriteOutput(wctx, "", s, ext, data, out.outRows[s])
 			if err != nil {
 				return err
 			}
-			refs <- refAt{ref, 0}
+			add(&out.outRefs, ref)
 			return nil
 		})
 	}
-	for s, bs := range lateBatches {
+	for s, bs := range out.lateRows {
 		if len(bs) == 0 || r.st.late == nil {
 			continue
 		}
@@ -725,34 +786,34 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			}
 			ref.Path = refURL(r.p.Source.LateURL, ref.Path)
 			ref.Kind = manifest.SideOutputLate
-			refs <- refAt{ref, 1}
+			add(&out.sideRefs, ref)
 			return nil
 		})
 	}
-	if len(allRejects) > 0 {
+	if len(rejects) > 0 {
 		wg.Go(func() error {
-			data, err := formats.EncodeRejects(allRejects)
+			data, err := formats.EncodeRejects(rejects)
 			if err != nil {
 				return err
 			}
 			var ref manifest.FileRef
 			if r.st.rejected != nil {
-				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(allRejects)))
+				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(rejects)))
 				ref.Path = refURL(r.p.Source.RejectedURL, ref.Path)
 			} else {
-				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(allRejects)))
+				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(rejects)))
 			}
 			if err != nil {
 				return err
 			}
 			ref.Kind = manifest.SideOutputRejected
-			refs <- refAt{ref, 1}
+			add(&out.sideRefs, ref)
 			return nil
 		})
 	}
 	for s, w := range r.subtasks {
 		if r.stateRefs[s].Path != "" {
-			continue
+			continue // unchanged: the previous file is shared
 		}
 		wg.Go(func() error {
 			snap, err := w.Snapshot()
@@ -772,87 +833,70 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 			return nil
 		})
 	}
-	werr := wg.Wait()
-	close(refs)
-	for ra := range refs {
-		switch ra.kind {
-		case 0:
-			outRefs = append(outRefs, ra.ref)
-		case 1:
-			sideRefs = append(sideRefs, ra.ref)
-		}
+	if err := wg.Wait(); err != nil {
+		return err
 	}
-	if werr != nil {
-		return werr
+	sort.Slice(out.outRefs, func(i, j int) bool { return out.outRefs[i].Subtask < out.outRefs[j].Subtask })
+	sort.Slice(out.sideRefs, func(i, j int) bool { return out.sideRefs[i].Path < out.sideRefs[j].Path })
+	for _, o := range out.outRefs {
+		out.rowsOut += o.Rows
 	}
-	sort.Slice(outRefs, func(i, j int) bool { return outRefs[i].Subtask < outRefs[j].Subtask })
-	sort.Slice(sideRefs, func(i, j int) bool { return sideRefs[i].Path < sideRefs[j].Path })
-	stateRefs = append(stateRefs, r.stateRefs...)
+	return nil
+}
 
-	// Offsets: processed files and the committed-output log.
-	keys := make([]string, len(files))
-	for i, f := range files {
-		keys[i] = f.Key
+// manifest builds the epoch's manifest: offsets (the processed-file set and
+// the committed-output log, flushed as segments when large), watermark,
+// counters, state and output references.
+func (r *runner) manifest(ctx context.Context, att *epoch.Attempt, files []store.ObjectInfo, in inputSummary, out *processed, wm int64) (*manifest.Manifest, error) {
+	m := &manifest.Manifest{}
+	for _, f := range files {
+		r.seen.append(f.Key)
 	}
-	r.seen.append(keys...)
 	var err error
 	if m.Source.Inline, m.Source.Segments, err = r.seen.flush(ctx, att); err != nil {
-		return err
+		return nil, err
 	}
 	m.Source.Count = int64(len(r.seen.entries))
 	m.Source.Inputs = r.inputs
-	for _, o := range outRefs {
+	for _, o := range out.outRefs {
 		r.outputs.append(o.Path)
 	}
 	if _, m.OutputLog, err = r.outputs.flush(ctx, att); err != nil {
-		return err
+		return nil, err
 	}
-	var rowsOut int64
-	for _, o := range outRefs {
-		rowsOut += o.Rows
-	}
+	rejected := int64(len(in.rejects))
 	r.counters.FilesIn += int64(len(files))
-	r.counters.RowsIn += rows + rejected
-	r.counters.RowsOut += rowsOut
-	r.counters.RowsLate += late
+	r.counters.RowsIn += in.rows + rejected
+	r.counters.RowsOut += out.rowsOut
+	r.counters.RowsLate += out.late
 	r.counters.RowsRejected += rejected
-	r.counters.RowsFiltered += filtered
-	r.counters.Windows += windows
+	r.counters.RowsFiltered += in.filtered
+	r.counters.Windows += out.windows
 	m.Counters = r.counters
-	m.Watermark = newWM
-	m.Outputs = outRefs
-	m.SideOutputs = sideRefs
+	m.Watermark = wm
+	m.Outputs = out.outRefs
+	m.SideOutputs = out.sideRefs
 	if r.plan.window != nil {
-		m.Operators = []manifest.OperatorState{{ID: r.plan.window.ID, EmittedThrough: newWM, Files: stateRefs}}
+		m.Operators = []manifest.OperatorState{{ID: r.plan.window.ID, EmittedThrough: wm, Files: append([]manifest.FileRef(nil), r.stateRefs...)}}
 	}
-	head, err := att.Commit(ctx, m)
-	if err != nil {
-		return err
-	}
-	r.head, r.wm = head, newWM
-	if err := r.settleSideOutputs(ctx, m); err != nil {
-		return err
-	}
+	return m, nil
+}
+
+// account adds a committed epoch to the run's result.
+func (r *runner) account(files []store.ObjectInfo, in inputSummary, out *processed) {
 	r.res.Epochs++
 	if r.res.FirstEpoch == 0 {
-		r.res.FirstEpoch = head.Epoch()
+		r.res.FirstEpoch = r.head.Epoch()
 	}
-	r.res.LastEpoch = head.Epoch()
+	r.res.LastEpoch = r.head.Epoch()
 	r.res.Files += int64(len(files))
-	r.res.Rows += rows
-	r.res.RowsOut += rowsOut
-	r.res.RowsLate += late
-	r.res.RowsRejected += rejected
-	for _, o := range outRefs {
+	r.res.Rows += in.rows
+	r.res.RowsOut += out.rowsOut
+	r.res.RowsLate += out.late
+	r.res.RowsRejected += int64(len(in.rejects))
+	for _, o := range out.outRefs {
 		r.res.Outputs = append(r.res.Outputs, o.Path)
 	}
-	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
-		"rows", rows, "rows_out", rowsOut, "late", late, "rejected", rejected, "watermark", fmtWM(newWM),
-		"duration", time.Since(t0).Round(time.Millisecond))
-	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(true)); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 func countRows(bs []arrow.RecordBatch) int64 {

@@ -1,0 +1,79 @@
+package epoch_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+)
+
+// TestReviewGraceDeletesSlowWriterState: writer A writes the state of epoch
+// 2 and then stalls (GC pause, suspended VM, partition) for longer than the
+// orphan grace. An overlapping run R recovers head = 1 and runs retention:
+// A's files belong to an epoch newer than the head and are older than the
+// grace, so they are deleted. A resumes and its manifest create succeeds:
+// epoch 2 is committed and references deleted state. Every later Recover +
+// restore fails; the pipeline cannot continue. (DESIGN invariant 6 says
+// retention never deletes anything of an epoch newer than _latest.json.)
+func TestReviewGraceDeletesSlowWriterState(t *testing.T) {
+	ctx := ctxT(t)
+	su, ku := fileBackend().urls(t)
+	st, sink := open(t, su), open(t, ku)
+	d := newDriver(7)
+	if err := d.run(ctx, t, d.committer(st, sink), 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// Writer A: begins epoch 2 and writes its files.
+	cA := d.committer(st, sink)
+	headA, err := cA.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := restore(ctx, cA, headA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att := cA.Begin(headA, headA.Manifest.Generation)
+	op := manifest.OperatorState{ID: testOp, EmittedThrough: manifest.NoWatermark}
+	for s := 0; s < d.parallelism; s++ {
+		lo, hi := s*testMaxPar/d.parallelism, (s+1)*testMaxPar/d.parallelism
+		data, rows := encodeState(t, state, lo, hi)
+		ref, err := att.WriteState(ctx, testOp, s, lo, hi, data, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op.Files = append(op.Files, ref)
+	}
+
+	// A stalls; R runs retention 20 minutes later with the default 15m grace.
+	cR := epoch.NewCommitter(st, sink, "test", nil)
+	cR.Now = func() time.Time { return time.Now().Add(20 * time.Minute) }
+	headR, err := cR.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gst, err := cR.Retain(ctx, headR, epoch.GCOptions{Keep: 3, Grace: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("retention by R: %+v", gst)
+
+	// A resumes and commits.
+	m := &manifest.Manifest{Watermark: 2000, Operators: []manifest.OperatorState{op}}
+	m.Source.Inline = append(prevInline(headA), "in-0002")
+	m.Source.Count = int64(len(m.Source.Inline))
+	if _, err := att.Commit(ctx, m); err != nil {
+		t.Logf("A's commit refused (the fix): %v", err)
+		return
+	}
+	c := epoch.NewCommitter(st, sink, "test", nil)
+	head, err := c.Recover(ctx)
+	if err != nil {
+		t.Fatalf("recover after A committed: %v", err)
+	}
+	if _, err := restore(ctx, c, head); err != nil {
+		t.Fatalf("A committed epoch %d but its state was deleted by R's retention: %v", head.Epoch(), err)
+	}
+}
