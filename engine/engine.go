@@ -41,9 +41,6 @@ type Options struct {
 	Progress func(Progress)
 	// Now is the clock for idle timeouts (nil: time.Now).
 	Now func() time.Time
-	// OrphanGrace protects files of epochs newer than the committed head from
-	// cleanup (another writer may be in flight): 0 means the default, 15m.
-	OrphanGrace time.Duration
 	// Retry configures store retries (zero: defaults).
 	Retry store.RetryPolicy
 	// WrapStore, when set, wraps every store the run opens ("state",

@@ -433,7 +433,7 @@ func TestSinkCrashSweep(t *testing.T) {
 		if !errors.Is(err, store.ErrCrashed) {
 			t.Fatalf("at %d: %v", at, err)
 		}
-		run(t, p, engine.Options{Drain: true, OrphanGrace: time.Nanosecond})
+		run(t, p, engine.Options{Drain: true})
 		if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
 			t.Fatalf("crash at sink call %d: rows differ (%d vs %d)", at, len(got), len(want))
 		}

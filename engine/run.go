@@ -31,7 +31,6 @@ const (
 	defaultInput  = "default"
 	inlineSeenMax = 512
 	rejectedDir   = "_rejected"
-	defaultGrace  = 15 * time.Minute
 )
 
 // runner holds one run's state between epochs.
@@ -80,13 +79,6 @@ func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options,
 	}
 	r.res.SinkURL, r.res.StateURL = p.Sink.URL, st.stateURL
 	return r, nil
-}
-
-func (r *runner) grace() time.Duration {
-	if r.opts.OrphanGrace > 0 {
-		return r.opts.OrphanGrace
-	}
-	return defaultGrace
 }
 
 func (r *runner) keep() int {
@@ -184,7 +176,7 @@ func (r *runner) claimSink(ctx context.Context) error {
 }
 
 func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
-	return epoch.GCOptions{Keep: r.keep(), Grace: r.grace(), SkipSink: skipSink, Committed: r.outputs.has}
+	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.has}
 }
 
 // restore loads source offsets, counters, watermark and keyed state from the
@@ -567,6 +559,12 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 		return err
 	}
 	head, err := att.Commit(ctx, m)
+	if errors.Is(err, epoch.ErrSuperseded) {
+		// Committed, but another run (an overlapping cron job?) is ahead of
+		// this one: everything held in memory is stale. Stop; the next run
+		// continues from the newest head.
+		return fmt.Errorf("%w; this run stops, the next one continues from there", err)
+	}
 	if err != nil {
 		return err
 	}

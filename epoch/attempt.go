@@ -32,6 +32,7 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 	if want.CreatedAt.IsZero() {
 		want.CreatedAt = c.now()
 	}
+	unknown := 0
 	for gen := base + 1; ; gen++ {
 		want.Generation = gen
 		data, err := manifest.EncodeGeneration(&want)
@@ -52,6 +53,9 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 		got, rerr := c.ReadGeneration(ctx, gen)
 		if rerr != nil {
 			if errors.Is(rerr, store.ErrNotFound) {
+				if unknown++; unknown >= c.resolveTries() {
+					return nil, fmt.Errorf("%w: create %s: %w", ErrCommitUnknown, key, err)
+				}
 				gen-- // did not land; try the same number again
 				continue
 			}
@@ -165,7 +169,9 @@ func (a *Attempt) WriteOutput(ctx context.Context, dir string, subtask int, ext 
 // _latest.json to it. It returns the new head.
 //
 // Errors: ErrFenced when another attempt committed this epoch or moved the
-// pipeline past it; ErrCommitUnknown when the outcome stays unknown after
+// pipeline past it; ErrSuperseded when this epoch is committed but another
+// writer has already committed epochs on top of it (the caller's in-memory
+// state is stale); ErrCommitUnknown when the outcome stays unknown after
 // reading back (do not delete anything: the next Recover decides).
 func (a *Attempt) Commit(ctx context.Context, m *manifest.Manifest) (*Head, error) {
 	c := a.c
@@ -214,7 +220,15 @@ func (a *Attempt) Commit(ctx context.Context, m *manifest.Manifest) (*Head, erro
 		switch {
 		case onChain:
 			// Another process rolled the pointer forward over our manifest.
-			return c.Recover(ctx)
+			head, err := c.Recover(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if head.Epoch() > a.Epoch {
+				return head, fmt.Errorf("%w: epoch %d (attempt %s) is committed, but another writer has since committed up to epoch %d",
+					ErrSuperseded, a.Epoch, a.ID, head.Epoch())
+			}
+			return head, nil
 		case latest != nil && latest.Epoch >= a.Epoch:
 			return nil, fmt.Errorf("%w: another writer committed epoch %d (%s, attempt %s); this writer's epoch %d (attempt %s) is abandoned",
 				ErrFenced, latest.Epoch, latest.Manifest, latest.Attempt, a.Epoch, a.ID)
@@ -269,6 +283,10 @@ func (a *Attempt) onChain(ctx context.Context, latest *manifest.Latest) (bool, e
 	gen, ep := latest.Generation, latest.Epoch
 	for ep > a.Epoch {
 		m, err := a.c.ReadManifest(ctx, gen, ep)
+		if errors.Is(err, store.ErrNotFound) {
+			// Retention removed part of the chain: it is far ahead of us.
+			return false, fmt.Errorf("%w: epoch %d: the chain to epoch %d can no longer be walked: %w", ErrCommitUnknown, a.Epoch, latest.Epoch, err)
+		}
 		if err != nil {
 			return false, err
 		}

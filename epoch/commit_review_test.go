@@ -54,7 +54,7 @@ func TestReviewGraceDeletesSlowWriterState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gst, err := cR.Retain(ctx, headR, epoch.GCOptions{Keep: 3, Grace: 15 * time.Minute})
+	gst, err := cR.Retain(ctx, headR, epoch.GCOptions{Keep: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +75,43 @@ func TestReviewGraceDeletesSlowWriterState(t *testing.T) {
 	}
 	if _, err := restore(ctx, c, head); err != nil {
 		t.Fatalf("A committed epoch %d but its state was deleted by R's retention: %v", head.Epoch(), err)
+	}
+}
+
+// TestReviewStaleHeadRetentionDeletesLiveChain: the retainer is the slow one.
+// R recovers head = 1 and stalls for longer than the grace; meanwhile writer
+// A commits epochs 2..4. R resumes and runs retention with its stale head:
+// every manifest and state file of epochs 2..4 is "newer than the head and
+// older than the grace" and is deleted, although they are the committed
+// chain _latest.json points at.
+func TestReviewStaleHeadRetentionDeletesLiveChain(t *testing.T) {
+	ctx := ctxT(t)
+	su, ku := fileBackend().urls(t)
+	st, sink := open(t, su), open(t, ku)
+	d := newDriver(8)
+	if err := d.run(ctx, t, d.committer(st, sink), 1); err != nil {
+		t.Fatal(err)
+	}
+	cR := epoch.NewCommitter(st, sink, "test", nil)
+	headR, err := cR.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.run(ctx, t, d.committer(st, sink), 4); err != nil { // A, while R stalls
+		t.Fatal(err)
+	}
+	cR.Now = func() time.Time { return time.Now().Add(20 * time.Minute) }
+	gst, err := cR.Retain(ctx, headR, epoch.GCOptions{Keep: 3, SkipSink: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("retention by R with stale head %d: %+v", headR.Epoch(), gst)
+	c := epoch.NewCommitter(st, sink, "test", nil)
+	head, err := c.Recover(ctx)
+	if err != nil {
+		t.Fatalf("committed chain damaged by stale-head retention: %v", err)
+	}
+	if _, err := restore(ctx, c, head); err != nil {
+		t.Fatalf("committed state damaged by stale-head retention: %v", err)
 	}
 }

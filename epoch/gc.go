@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/store"
@@ -68,9 +67,6 @@ func (c *Committer) Chain(ctx context.Context, head *Head, n int) ([]*manifest.M
 type GCOptions struct {
 	// Keep is how many committed epochs (ending at the head) stay restorable.
 	Keep int
-	// Grace protects files of epochs newer than the head (an attempt may be in
-	// flight): they are deleted only when older than Grace.
-	Grace time.Duration
 	// SkipSink leaves the sink alone (listing a large sink every epoch is
 	// wasteful; the engine cleans it at the start and end of a run).
 	SkipSink bool
@@ -88,9 +84,14 @@ type GCStats struct {
 // Retain keeps the last opts.Keep committed epochs restorable and deletes
 // every other file of the pipeline's state that no retained manifest
 // references: superseded epochs, orphans of attempts that never committed,
-// and manifests of fenced writers (invariant 6). Files of epochs newer than
-// the head are deleted only once older than opts.Grace. Generation documents
-// and _latest.json are never deleted. When a sink is configured, sink files
+// and manifests of fenced writers (invariant 6). Nothing of an epoch newer
+// than head is ever deleted, however old: a writer can stall for any time
+// and then commit that epoch. Such files are judged once a later call's head
+// has passed their epoch; unreferenced then, they can never be committed
+// (the epoch's commit went to another attempt). A stale head is therefore
+// safe too: everything it would delete is older than itself and
+// unreferenced by its chain, and newer chains reference old files only
+// through it. Generation documents and _latest.json are never deleted. When a sink is configured, sink files
 // of retained epochs written by attempts that did not commit are removed too.
 func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCStats, error) {
 	var st GCStats
@@ -114,19 +115,21 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	if err != nil {
 		return st, fmt.Errorf("retention: list: %w", err)
 	}
-	now := c.now()
 	var manifests, files []string
 	for _, o := range objs {
 		info, ok := manifest.ParseKey(o.Key)
 		if !ok || info.Kind == manifest.KeyGeneration || info.Epoch == 0 {
 			continue
 		}
-		if info.Epoch > headEpoch && now.Sub(o.ModTime) < opts.Grace {
-			continue // possibly in flight
+		if info.Epoch > headEpoch {
+			// Possibly in flight, however old (a writer may stall for any
+			// time and then commit). Judged once the head passes the epoch:
+			// then an unreferenced file can never become committed.
+			continue
 		}
 		switch {
 		case info.Kind == manifest.KeyManifest:
-			if info.Epoch > headEpoch || !retained[o.Key] {
+			if !retained[o.Key] {
 				manifests = append(manifests, o.Key)
 			}
 		case !referenced[o.Key]:
@@ -153,7 +156,7 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 		}
 	}
 	if c.Sink != nil && !opts.SkipSink {
-		n, err := c.cleanSink(ctx, chain, headEpoch, now, opts)
+		n, err := c.cleanSink(ctx, chain, headEpoch, opts)
 		st.Outputs = n
 		if err != nil {
 			return st, err
@@ -168,11 +171,11 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 
 // cleanSink deletes sink files that no committed attempt wrote: files of
 // epochs up to the head that opts.Committed (or, without it, the retained
-// manifests) does not list, and files of epochs newer than the head once
-// older than the grace period. A file whose fate cannot be decided (an epoch
-// older than the retained chain, without opts.Committed) is kept: a
+// manifests) does not list. Files of epochs newer than the head are kept (an
+// attempt may be in flight), and so is a file whose fate cannot be decided
+// (an epoch older than the retained chain, without opts.Committed): a
 // committed output is never deleted.
-func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, now time.Time, opts GCOptions) (int, error) {
+func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, opts GCOptions) (int, error) {
 	committed := map[int64]*manifest.Manifest{}
 	for _, m := range chain {
 		committed[m.Epoch] = m
@@ -189,7 +192,7 @@ func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, h
 		}
 		var orphan bool
 		if info.Epoch > headEpoch {
-			orphan = now.Sub(o.ModTime) >= opts.Grace
+			continue // possibly in flight: judged once the head passes it
 		} else if opts.Committed != nil && !strings.Contains(o.Key, "/") {
 			orphan = !opts.Committed(o.Key)
 		} else if m := committed[info.Epoch]; m != nil {
