@@ -122,12 +122,11 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 		maxDelay = max(maxDelay, delay)
 		cmd := floeCommand(t, "run", killSpec, "--drain", "--log-format", "json")
 		var stdout bytes.Buffer
-		stderr := &commitClock{}
+		stderr := &commitClock{start: time.Now()} // set before Start: the copier goroutine reads it
 		cmd.Stdout, cmd.Stderr = &stdout, stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start floe: %v", err)
 		}
-		stderr.start = time.Now()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		timer := time.NewTimer(delay)
