@@ -97,8 +97,13 @@ func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 		return nil, err
 	}
 	need := full.neededColumns()
-	if len(need) == src.NumFields() || (p.Source.Format == spec.CSV && p.Source.CSV != nil && !p.Source.CSV.Header) {
+	switch {
+	case len(need) == src.NumFields():
+		return full, nil
+	case p.Source.Format == spec.CSV && p.Source.CSV != nil && !p.Source.CSV.Header:
 		return full, nil // positional CSV columns cannot be pruned
+	case p.Source.LateURL != "":
+		return full, nil // late rows are written whole
 	}
 	var fields []arrow.Field
 	for _, f := range src.Fields() {

@@ -60,6 +60,7 @@ type runner struct {
 	consumed    int
 	sideCand    map[int64][]sideFile // side outputs of epochs newer than the head at start
 	pf          *prefetcher
+	pend        []store.ObjectInfo // pending files, the next epoch's first
 }
 
 func newRunner(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -338,7 +339,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
 		r.res.UntilReached = true
 	}
-	pend := r.pending(files)
+	pend := r.interleave(r.pending(files))
 	known := int64(len(pend))
 	r.pf = newPrefetcher(ctx, r)
 	defer r.pf.stop()
@@ -354,6 +355,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			break
 		}
 		batch := r.selectFiles(pend)
+		r.pend = pend
 		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
 		if len(batch) == 0 && !drainNow {
 			if r.opts.Trigger == 0 {
@@ -369,7 +371,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			if files, err = r.listSource(ctx); err != nil {
 				return &r.res, err
 			}
-			pend = r.pending(files)
+			pend = r.interleave(r.pending(files))
 			known = r.res.Files + int64(len(pend))
 			if len(pend) == 0 {
 				// Idle: let the idle timeout advance the watermark.
@@ -502,27 +504,76 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 // watermark computes the combined watermark: the minimum over active inputs
 // of max event time - max_out_of_orderness; inputs idle longer than the idle
 // timeout do not hold it back.
-func (r *runner) watermark(now time.Time) int64 {
+func (r *runner) watermark(now time.Time, waiting map[string]bool) int64 {
 	ooo := r.p.Source.Watermark.MaxOutOfOrderness.Microseconds()
 	idle := r.p.Source.Watermark.IdleTimeout
 	wm, active := int64(math.MaxInt64), false
 	maxAll := int64(math.MinInt64)
-	for _, in := range r.inputs {
+	for name, in := range r.inputs {
 		if in.MaxEventTime == math.MinInt64 {
 			continue
 		}
 		v := in.MaxEventTime - ooo
 		maxAll = max(maxAll, v)
-		if idle > 0 && now.Sub(in.LastActive) >= idle {
-			continue
+		if idle > 0 && now.Sub(in.LastActive) >= idle && !waiting[name] {
+			continue // idle: no files for a while, none waiting
 		}
 		active = true
 		wm = min(wm, v)
+	}
+	for name := range waiting {
+		if in, seen := r.inputs[name]; !seen || in.MaxEventTime == math.MinInt64 {
+			// An input with files waiting whose event times are unknown yet
+			// holds the watermark where it is until they are read.
+			wm, active = min(wm, r.wm), true
+		}
 	}
 	if !active {
 		wm = maxAll
 	}
 	return max(wm, r.wm) // never backwards
+}
+
+// waitingInputs returns the inputs that have listed files not taken by the
+// epoch in progress.
+func (r *runner) waitingInputs(taken int) map[string]bool {
+	w := map[string]bool{}
+	if taken < len(r.pend) {
+		for _, f := range r.pend[taken:] {
+			w[r.inputOf(f.Key)] = true
+		}
+	}
+	return w
+}
+
+// interleave orders pending files round-robin across inputs (the first
+// file of every input, then the second, ...), so that with per-directory
+// inputs a catch-up advances every input together instead of one after the
+// other, which would hold the watermark back. Deterministic: by key within
+// an input, by name across inputs.
+func (r *runner) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
+	if r.p.Source.Inputs != spec.InputsDirectory {
+		return pend
+	}
+	byInput := map[string][]store.ObjectInfo{}
+	var names []string
+	for _, f := range pend {
+		n := r.inputOf(f.Key)
+		if _, ok := byInput[n]; !ok {
+			names = append(names, n)
+		}
+		byInput[n] = append(byInput[n], f)
+	}
+	sort.Strings(names)
+	out := make([]store.ObjectInfo, 0, len(pend))
+	for k := 0; len(out) < len(pend); k++ {
+		for _, n := range names {
+			if k < len(byInput[n]) {
+				out = append(out, byInput[n][k])
+			}
+		}
+	}
+	return out
 }
 
 // epoch processes files as one epoch and commits it. drain advances the
@@ -539,7 +590,7 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 	files = files[:len(results)]
 	r.consumed = len(files)
 	in := r.observe(results, now)
-	newWM := r.watermark(now)
+	newWM := r.watermark(now, r.waitingInputs(len(files)))
 	if drain {
 		newWM = math.MaxInt64
 	}

@@ -290,8 +290,17 @@ func (r *reference) process(rows []ev) []string {
 			}
 		case Session:
 			if r.closed(e.ts + r.gap) {
-				late = append(late, lateRow)
-				continue
+				// Late unless it joins a session of its key that is open.
+				joins := false
+				for _, w := range r.wins {
+					if keyStr(w.key) == keyStr(e.user) && w.start <= e.ts+r.gap && w.end >= e.ts {
+						joins = true
+					}
+				}
+				if !joins {
+					late = append(late, lateRow)
+					continue
+				}
 			}
 			nw := &refWin{key: e.user, start: e.ts, end: e.ts + r.gap, rows: []refRow{rr}}
 			var keep []*refWin

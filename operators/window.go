@@ -408,6 +408,35 @@ func (w *Window) rowKey(i int) int32 {
 	return w.keyID(w.buf)
 }
 
+// lookupKey returns the id of row i's key without creating it.
+func (w *Window) lookupKey(i int) (int32, bool) {
+	if w.strKey {
+		if bc := &w.enc.cols[0]; bc.valid(i) {
+			kid, ok := w.keyMap[bc.str.Value(i)]
+			return kid, ok
+		}
+	}
+	w.buf = w.enc.encode(w.buf[:0], i)
+	mk, null := w.mapKey(w.buf)
+	if null {
+		return w.nullKid, w.nullKid >= 0
+	}
+	kid, ok := w.keyMap[string(mk)]
+	return kid, ok
+}
+
+// joinsOpenSession reports whether a row at t would merge into one of the
+// key's open sessions (overlapping or touching [t, t+gap)).
+func (w *Window) joinsOpenSession(kid int32, t int64) bool {
+	lo, hi := t, satAdd(t, w.gap)
+	for _, s := range w.keys[kid].sessions {
+		if sl := &w.slots[s]; sl.live && sl.start <= hi && sl.end >= lo {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *Window) newSlot(kid int32, start, end int64) int32 {
 	var s int32
 	info := slotInfo{kid: kid, start: start, end: end, live: true}
@@ -614,8 +643,13 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 			i := int(i32)
 			t := int64(tsv[i])
 			if w.closed(satAdd(t, w.gap)) {
-				late = append(late, int32(i))
-				continue
+				// The row's own session [t, t+gap) is closed, but it may
+				// join a session of its key that is still open: then its
+				// window has not been emitted and it is not late.
+				if kid, ok := w.lookupKey(i); !ok || !w.joinsOpenSession(kid, t) {
+					late = append(late, int32(i))
+					continue
+				}
 			}
 			rows = append(rows, int32(i))
 			slots = append(slots, w.sessionSlot(w.rowKey(i), t))
