@@ -664,12 +664,12 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 			})
 		}
 		_ = g.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, err // the first failing file in key order, whatever finished first
+		// In key order: the first failing file fails the epoch, whatever
+		// finished first, unless the row limit ends the epoch before it.
+		for i, res := range out {
+			if errs[i] != nil {
+				return nil, errs[i]
 			}
-		}
-		for _, res := range out {
 			results = append(results, res)
 			total += res.rows
 			if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
