@@ -137,3 +137,28 @@ func TestCSVSource(t *testing.T) {
 		t.Fatalf("csv rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestIntegerSumExact: integer sums are exact in 128 bits: avg never
+// overflows, a sum that comes back into range is right, and a sum beyond
+// int64 is null rather than silently wrapped.
+func TestIntegerSumExact(t *testing.T) {
+	e := fileEnv(t)
+	e.put(t, "a.jsonl", jsonl(
+		`{"event_time":"2024-01-01T00:00:10Z","user_id":"u1","page":"a","bytes":9000000000000000000}`,
+		`{"event_time":"2024-01-01T00:00:11Z","user_id":"u1","page":"a","bytes":9000000000000000000}`,
+		`{"event_time":"2024-01-01T00:00:12Z","user_id":"u1","page":"a","bytes":-9000000000000000000}`,
+		`{"event_time":"2024-01-01T00:00:10Z","user_id":"u2","page":"a","bytes":9000000000000000000}`,
+		`{"event_time":"2024-01-01T00:00:11Z","user_id":"u2","page":"a","bytes":9000000000000000000}`,
+	))
+	p := e.pipeline(t, featureSource+`operators:
+  - window: {key: [user_id], tumbling: 1m, aggregates: {s: "sum(bytes)", a: "avg(bytes)"}}
+`)
+	run(t, p, engine.Options{Drain: true})
+	want := []string{
+		"user_id=u1,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T00:01:00Z,s=9000000000000000000,a=3e+18",
+		"user_id=u2,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T00:01:00Z,s=(null),a=9e+18",
+	}
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -252,9 +252,9 @@ func newAccumulator(spec AggSpec, dt arrow.DataType) (accumulator, error) {
 		avg := spec.Func == AggAvg
 		switch id {
 		case arrow.INT32:
-			return &sumAcc[int32, int64]{avg: avg, dt: arrow.PrimitiveTypes.Int64}, nil
+			return &intSumAcc[int32]{avg: avg}, nil
 		case arrow.INT64:
-			return &sumAcc[int64, int64]{avg: avg, dt: arrow.PrimitiveTypes.Int64}, nil
+			return &intSumAcc[int64]{avg: avg}, nil
 		case arrow.FLOAT64:
 			return &sumAcc[float64, float64]{avg: avg, dt: arrow.PrimitiveTypes.Float64}, nil
 		}
@@ -423,6 +423,125 @@ func (a *sumAcc[T, R]) restore(cols []arrow.Array, rows, slots []int32) (int64, 
 	}
 	for j, r := range rows {
 		a.sum[slots[j]], a.n[slots[j]] = sum[r], n[r]
+	}
+	return -1, nil
+}
+
+// ---- exact integer sum / avg ----
+
+// intSumAcc sums integers exactly in 128 bits (lo wraps, hi counts the
+// wraps), so avg never overflows and sum is never silently wrong: a sum that
+// does not fit int64 is emitted as null. Merge order does not matter.
+type intSumAcc[T int32 | int64] struct {
+	avg    bool
+	lo, hi []int64
+	n      []int64
+}
+
+// add128 adds x to (hi, lo).
+func add128(hi, lo *int64, x int64) {
+	nw := *lo + x
+	if x > 0 && nw < *lo {
+		*hi++
+	} else if x < 0 && nw > *lo {
+		*hi--
+	}
+	*lo = nw
+}
+
+func (a *intSumAcc[T]) grow(n int) {
+	a.lo, a.hi, a.n = growTo(a.lo, n), growTo(a.hi, n), growTo(a.n, n)
+}
+func (a *intSumAcc[T]) reset(s int32) { a.lo[s], a.hi[s], a.n[s] = 0, 0, 0 }
+func (a *intSumAcc[T]) merge(dst, src int32) {
+	add128(&a.hi[dst], &a.lo[dst], a.lo[src])
+	a.hi[dst] += a.hi[src]
+	a.n[dst] += a.n[src]
+}
+func (a *intSumAcc[T]) update(u *updateBatch) {
+	vals, err := valuesOf[T](u.col, nil)
+	if err != nil {
+		return // excluded by NewWindow's type check
+	}
+	lo, hi, n := a.lo, a.hi, a.n
+	if u.col.NullN() == 0 {
+		for j, r := range u.rows {
+			s := u.slots[j]
+			add128(&hi[s], &lo[s], int64(vals[r]))
+			n[s]++
+		}
+		return
+	}
+	v := validityOf(u.col)
+	for j, r := range u.rows {
+		if v.ok(r) {
+			s := u.slots[j]
+			add128(&hi[s], &lo[s], int64(vals[r]))
+			n[s]++
+		}
+	}
+}
+func (a *intSumAcc[T]) resultType() arrow.DataType {
+	if a.avg {
+		return arrow.PrimitiveTypes.Float64
+	}
+	return arrow.PrimitiveTypes.Int64
+}
+func (a *intSumAcc[T]) appendResults(b array.Builder, slots []int32) error {
+	if !a.avg {
+		ib, ok := b.(*array.Int64Builder)
+		if !ok {
+			return fmt.Errorf("sum: cannot append to %T", b)
+		}
+		for _, s := range slots {
+			if a.n[s] == 0 || a.hi[s] != 0 {
+				ib.AppendNull() // no values, or a sum beyond int64
+			} else {
+				ib.Append(a.lo[s])
+			}
+		}
+		return nil
+	}
+	fb, ok := b.(*array.Float64Builder)
+	if !ok {
+		return fmt.Errorf("avg: cannot append to %T", b)
+	}
+	for _, s := range slots {
+		if a.n[s] == 0 {
+			fb.AppendNull()
+		} else {
+			fb.Append((float64(a.hi[s])*0x1p64 + float64(a.lo[s])) / float64(a.n[s]))
+		}
+	}
+	return nil
+}
+func (a *intSumAcc[T]) stateFields(name string) []arrow.Field {
+	return []arrow.Field{
+		{Name: name + ".sum", Type: arrow.PrimitiveTypes.Int64},
+		{Name: name + ".sum_hi", Type: arrow.PrimitiveTypes.Int64},
+		{Name: name + ".count", Type: arrow.PrimitiveTypes.Int64},
+	}
+}
+func (a *intSumAcc[T]) appendState(bs []array.Builder, slots []int32) error {
+	if err := appendValues(bs[0], a.lo, nil, slots); err != nil {
+		return err
+	}
+	if err := appendValues(bs[1], a.hi, nil, slots); err != nil {
+		return err
+	}
+	return appendValues(bs[2], a.n, nil, slots)
+}
+func (a *intSumAcc[T]) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
+	var vs [3][]int64
+	for i := range vs {
+		v, err := valuesOf[int64](cols[i], nil)
+		if err != nil {
+			return -1, err
+		}
+		vs[i] = v
+	}
+	for j, r := range rows {
+		a.lo[slots[j]], a.hi[slots[j]], a.n[slots[j]] = vs[0][r], vs[1][r], vs[2][r]
 	}
 	return -1, nil
 }
