@@ -70,7 +70,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout))
+	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), verifyCmd(stdout))
 	return root
 }
 
@@ -280,6 +280,43 @@ func planCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "parallelism the next run would use")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+func verifyCmd(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify SPEC.yaml",
+		Short: "check every file the retained epochs reference (size and checksum), writing nothing; exit 1 on damage",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			rep, err := engine.Verify(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, pr := range rep.Problems {
+					fmt.Fprintln(stdout, "DAMAGED: "+pr)
+				}
+				fmt.Fprintf(stdout, "checked %d manifests and %d files up to epoch %d: %d problems\n", rep.Manifests, rep.Files, rep.Head, len(rep.Problems))
+			}
+			if len(rep.Problems) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("verify found %d damaged or missing files", len(rep.Problems))}
+			}
+			return nil
+		},
+	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
 	return cmd
 }
