@@ -94,9 +94,14 @@ func (r *runner) keep() int {
 // cleanup and (on a topology change) the new _generation.json.
 func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 	var err error
+	t0 := time.Now()
+	phase := func(name string) {
+		r.log.Debug("start phase", "phase", name, "elapsed", time.Since(t0))
+	}
 	if r.head, err = r.c.Recover(ctx); err != nil {
 		return err
 	}
+	phase("recover")
 	src, err := sourceSchema(r.p)
 	if err != nil {
 		return err
@@ -137,9 +142,11 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 	} else {
 		r.gen = hg
 	}
+	phase("plan")
 	if err := r.restore(ctx); err != nil {
 		return err
 	}
+	phase("restore")
 	if err := r.claimSink(ctx); err != nil {
 		return err
 	}
@@ -147,6 +154,7 @@ func (r *runner) start(ctx context.Context, files []store.ObjectInfo) error {
 		return err
 	}
 	_, err = r.c.Retain(ctx, r.head, r.gcOptions(false))
+	phase("cleanup")
 	return err
 }
 
@@ -583,10 +591,14 @@ func (r *runner) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idle bool) error {
 	now := r.opts.now()
 	t0 := time.Now()
+	phase := func(name string) {
+		r.log.Debug("epoch phase", "phase", name, "elapsed", time.Since(t0))
+	}
 	results, err := r.decodeEpoch(ctx, files)
 	if err != nil {
 		return err
 	}
+	phase("decode")
 	files = files[:len(results)]
 	r.consumed = len(files)
 	in := r.observe(results, now)
@@ -601,15 +613,19 @@ func (r *runner) epoch(ctx context.Context, files []store.ObjectInfo, drain, idl
 	if err != nil {
 		return err
 	}
+	phase("process")
 	att := r.c.Begin(r.head, r.gen.Generation)
 	if err := r.write(ctx, att, out, in.rejects); err != nil {
 		return err
 	}
+	phase("write")
 	m, err := r.manifest(ctx, att, files, in, out, newWM)
 	if err != nil {
 		return err
 	}
+	phase("offsets")
 	head, err := att.Commit(ctx, m)
+	phase("commit")
 	if errors.Is(err, epoch.ErrSuperseded) {
 		// Committed, but another run (an overlapping cron job?) is ahead of
 		// this one: everything held in memory is stale. Stop; the next run

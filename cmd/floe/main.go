@@ -111,6 +111,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		untilEpoch  int64
 		logFormat   string
 		quiet       bool
+		verbose     bool
 		cpuProfile  string
 	)
 	cmd := &cobra.Command{
@@ -149,6 +150,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			level := slog.LevelInfo
 			if tty {
 				level = slog.LevelWarn // the progress line tells the story
+			}
+			if verbose {
+				level = slog.LevelDebug
 			}
 			log, err := newLogger(logFormat, stderr, level)
 			if err != nil {
@@ -220,6 +224,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.Int64Var(&untilEpoch, "until-epoch", 0, "stop after committing this epoch")
 	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
 	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")
+	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
 	return cmd
