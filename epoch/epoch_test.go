@@ -426,22 +426,25 @@ func BenchmarkCommit(b *testing.B) {
 // reading back) and commits exactly what an uninterrupted run commits.
 func TestAmbiguousWrites(t *testing.T) {
 	const epochs = 3
-	b := fileBackend()
-	want, calls := reference(t, b, 4, epochs)
-	for _, mode := range []store.FaultMode{store.Fail, store.FailAfterApply} {
-		for at := 0; at < calls; at++ {
-			ctx := ctxT(t)
-			su, ku := b.urls(t)
-			st, sink := open(t, su), open(t, ku)
-			f := store.NewFaulty(st, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: mode}}})
-			r := store.WithRetry(f, store.RetryPolicy{BaseDelay: time.Microsecond, Seed: 1})
-			d := newDriver(4)
-			if err := d.run(ctx, t, d.committer(r, sink), epochs); err != nil {
-				t.Fatalf("%s at %d (%s): %v", mode, at, f.Log()[min(at, len(f.Log())-1)], err)
+	for _, b := range allBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			want, calls := reference(t, b, 4, epochs)
+			for _, mode := range []store.FaultMode{store.Fail, store.FailAfterApply} {
+				for at := 0; at < calls; at++ {
+					ctx := ctxT(t)
+					su, ku := b.urls(t)
+					st, sink := open(t, su), open(t, ku)
+					f := store.NewFaulty(st, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: mode}}})
+					r := store.WithRetry(f, store.RetryPolicy{BaseDelay: time.Microsecond, Seed: 1})
+					d := newDriver(4)
+					if err := d.run(ctx, t, d.committer(r, sink), epochs); err != nil {
+						t.Fatalf("%s at %d (%s): %v", mode, at, f.Log()[min(at, len(f.Log())-1)], err)
+					}
+					if got := takeSnapshot(ctx, t, st, sink, d.keep); !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s at %d: state differs\n got %+v\nwant %+v", mode, at, got, want)
+					}
+				}
 			}
-			if got := takeSnapshot(ctx, t, st, sink, d.keep); !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s at %d: state differs\n got %+v\nwant %+v", mode, at, got, want)
-			}
-		}
+		})
 	}
 }
