@@ -123,46 +123,35 @@ func refURL(base, key string) string {
 }
 
 func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*stores, error) {
-	retry := opts.Retry
 	st := &stores{}
 	var err error
 	if st.stateURL, err = PipelineStateURL(p); err != nil {
 		return nil, err
 	}
-	open := func(field, u string) (store.Store, error) {
-		s, err := store.Open(ctx, u)
+	// Each store the run needs: the spec field naming it, its URL, where it goes.
+	type target struct {
+		field, url string
+		dst        *store.Store
+	}
+	targets := []target{{"state.url", st.stateURL, &st.state}, {"sink.url", p.Sink.URL, &st.sink}}
+	if withSource {
+		targets = append(targets, target{"source.url", p.Source.URL, &st.source},
+			target{"source.late_url", p.Source.LateURL, &st.late},
+			target{"source.rejected_url", p.Source.RejectedURL, &st.rejected})
+	}
+	for _, t := range targets {
+		if t.url == "" {
+			continue // optional side stores
+		}
+		s, err := store.Open(ctx, t.url)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			st.Close()
+			return nil, fmt.Errorf("%s: %w", t.field, err)
 		}
 		if opts.WrapStore != nil {
-			s = opts.WrapStore(strings.TrimSuffix(strings.TrimPrefix(field, "source."), ".url"), s)
+			s = opts.WrapStore(strings.TrimSuffix(strings.TrimPrefix(t.field, "source."), ".url"), s)
 		}
-		return store.WithRetry(s, retry), nil
-	}
-	if st.state, err = open("state.url", st.stateURL); err != nil {
-		return nil, err
-	}
-	if st.sink, err = open("sink.url", p.Sink.URL); err != nil {
-		st.Close()
-		return nil, err
-	}
-	if withSource {
-		if st.source, err = open("source.url", p.Source.URL); err != nil {
-			st.Close()
-			return nil, err
-		}
-		if p.Source.LateURL != "" {
-			if st.late, err = open("source.late_url", p.Source.LateURL); err != nil {
-				st.Close()
-				return nil, err
-			}
-		}
-		if p.Source.RejectedURL != "" {
-			if st.rejected, err = open("source.rejected_url", p.Source.RejectedURL); err != nil {
-				st.Close()
-				return nil, err
-			}
-		}
+		*t.dst = store.WithRetry(s, opts.Retry)
 	}
 	return st, nil
 }
