@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 // Limits enforced by validation.
 const (
-	// MaxKeyGroups bounds max_parallelism (the key-group count K).
-	MaxKeyGroups = 1 << 15
 	// MaxRefLen bounds a file reference (S3's key limit is 1024 bytes).
 	MaxRefLen = 1024
 	// MaxNameLen bounds a pipeline name.
@@ -281,8 +281,8 @@ func (v *validator) fileRef(field string, r FileRef, kind refKind) {
 		if r.KeyGroupLo < 0 || r.KeyGroupHi <= r.KeyGroupLo {
 			v.fail(field+".kg_lo", "key-group range [%d, %d) must satisfy 0 <= kg_lo < kg_hi", r.KeyGroupLo, r.KeyGroupHi)
 		}
-		if r.KeyGroupHi > MaxKeyGroups {
-			v.fail(field+".kg_hi", "%d exceeds the key-group limit %d", r.KeyGroupHi, MaxKeyGroups)
+		if r.KeyGroupHi > keygroup.Max {
+			v.fail(field+".kg_hi", "%d exceeds the key-group limit %d", r.KeyGroupHi, keygroup.Max)
 		}
 	}
 	switch kind {
@@ -333,7 +333,7 @@ func (l *Latest) Validate() error {
 
 // Validate checks a generation document: supported version, valid pipeline
 // name, positive generation, a parent in an older generation, 1 <=
-// parallelism <= max_parallelism <= MaxKeyGroups, a plan of distinct valid
+// parallelism <= max_parallelism <= keygroup.Max, a plan of distinct valid
 // operator IDs with kinds and state schemas, a plan hash, a canonical
 // attempt and a creation time. Errors are *Error values wrapping ErrCorrupt.
 func (g *Generation) Validate() error {
@@ -349,8 +349,8 @@ func (g *Generation) Validate() error {
 	}
 	v.positive("parallelism", int64(g.Parallelism))
 	v.positive("max_parallelism", int64(g.MaxParallelism))
-	if g.MaxParallelism > MaxKeyGroups {
-		v.fail("max_parallelism", "%d exceeds the key-group limit %d", g.MaxParallelism, MaxKeyGroups)
+	if g.MaxParallelism > keygroup.Max {
+		v.fail("max_parallelism", "%d exceeds the key-group limit %d", g.MaxParallelism, keygroup.Max)
 	}
 	if g.Parallelism > g.MaxParallelism {
 		v.fail("parallelism", "%d exceeds max_parallelism %d", g.Parallelism, g.MaxParallelism)
@@ -486,23 +486,11 @@ func (v *validator) stateLayout(field string, files []FileRef) {
 	}
 }
 
-// KeyGroupRange returns the key groups [lo, hi) owned by subtask at the
-// given parallelism and key-group count K (max parallelism): key group g
-// belongs to subtask g*parallelism/K. The range is empty when parallelism > K
-// leaves the subtask without key groups.
-func KeyGroupRange(subtask, parallelism, maxParallelism int) (lo, hi int) {
-	// lo is the smallest g with g*P/K >= s, i.e. ceil(s*K/P).
-	ceil := func(s int) int {
-		return int((int64(s)*int64(maxParallelism) + int64(parallelism) - 1) / int64(parallelism))
-	}
-	return ceil(subtask), ceil(subtask + 1)
-}
-
 // CheckGeneration checks the cross-document rules between a manifest and
 // the generation document of its generation: same pipeline and generation,
 // one operator entry per plan operator in plan order, and for each of them
 // exactly one state file per subtask 0..parallelism-1 covering
-// KeyGroupRange(subtask, parallelism, max_parallelism). Both documents are
+// keygroup.Range(subtask, parallelism, max_parallelism). Both documents are
 // assumed to pass Validate. Errors are *Error values wrapping ErrCorrupt.
 func (m *Manifest) CheckGeneration(g *Generation) error {
 	v := validator{doc: "manifest"}
@@ -524,7 +512,7 @@ func (m *Manifest) CheckGeneration(g *Generation) error {
 		}
 		var owners []int // subtasks that own at least one key group
 		for s := 0; s < g.Parallelism; s++ {
-			if lo, hi := KeyGroupRange(s, g.Parallelism, g.MaxParallelism); lo < hi {
+			if lo, hi := keygroup.Range(s, g.Parallelism, g.MaxParallelism); lo < hi {
 				owners = append(owners, s)
 			}
 		}
@@ -538,7 +526,7 @@ func (m *Manifest) CheckGeneration(g *Generation) error {
 				v.fail(ff+".subtask", "%d is out of range for parallelism %d", file.Subtask, g.Parallelism)
 				continue
 			}
-			lo, hi := KeyGroupRange(file.Subtask, g.Parallelism, g.MaxParallelism)
+			lo, hi := keygroup.Range(file.Subtask, g.Parallelism, g.MaxParallelism)
 			if file.KeyGroupLo != lo || file.KeyGroupHi != hi {
 				v.fail(ff+".kg_lo", "key-group range [%d, %d), subtask %d owns [%d, %d)",
 					file.KeyGroupLo, file.KeyGroupHi, file.Subtask, lo, hi)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 func TestValidateRef(t *testing.T) {
@@ -157,7 +159,7 @@ func TestGenerationValidate(t *testing.T) {
 		{"parent same generation", func(g *Generation) { g.Parent.Generation = 3 }, "parent.generation", "older than generation 3"},
 		{"parallelism", func(g *Generation) { g.Parallelism = 0 }, "parallelism", ">= 1"},
 		{"max parallelism", func(g *Generation) { g.MaxParallelism = 0 }, "max_parallelism", ">= 1"},
-		{"max parallelism limit", func(g *Generation) { g.MaxParallelism = MaxKeyGroups + 1 }, "max_parallelism", "key-group limit"},
+		{"max parallelism limit", func(g *Generation) { g.MaxParallelism = keygroup.Max + 1 }, "max_parallelism", "key-group limit"},
 		{"parallelism above max", func(g *Generation) { g.Parallelism = 129 }, "parallelism", "exceeds max_parallelism 128"},
 		{"op id", func(g *Generation) { g.Plan[1].ID = "Bad" }, "plan[1].id", "may hold only"},
 		{"duplicate op", func(g *Generation) { g.Plan[1].ID = g.Plan[0].ID }, "plan[1].id", "also plan[0]"},
@@ -222,7 +224,7 @@ func TestManifestValidate(t *testing.T) {
 		{"state no range", func(m *Manifest) { m.Operators[0].Files[0].KeyGroupHi = 0 }, "operators[0].files[0].kg_lo", "0 <= kg_lo < kg_hi"},
 		{"state empty range", func(m *Manifest) { m.Operators[0].Files[1].KeyGroupLo = 128 }, "operators[0].files[1].kg_lo", "0 <= kg_lo < kg_hi"},
 		{"state negative lo", func(m *Manifest) { m.Operators[0].Files[0].KeyGroupLo = -1 }, "operators[0].files[0].kg_lo", "0 <= kg_lo"},
-		{"state hi limit", func(m *Manifest) { m.Operators[0].Files[1].KeyGroupHi = MaxKeyGroups + 1 }, "operators[0].files[1].kg_hi", "key-group limit"},
+		{"state hi limit", func(m *Manifest) { m.Operators[0].Files[1].KeyGroupHi = keygroup.Max + 1 }, "operators[0].files[1].kg_hi", "key-group limit"},
 		{"state duplicate subtask", func(m *Manifest) { m.Operators[0].Files[1].Subtask = 0 }, "operators[0].files[1].subtask", "also operators[0].files[0]"},
 		{"state overlap", func(m *Manifest) { m.Operators[0].Files[1].KeyGroupLo = 63 }, "operators[0].files[1].kg_lo", "overlaps operators[0].files[0] [0, 64)"},
 		{"state duplicate path", func(m *Manifest) { m.Operators[0].Files[1].Path = m.Operators[0].Files[0].Path }, "operators[0].files[1].path", "also operators[0].files[0]"},
@@ -266,29 +268,6 @@ func TestManifestValidateAccepts(t *testing.T) {
 		tt.mutate(m)
 		if err := m.Validate(); err != nil {
 			t.Errorf("%s: %v", tt.name, err)
-		}
-	}
-}
-
-func TestKeyGroupRange(t *testing.T) {
-	for _, k := range []int{1, 7, 128, 1000} {
-		for p := 1; p <= k && p <= 40; p++ {
-			next := 0
-			for s := 0; s < p; s++ {
-				lo, hi := KeyGroupRange(s, p, k)
-				if lo != next || hi <= lo {
-					t.Fatalf("K=%d P=%d s=%d: [%d,%d), want lo %d and non-empty", k, p, s, lo, hi, next)
-				}
-				for g := lo; g < hi; g++ {
-					if g*p/k != s {
-						t.Fatalf("K=%d P=%d: group %d in subtask %d's range, formula says %d", k, p, g, s, g*p/k)
-					}
-				}
-				next = hi
-			}
-			if next != k {
-				t.Fatalf("K=%d P=%d: ranges end at %d", k, p, next)
-			}
 		}
 	}
 }

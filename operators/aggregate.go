@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+
+	"github.com/floe-dev/floe/internal/aggsyntax"
 )
 
 // AggFunc is an aggregate function.
@@ -55,43 +57,27 @@ type AggSpec struct {
 func (a AggSpec) String() string { return a.Func.String() + "(" + a.Column + ")" }
 
 // ParseAggregate parses an aggregate expression such as "count()", "sum(bytes)"
-// or " count_distinct ( user_id ) " for the output column name. Function names
-// are case-insensitive; "count(*)" means "count()".
+// or " count_distinct ( user_id ) " for the output column name. The grammar
+// and its error messages are those of the spec (package aggsyntax, the one
+// definition): function names are case-insensitive and "count(*)" means
+// "count()". Errors read "aggregate <name>: <aggsyntax message>".
 func ParseAggregate(name, expr string) (AggSpec, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return AggSpec{}, fmt.Errorf("aggregate %q: empty output column name", expr)
 	}
-	e := strings.TrimSpace(expr)
-	open := strings.IndexByte(e, '(')
-	if open < 0 || !strings.HasSuffix(e, ")") {
-		return AggSpec{}, fmt.Errorf("aggregate %s: cannot parse %q; expected function(column), e.g. sum(bytes) or count()", name, expr)
+	fname, col, err := aggsyntax.Parse(expr)
+	if err != nil {
+		return AggSpec{}, fmt.Errorf("aggregate %s: %w", name, err)
 	}
-	fname := strings.ToLower(strings.TrimSpace(e[:open]))
-	arg := strings.TrimSpace(e[open+1 : len(e)-1])
-	var fn AggFunc
 	for _, n := range aggFuncNames {
 		if n.name == fname {
-			fn = n.fn
+			return AggSpec{Name: name, Func: n.fn, Column: col}, nil
 		}
 	}
-	if fn == 0 {
-		names := make([]string, len(aggFuncNames))
-		for i, n := range aggFuncNames {
-			names[i] = n.name
-		}
-		return AggSpec{}, fmt.Errorf("aggregate %s: unknown function %q; expected one of %s", name, fname, strings.Join(names, ", "))
-	}
-	if strings.ContainsAny(arg, "(),") {
-		return AggSpec{}, fmt.Errorf("aggregate %s: %s takes one column name, got %q", name, fname, arg)
-	}
-	if fn == AggCount && arg == "*" {
-		arg = ""
-	}
-	if arg == "" && fn != AggCount {
-		return AggSpec{}, fmt.Errorf("aggregate %s: %s needs a column, e.g. %s(bytes)", name, fname, fname)
-	}
-	return AggSpec{Name: name, Func: fn, Column: arg}, nil
+	// Unreachable while aggFuncNames lists every aggsyntax function;
+	// TestAggFuncsMatchGrammar checks that.
+	return AggSpec{}, fmt.Errorf("aggregate %s: function %q has no implementation", name, fname)
 }
 
 // updateBatch is the input of one accumulator update: rows[j] of the batch is

@@ -8,9 +8,10 @@
 //
 // A key is serialised with [SerializeKey] (the encoding is documented there and
 // is frozen: it defines key-group assignment for the life of every pipeline).
-// Its key group is fnv1a64(key bytes) mod K ([KeyGroup]); at parallelism P the
-// subtask of key group g is g*P/K ([SubtaskOf]), so each subtask owns the
-// contiguous range returned by [KeyGroupRange]. testdata/keygroups_k128.txt pins
+// Its key group, the subtask of a key group at parallelism P and the range of
+// key groups a subtask owns are the rules of package keygroup (the one
+// definition: fnv1a64(key bytes) mod K, g*P/K, contiguous ranges);
+// [PartitionIndices] routes rows by them. testdata/keygroups_k128.txt pins
 // the assignment of ~200 keys; a test compares it forever.
 //
 // # Windows

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 // Type tags of the key encoding. They are part of the frozen format.
@@ -25,55 +27,12 @@ const (
 	tagOther     byte = 0xFF
 )
 
-// MaxKeyGroups is the largest supported max parallelism (number of key groups).
-const MaxKeyGroups = 1 << 15
-
-// KeyGroup returns fnv1a64(key) mod maxParallelism (hash/fnv New64a semantics).
-// It returns 0 when maxParallelism < 1.
-func KeyGroup(key []byte, maxParallelism int) int {
-	if maxParallelism < 1 {
-		return 0
-	}
-	return int(fnv1a64(key) % uint64(maxParallelism))
-}
-
-// fnv1a64 is hash/fnv's New64a inlined (no allocation, no interface call);
-// TestFNVMatchesStdlib checks it against the standard library.
-func fnv1a64(b []byte) uint64 {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= prime64
-	}
-	return h
-}
-
-// SubtaskOf returns the subtask owning key group kg at parallelism p with k key
-// groups: kg*p/k.
-func SubtaskOf(kg, p, k int) int {
-	if k < 1 {
-		return 0
-	}
-	return kg * p / k
-}
-
 // KeyGroupRange returns the contiguous range [lo, hi) of key groups that
-// subtask owns at parallelism p with k key groups; kg is in it exactly when
-// SubtaskOf(kg, p, k) == subtask. The range is empty when p > k for some
-// subtasks; callers should keep p <= k.
-func KeyGroupRange(subtask, p, k int) (lo, hi int) {
-	if p < 1 || k < 1 || subtask < 0 || subtask >= p {
-		return 0, 0
-	}
-	// kg*p/k == s  <=>  s*k <= kg*p < (s+1)*k  <=>  ceil(s*k/p) <= kg < ceil((s+1)*k/p)
-	lo = (subtask*k + p - 1) / p
-	hi = ((subtask+1)*k + p - 1) / p
-	return lo, hi
-}
+// subtask owns at parallelism p with k key groups.
+//
+// Deprecated: use keygroup.Range, the one definition; this alias remains
+// for engine until it calls keygroup directly.
+func KeyGroupRange(subtask, p, k int) (lo, hi int) { return keygroup.Range(subtask, p, k) }
 
 // SerializeKey appends the canonical encoding of the composite key formed by
 // columns keyCols of row `row` of rec to buf and returns the extended buffer.
@@ -94,7 +53,7 @@ func KeyGroupRange(subtask, p, k int) (lo, hi int) {
 //
 // The encoding is unambiguous (prefix-free per column) so distinct composite
 // keys never collide. Other column types are rejected by NewWindow and
-// Partition; SerializeKey encodes them as 0xFF, uvarint(len), the value's
+// PartitionIndices; SerializeKey encodes them as 0xFF, uvarint(len), the value's
 // string form, which is not guaranteed stable across releases.
 func SerializeKey(buf []byte, rec arrow.RecordBatch, row int, keyCols []int) []byte {
 	for _, c := range keyCols {
@@ -344,8 +303,8 @@ func PartitionIndices(rec arrow.RecordBatch, keyCols []int, p, k int) ([][]int32
 	if rec == nil {
 		return nil, fmt.Errorf("partition: nil record batch")
 	}
-	if k < 1 || k > MaxKeyGroups {
-		return nil, fmt.Errorf("partition: max parallelism %d out of range [1,%d]", k, MaxKeyGroups)
+	if !keygroup.ValidCount(k) {
+		return nil, fmt.Errorf("partition: max parallelism %d out of range [1,%d]", k, keygroup.Max)
 	}
 	if p < 1 || p > k {
 		return nil, fmt.Errorf("partition: parallelism %d out of range [1,%d]", p, k)
@@ -382,92 +341,15 @@ func PartitionIndices(rec arrow.RecordBatch, keyCols []int, p, k int) ([][]int32
 	}
 	for i := 0; i < n; i++ {
 		buf = enc.encode(buf[:0], i)
-		s := SubtaskOf(KeyGroup(buf, k), p, k)
+		s := keygroup.SubtaskOf(keygroup.Of(buf, k), p, k)
 		idx[s] = append(idx[s], int32(i))
 	}
 	return idx, nil
 }
 
-// Partition splits rec by the subtask owning each row's key at parallelism p
-// with k key groups. The result has p entries; entry s holds the rows of
-// subtask s in their original order, or nil when there are none. The caller
-// releases every non-nil batch.
-func Partition(rec arrow.RecordBatch, keyCols []int, p, k int) ([]arrow.RecordBatch, error) {
-	if rec == nil {
-		return nil, fmt.Errorf("partition: nil record batch")
-	}
-	if k < 1 || k > MaxKeyGroups {
-		return nil, fmt.Errorf("partition: max parallelism %d out of range [1,%d]", k, MaxKeyGroups)
-	}
-	if p < 1 || p > k {
-		return nil, fmt.Errorf("partition: parallelism %d out of range [1,%d]", p, k)
-	}
-	kinds, err := keyKinds(rec.Schema(), keyCols)
-	if err != nil {
-		return nil, fmt.Errorf("partition: %w", err)
-	}
-	out := make([]arrow.RecordBatch, p)
-	n := int(rec.NumRows())
-	if n == 0 {
-		return out, nil
-	}
-	if p == 1 {
-		rec.Retain()
-		out[0] = rec
-		return out, nil
-	}
-	cols := make([]arrow.Array, len(keyCols))
-	for i, c := range keyCols {
-		cols[i] = rec.Column(c)
-	}
-	var enc keyEncoder
-	enc.bind(kinds, cols)
-	sub := make([]int32, n)
-	counts := make([]int, p)
-	var buf []byte
-	for i := 0; i < n; i++ {
-		buf = enc.encode(buf[:0], i)
-		s := SubtaskOf(KeyGroup(buf, k), p, k)
-		sub[i] = int32(s)
-		counts[s]++
-	}
-	for s, c := range counts {
-		if c == n {
-			rec.Retain()
-			out[s] = rec
-			return out, nil
-		}
-	}
-	idx := make([][]int32, p)
-	for s, c := range counts {
-		if c > 0 {
-			idx[s] = make([]int32, 0, c)
-		}
-	}
-	for i, s := range sub {
-		idx[s] = append(idx[s], int32(i))
-	}
-	for s := range idx {
-		if idx[s] == nil {
-			continue
-		}
-		r, err := takeRows(rec, idx[s])
-		if err != nil {
-			for _, o := range out {
-				if o != nil {
-					o.Release()
-				}
-			}
-			return nil, fmt.Errorf("partition: subtask %d: %w", s, err)
-		}
-		out[s] = r
-	}
-	return out, nil
-}
-
-// takeRows returns a new batch with rows idx of rec, in that order.
-func takeRows(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
-	mem := memory.DefaultAllocator
+// takeRows returns a new batch with rows idx of rec, in that order, its
+// buffers allocated from mem. The caller releases it.
+func takeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.RecordBatch, error) {
 	ib := array.NewInt32Builder(mem)
 	ib.AppendValues(idx, nil)
 	indices := ib.NewInt32Array()

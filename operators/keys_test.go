@@ -15,16 +15,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/keygroups_k128.txt (only when the key encoding is meant to change: it never is)")
 
-func TestFNVMatchesStdlib(t *testing.T) {
+func TestKeyGroupMatchesStdlibFNV(t *testing.T) {
 	for _, s := range []string{"", "a", "user-1", strings.Repeat("xyz", 100)} {
 		h := fnv.New64a()
 		h.Write([]byte(s))
-		if got, want := fnv1a64([]byte(s)), h.Sum64(); got != want {
-			t.Errorf("fnv1a64(%q) = %x, want %x", s, got, want)
+		if got, want := keygroup.Of([]byte(s), 1000), int(h.Sum64()%1000); got != want {
+			t.Errorf("keygroup.Of(%q, 1000) = %d, want %d", s, got, want)
 		}
 	}
 }
@@ -96,7 +98,7 @@ func TestKeyGroupTable(t *testing.T) {
 	path := filepath.Join("testdata", "keygroups_k128.txt")
 	var lines []string
 	for _, kv := range keyTable(t) {
-		lines = append(lines, fmt.Sprintf("%s\t%x\t%d", kv[0], kv[1], KeyGroup([]byte(kv[1]), 128)))
+		lines = append(lines, fmt.Sprintf("%s\t%x\t%d", kv[0], kv[1], keygroup.Of([]byte(kv[1]), 128)))
 	}
 	if *update {
 		body := "# description\tkey bytes (hex)\tkey group (K=128). Generated once; never regenerate.\n" + strings.Join(lines, "\n") + "\n"
@@ -126,12 +128,12 @@ func TestKeyGroupRangeMatchesSubtaskOf(t *testing.T) {
 	check := func(k, p int) {
 		next := 0
 		for s := range p {
-			lo, hi := KeyGroupRange(s, p, k)
+			lo, hi := keygroup.Range(s, p, k)
 			if lo != next {
 				t.Fatalf("k=%d p=%d s=%d: lo=%d, want %d (ranges must tile [0,k))", k, p, s, lo, next)
 			}
 			for kg := lo; kg < hi; kg++ {
-				if got := SubtaskOf(kg, p, k); got != s {
+				if got := keygroup.SubtaskOf(kg, p, k); got != s {
 					t.Fatalf("k=%d p=%d kg=%d: SubtaskOf=%d, range says %d", k, p, kg, got, s)
 				}
 			}
@@ -147,7 +149,7 @@ func TestKeyGroupRangeMatchesSubtaskOf(t *testing.T) {
 	for _, p := range []int{1, 2, 3, 7, 100, 127, 1000, 4099, 32767, 32768} {
 		check(32768, p)
 	}
-	if lo, hi := KeyGroupRange(3, 3, 128); lo != 0 || hi != 0 {
+	if lo, hi := keygroup.Range(3, 3, 128); lo != 0 || hi != 0 {
 		t.Errorf("out-of-range subtask: [%d,%d)", lo, hi)
 	}
 }
@@ -195,7 +197,7 @@ func TestSerializeKey(t *testing.T) {
 	}
 }
 
-func TestPartition(t *testing.T) {
+func TestPartitionIndices(t *testing.T) {
 	var rows []ev
 	for i := range 1000 {
 		rows = append(rows, ev{ts: int64(i), user: sp("user-" + strconv.Itoa(i%37)), n: ip(int64(i))})
@@ -203,46 +205,53 @@ func TestPartition(t *testing.T) {
 	rec := batch(t, rows...)
 	defer rec.Release()
 	for _, p := range []int{1, 2, 3, 7} {
-		parts, err := Partition(rec, []int{1}, p, 128)
+		sels, err := PartitionIndices(rec, []int{1}, p, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(parts) != p {
-			t.Fatalf("p=%d: %d parts", p, len(parts))
+		if len(sels) != p {
+			t.Fatalf("p=%d: %d selections", p, len(sels))
 		}
 		total := 0
-		for s, part := range parts {
-			if part == nil {
-				continue
+		for s, sel := range sels {
+			if sel == nil {
+				t.Fatalf("p=%d: selection %d is nil (nil means every row)", p, s)
 			}
-			lastN := int64(-1)
-			for i := range int(part.NumRows()) {
-				kg := KeyGroup(SerializeKey(nil, part, i, []int{1}), 128)
-				if got := SubtaskOf(kg, p, 128); got != s {
-					t.Fatalf("p=%d: row with key group %d in part %d, want %d", p, kg, s, got)
+			last := int32(-1)
+			for _, i := range sel {
+				kg := keygroup.Of(SerializeKey(nil, rec, int(i), []int{1}), 128)
+				if got := keygroup.SubtaskOf(kg, p, 128); got != s {
+					t.Fatalf("p=%d: row with key group %d in selection %d, want %d", p, kg, s, got)
 				}
-				n := part.Column(2).(*array.Int64).Value(i)
-				if n <= lastN {
-					t.Fatalf("p=%d part %d: order not preserved", p, s)
+				if lo, hi := keygroup.Range(s, p, 128); kg < lo || kg >= hi {
+					t.Fatalf("p=%d: key group %d outside subtask %d's range [%d,%d)", p, kg, s, lo, hi)
 				}
-				lastN = n
-				if want := "user-" + strconv.Itoa(int(n)%37); part.Column(1).(*array.String).Value(i) != want {
-					t.Fatalf("row %d: columns misaligned", n)
+				if i <= last {
+					t.Fatalf("p=%d selection %d: order not preserved", p, s)
 				}
+				last = i
 			}
-			total += int(part.NumRows())
-			part.Release()
+			total += len(sel)
 		}
 		if total != 1000 {
 			t.Fatalf("p=%d: %d rows after partition, want 1000", p, total)
 		}
 	}
+	empty := rec.NewSlice(0, 0)
+	defer empty.Release()
+	sels, err := PartitionIndices(empty, []int{1}, 3, 128)
+	if err != nil || len(sels) != 3 || sels[0] == nil || len(sels[0]) != 0 {
+		t.Errorf("empty batch: %v, %v; want 3 empty non-nil selections", sels, err)
+	}
 	for _, tc := range []struct {
 		cols []int
 		p, k int
-	}{{[]int{9}, 2, 128}, {[]int{1}, 0, 128}, {[]int{1}, 200, 128}, {[]int{1}, 1, 0}} {
-		if _, err := Partition(rec, tc.cols, tc.p, tc.k); err == nil {
-			t.Errorf("Partition(cols=%v, p=%d, k=%d): no error", tc.cols, tc.p, tc.k)
+	}{{[]int{9}, 2, 128}, {[]int{1}, 0, 128}, {[]int{1}, 200, 128}, {[]int{1}, 1, 0}, {[]int{1}, 1, keygroup.Max + 1}} {
+		if _, err := PartitionIndices(rec, tc.cols, tc.p, tc.k); err == nil {
+			t.Errorf("PartitionIndices(cols=%v, p=%d, k=%d): no error", tc.cols, tc.p, tc.k)
 		}
+	}
+	if _, err := PartitionIndices(nil, []int{1}, 1, 128); err == nil {
+		t.Error("PartitionIndices(nil): no error")
 	}
 }

@@ -13,6 +13,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed for TestRandomizedAgainstReference (0: time-based)")
@@ -42,14 +45,20 @@ func (c *cluster) process(rows []ev) []string {
 	if c.calls%2 == 1 {
 		return c.processSelected(rec)
 	}
-	parts, err := Partition(rec, c.insts[0].keyCols, len(c.insts), 128)
+	// Even calls copy each subtask's rows into a batch of its own and use
+	// Process, so the whole-batch path is covered too.
+	sels, err := PartitionIndices(rec, c.insts[0].keyCols, len(c.insts), 128)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	var late []string
-	for i, part := range parts {
-		if part == nil {
+	for i, sel := range sels {
+		if len(sel) == 0 {
 			continue
+		}
+		part, err := takeRows(rec, sel, memory.DefaultAllocator)
+		if err != nil {
+			c.t.Fatal(err)
 		}
 		l, err := c.insts[i].Process(part)
 		part.Release()
@@ -134,7 +143,7 @@ func (c *cluster) rescale(p int) {
 	restored := 0
 	for s := range p {
 		w := newWin(c.t, c.spec)
-		lo, hi := KeyGroupRange(s, p, 128)
+		lo, hi := keygroup.Range(s, p, 128)
 		if err := w.Restore(all, lo, hi, wm); err != nil {
 			c.t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/floe-dev/floe/internal/aggsyntax"
 )
 
 func TestSessionMerges(t *testing.T) {
@@ -73,6 +75,18 @@ func TestNewWindowErrors(t *testing.T) {
 
 const time10 = 10 * us
 
+// TestAggFuncsMatchGrammar checks that every function of the one aggregate
+// grammar has an implementation here, and nothing more.
+func TestAggFuncsMatchGrammar(t *testing.T) {
+	var names []string
+	for _, n := range aggFuncNames {
+		names = append(names, n.name)
+	}
+	if got, want := strings.Join(names, ","), strings.Join(aggsyntax.Funcs(), ","); got != want {
+		t.Errorf("operators implements %s; the grammar has %s", got, want)
+	}
+}
+
 func TestParseAggregate(t *testing.T) {
 	cases := []struct {
 		expr string
@@ -89,10 +103,12 @@ func TestParseAggregate(t *testing.T) {
 		{"min(x)", AggSpec{Name: "a", Func: AggMin, Column: "x"}, ""},
 		{"max(x)", AggSpec{Name: "a", Func: AggMax, Column: "x"}, ""},
 		{"avg(x)", AggSpec{Name: "a", Func: AggAvg, Column: "x"}, ""},
-		{"summ(bytes)", AggSpec{}, `aggregate a: unknown function "summ"; expected one of count, sum, min, max, avg, count_distinct, first, last`},
+		{"summ(bytes)", AggSpec{}, `aggregate a: unknown function "summ" (did you mean sum?)`},
+		{"median(x)", AggSpec{}, `aggregate a: unknown function "median" (allowed: count, sum, min, max, avg, count_distinct, first, last)`},
 		{"sum()", AggSpec{}, "sum needs a column"},
 		{"sum(a, b)", AggSpec{}, "takes one column name"},
-		{"sum bytes", AggSpec{}, "cannot parse"},
+		{"sum bytes", AggSpec{}, `aggregate a: invalid aggregate "sum bytes" (want func(column), e.g. sum(bytes) or count())`},
+		{"(x)", AggSpec{}, `invalid aggregate "(x)"`},
 	}
 	for _, tc := range cases {
 		got, err := ParseAggregate("a", tc.expr)

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 // eventTimeType is the type of event times and window bounds: timestamp[us, UTC].
@@ -146,8 +148,8 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 	if input == nil {
 		return fail("nil input schema")
 	}
-	if maxParallelism < 1 || maxParallelism > MaxKeyGroups {
-		return fail("max parallelism %d out of range [1,%d]", maxParallelism, MaxKeyGroups)
+	if !keygroup.ValidCount(maxParallelism) {
+		return fail("max parallelism %d out of range [1,%d]", maxParallelism, keygroup.Max)
 	}
 	w := &Window{spec: spec, id: id, k: maxParallelism, input: input, wm: math.MinInt64,
 		mem: memory.DefaultAllocator, keyMap: map[string]int32{}, slotMap: map[slotKey]int32{},
@@ -380,7 +382,7 @@ func (w *Window) strKeyID(s string) int32 {
 }
 
 func (w *Window) newKey(key []byte) int32 {
-	ki := keyInfo{bytes: string(key), kg: int32(KeyGroup(key, w.k))}
+	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k))}
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
@@ -690,7 +692,7 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 		rec.Retain()
 		return rec, nil
 	}
-	out, err := takeRows(rec, late)
+	out, err := takeRows(rec, late, w.mem)
 	if err != nil {
 		return nil, fmt.Errorf("window %s: process: late rows: %w", w.id, err)
 	}
@@ -871,7 +873,7 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 				continue
 			}
 			buf = enc.encode(buf[:0], r)
-			if got := KeyGroup(buf, w.k); got != kg {
+			if got := keygroup.Of(buf, w.k); got != kg {
 				return fmt.Errorf("window %s: restore: batch %d row %d: key hashes to key group %d, row says %d (max parallelism changed or state corrupt)", w.id, bi, r, got, kg)
 			}
 			start, end := int64(starts[r]), int64(ends[r])
