@@ -13,6 +13,8 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
+
+	"github.com/floe-dev/floe/internal/suggest"
 )
 
 // Error is a compile error. It names the expression, what is wrong and, when
@@ -231,7 +233,7 @@ func (c *compiler) unknownColumn(name string) string {
 	best, bestD := "", 3 // suggest only close names
 	for i, f := range c.schema.Fields() {
 		names[i] = f.Name
-		if d := editDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
+		if d := suggest.Distance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
 			best, bestD = f.Name, d
 		}
 	}
@@ -240,27 +242,6 @@ func (c *compiler) unknownColumn(name string) string {
 		msg += fmt.Sprintf("; did you mean %q?", best)
 	}
 	return msg
-}
-
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // done folds n into a constant when all its inputs are constants.
