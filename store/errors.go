@@ -134,6 +134,12 @@ func wrapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var tt *transportTimeout
+	if errors.As(err, &tt) {
+		// The rest of the chain (SDK operation, URL, "context canceled")
+		// says nothing more: one line naming the operation, key and bound.
+		return &TimeoutError{Op: op, Key: key, Deadline: tt.deadline, Limit: tt.limit}
+	}
 	s := classify(err)
 	if s == nil || errors.Is(err, s) {
 		return fmt.Errorf("store: %s %q: %w", op, key, err)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcaws "gocloud.dev/aws"
 	"gocloud.dev/blob"
@@ -26,15 +28,21 @@ const floeParamPrefix = "floe_"
 func Open(ctx context.Context, rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: open: parse url: %w", err)
+		// url.Error repeats the URL: show only the redacted form.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("store: open %q: parse url: %w", Redact(rawURL), err)
 	}
-	redacted := *u
-	redacted.User = nil // never show credentials, not even a user name
-	shown := redacted.String()
+	shown := Redact(rawURL) // never show credentials, not even a user name
 	if u.User != nil {
-		return nil, fmt.Errorf("store: open %q: credentials in the URL are not accepted; use the AWS credential chain", shown)
+		return nil, fmt.Errorf("store: open %q: credentials in the URL are not accepted; they come from the AWS credential chain (environment, shared config, instance or pod role)", shown)
 	}
 	q := u.Query()
+	if err := checkEndpoint(q.Get("endpoint")); err != nil {
+		return nil, fmt.Errorf("store: open %q: %w", shown, err)
+	}
 	for k := range q {
 		if strings.HasPrefix(k, floeParamPrefix) {
 			q.Del(k)
@@ -109,6 +117,7 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	cfg.HTTPClient = newHTTPClient()
 	cfg.APIOptions = append(cfg.APIOptions, addETagCapture)
 	client := s3.NewFromConfig(cfg, s3opts...)
 	b, err := s3blob.OpenBucket(ctx, client, bucket, &s3blob.Options{
@@ -123,6 +132,40 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 			return nil, fmt.Errorf("s3 prefix: %w", err)
 		}
 		b = blob.PrefixedBucket(b, prefix+"/")
+		prefix += "/"
 	}
-	return &bucketStore{bucket: b}, nil
+	return &bucketStore{bucket: b, s3: client, s3Bucket: bucket, s3Prefix: prefix}, nil
+}
+
+// checkEndpoint refuses an endpoint parameter that carries credentials: they
+// would be sent nowhere useful and printed everywhere the URL is.
+func checkEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	if strings.Contains(endpoint, "@") {
+		if e, err := url.Parse(endpoint); err != nil || e.User != nil {
+			return errors.New("the endpoint parameter must not carry credentials (user:password@); they come from the AWS credential chain (environment, shared config, instance or pod role)")
+		}
+	}
+	e, err := url.Parse(endpoint)
+	if err != nil {
+		return fmt.Errorf("endpoint parameter is not a URL (want http://host:port)")
+	}
+	if e.Scheme != "http" && e.Scheme != "https" || e.Host == "" {
+		return fmt.Errorf("endpoint parameter %q: want http://host[:port] or https://host[:port]", Redact(endpoint))
+	}
+	return nil
+}
+
+// newHTTPClient is the S3 client's HTTP client: the SDK's default transport
+// (dial and TLS handshake timeouts, connection pooling) under the deadline
+// transport, which bounds every request (DefaultRequestTimeout,
+// DefaultIdleTimeout, or the RetryPolicy's values carried by the context).
+func newHTTPClient() *http.Client {
+	base := awshttp.NewBuildableClient().GetTransport()
+	return &http.Client{Transport: &deadlineTransport{
+		base: base,
+		def:  requestDeadlines{request: DefaultRequestTimeout, idle: DefaultIdleTimeout},
+	}}
 }
