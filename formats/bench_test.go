@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +81,41 @@ func BenchmarkDecodeParquet(b *testing.B) {
 		d, err := Decode("parquet", "bench.parquet", data, opts)
 		if err != nil || d.Rows != benchRows {
 			b.Fatal(err)
+		}
+		d.Release()
+	}
+	reportRows(b, benchRows, cpu0)
+}
+
+// genClicksCSV generates the rows of genClicks as CSV with a header.
+func genClicksCSV(n int) []byte {
+	schema, err := SchemaFromFields([]Field{{"event_time", "string"}, {"user_id", "string"}, {"page", "string"}, {"bytes", "int64"}})
+	if err != nil {
+		panic(err)
+	}
+	d, err := Decode("jsonl", "gen.jsonl", genClicks(n), DecodeOptions{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Release()
+	var sb strings.Builder
+	sb.WriteString("event_time,user_id,page,bytes\n")
+	for _, r := range rows(d.Batches) {
+		fmt.Fprintf(&sb, "%s,%s,%s,%d\n", r[0], r[1], r[2], r[3])
+	}
+	return []byte(sb.String())
+}
+
+func BenchmarkDecodeCSV(b *testing.B) {
+	data := genClicksCSV(benchRows)
+	opts := DecodeOptions{Schema: clickSchema(b), EventTime: "event_time", Mem: memory.NewGoAllocator()}
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		d, err := Decode("csv", "bench.csv", data, opts)
+		if err != nil || d.Rows != benchRows {
+			b.Fatal(err, d.Rows)
 		}
 		d.Release()
 	}

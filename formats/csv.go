@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -81,7 +82,12 @@ func decodeCSV(file string, data []byte, opts DecodeOptions) (*Decoded, error) {
 		reason := ""
 		for i, j := range index {
 			f := rec[j]
-			if f == "" && p.kinds[i] != kString {
+			if p.kinds[i] == kString {
+				if !utf8.ValidString(f) {
+					reason = rb.badUTF8(i, []byte(f))
+					break
+				}
+			} else if f == "" {
 				continue // null
 			}
 			if reason = rb.setText(i, unsafe.Slice(unsafe.StringData(f), len(f))); reason != "" {

@@ -353,6 +353,19 @@ func (rb *rowBuilder) cannotParse(i int, s []byte) string {
 	return fmt.Sprintf("column %s: cannot parse %q as %s", rb.cols[i].quote, s, rb.cols[i].kind)
 }
 
+// badUTF8 is the reject reason for a value of column i that is not valid
+// UTF-8. s is the value as the file spells it (quoted with escapes, cut).
+func (rb *rowBuilder) badUTF8(i int, s []byte) string {
+	return badUTF8Reason(rb.cols[i].quote, s)
+}
+
+func badUTF8Reason(quotedCol string, s []byte) string {
+	if len(s) > 64 {
+		s = append(s[:61:61], "..."...)
+	}
+	return fmt.Sprintf("column %s: value is not valid UTF-8: %q", quotedCol, s)
+}
+
 func (rb *rowBuilder) intReason(i int, s []byte, e intErr) string {
 	switch e {
 	case intFraction:

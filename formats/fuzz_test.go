@@ -2,7 +2,10 @@ package formats
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"math/big"
 	"reflect"
@@ -10,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var fuzzFields = []Field{{"s", "string"}, {"i", "int64"}, {"i32", "int32"}, {"f", "float64"},
@@ -101,6 +105,11 @@ func refValue(k kind, v any) (any, bool) {
 }
 
 // refRow decodes one line with encoding/json. accepted=false: must reject.
+// Every occurrence of a declared key must convert (the decoder rejects at the
+// first bad one; encoding/json would let a later duplicate win), and a JSON
+// string of a declared column must be strictly valid UTF-8, where
+// encoding/json substitutes U+FFFD. A key that is not valid UTF-8 names no
+// column.
 func refRow(line []byte) (row []any, accepted, blank bool) {
 	if len(bytes.Trim(line, " \t\r\n")) == 0 {
 		return nil, false, true
@@ -108,21 +117,91 @@ func refRow(line []byte) (row []any, accepted, blank bool) {
 	if !json.Valid(line) || bytes.TrimLeft(line, " \t\r\n")[0] != '{' {
 		return nil, false, false
 	}
+	kinds := map[string]kind{}
+	for _, f := range fuzzFields {
+		kinds[f.Name] = kindNames[f.Type]
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	if _, err := dec.Token(); err != nil { // '{'
 		return nil, false, false
 	}
-	for _, f := range fuzzFields {
-		k := kindNames[f.Type]
-		v, ok := refValue(k, m[f.Name])
-		if !ok {
+	m := map[string]any{}
+	for dec.More() {
+		from := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
 			return nil, false, false
 		}
+		rawKey := line[from:dec.InputOffset()]
+		rawKey = rawKey[bytes.IndexByte(rawKey, '"'):]
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false, false
+		}
+		k, declared := kinds[tok.(string)]
+		if !strictJSONString(rawKey) || !declared {
+			continue
+		}
+		if raw[0] == '"' && !strictJSONString(raw) {
+			return nil, false, false
+		}
+		vd := json.NewDecoder(bytes.NewReader(raw))
+		vd.UseNumber()
+		var v any
+		if err := vd.Decode(&v); err != nil {
+			return nil, false, false
+		}
+		if _, ok := refValue(k, v); !ok {
+			return nil, false, false
+		}
+		m[tok.(string)] = v
+	}
+	for _, f := range fuzzFields {
+		v, _ := refValue(kindNames[f.Type], m[f.Name])
 		row = append(row, v)
 	}
 	return row, true, false
+}
+
+// strictJSONString reports whether a syntactically valid JSON string
+// (quotes included) is valid UTF-8 with every \uD800-\uDFFF escape in a
+// high-low pair.
+func strictJSONString(s []byte) bool {
+	if !utf8.Valid(s) {
+		return false
+	}
+	hex := func(i int) uint64 {
+		v, err := strconv.ParseUint(string(s[i:i+4]), 16, 32)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++
+		if s[i] != 'u' {
+			continue
+		}
+		r := hex(i + 1)
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return false
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 >= len(s) || s[i+1] != '\\' || s[i+2] != 'u' {
+				return false
+			}
+			if lo := hex(i + 3); lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
 }
 
 func sameRow(a, b []any) bool {
@@ -151,6 +230,8 @@ func FuzzDecodeJSONL(f *testing.F) {
 		`{"i":1.0,"f":"NaN","b":"t","t":"2024-01-01 00:00:00.123+02:00","x":[{"y":[null,true,"}"]}],"ms":"12.5"}`,
 		`{"i":1e2,"i32":2147483648}` + "\n" + `{"s":12.50}`,
 		"{\"s\":\"\xff\\ud800\"}\r\n\n  {}",
+		"{\"s\":\"ok\",\"s\":\"\\udc00\"}\n{\"\xff\":1,\"\\ud800\":{\"\xfe\":\"\xfd\"}}\n{\"\u00e9\":\"\\ud83d\\ude00\xc3\xa9\"}",
+		`{"i":"abc","i":1}`, `{"s":"\ud800\u0041"}`, "{\"s\":\"\xc3\"}",
 		`{"i":"abc"} {"a":1}`,
 		`[1,2]`, `{"s":"x",}`, `{"i":-0.0e0}`, "\xEF\xBB\xBF{\"b\":false}",
 	} {
@@ -242,4 +323,31 @@ func FuzzParseTimestamp(f *testing.F) {
 			t.Fatalf("%q: got %d us, time.Parse says %d", s, us, want)
 		}
 	})
+}
+
+// refCSV reads data (no header; fields s string, n int64) with encoding/csv
+// and returns the rows the decoder must keep and how many records, good or
+// bad, there are.
+func refCSV(data []byte) (want [][]any, records int) {
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return want, records
+		}
+		records++
+		if err != nil || len(rec) != 2 || !utf8.ValidString(rec[0]) {
+			continue
+		}
+		var n any
+		if rec[1] != "" {
+			v, e := parseInt([]byte(rec[1]))
+			if e != intOK {
+				continue
+			}
+			n = v
+		}
+		want = append(want, []any{rec[0], n})
+	}
 }

@@ -3,13 +3,20 @@ package formats
 // A strict, allocation-light scanner for JSON lines: one flat JSON object per
 // line. Values of declared columns are parsed straight into the row's cells;
 // values of unknown keys (including nested objects and arrays) are validated
-// and skipped. Strings decode exactly as encoding/json decodes them (invalid
-// UTF-8 and lone surrogates become U+FFFD).
+// and skipped. Strings decode as encoding/json decodes valid ones, with one
+// strict rule where encoding/json would substitute U+FFFD:
+//
+//   - A string that is not valid UTF-8 (raw invalid bytes, or a \uD800-\uDFFF
+//     escape that is not half of a surrogate pair) is never replaced and never
+//     passed through. As the value of a declared column (of any type) it
+//     rejects the row ("column "x": value is not valid UTF-8: ..."). As a key
+//     it names no declared column, so its value is skipped like that of any
+//     unknown key; values of unknown keys are not checked (as CSV columns the
+//     schema does not declare are not).
 
 import (
 	"bytes"
 	"fmt"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -124,11 +131,14 @@ func (d *jsonDecoder) line(b []byte) string {
 			if end < 0 {
 				return syntaxErr(b, i, "invalid string")
 			}
-			key := b[i+1 : end-1]
-			if flags != 0 {
-				key = unquote(&d.keyBuf, key, flags)
+			col := -1 // a key that is not valid UTF-8 names no column
+			if flags&strBadUTF8 == 0 {
+				key := b[i+1 : end-1]
+				if flags != 0 {
+					key = unquote(&d.keyBuf, key, flags)
+				}
+				col = d.find(key)
 			}
-			col := d.find(key)
 			i = skipWS(b, end)
 			if i >= len(b) || b[i] != ':' {
 				return syntaxErr(b, i, "expected ':' after key")
@@ -202,6 +212,9 @@ func (d *jsonDecoder) value(col int, b []byte, i int) (int, string) {
 			return i, syntaxErr(b, i, "invalid string")
 		}
 		s := b[i+1 : end-1]
+		if flags&strBadUTF8 != 0 {
+			return end, rb.badUTF8(col, s)
+		}
 		if flags != 0 {
 			s = unquote(&d.bufs[col], s, flags)
 		}
@@ -284,6 +297,7 @@ var plainStr = func() (t [256]bool) {
 const (
 	strEscaped = 1 << iota
 	strNonASCII
+	strBadUTF8 // invalid UTF-8 bytes or a lone surrogate escape
 )
 
 func isHex(c byte) bool {
@@ -292,7 +306,8 @@ func isHex(c byte) bool {
 
 // scanString validates the string starting at b[i] == '"' and returns the
 // index after its closing quote (-1 when invalid) and flags telling whether
-// it holds escapes or non-ASCII bytes.
+// it holds escapes or non-ASCII bytes and whether it is not valid UTF-8
+// (strBadUTF8). Only non-ASCII bytes and \u escapes pay for the UTF-8 check.
 func scanString(b []byte, i int) (int, int) {
 	flags := 0
 	j := i + 1
@@ -320,10 +335,20 @@ func scanString(b []byte, i int) (int, int) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				j++
 			case 'u':
-				if j+5 > len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+				r := getu4(b[j-1:])
+				if r < 0 {
 					return -1, 0
 				}
 				j += 5
+				if utf16.IsSurrogate(r) {
+					// Valid only as a high surrogate followed by an
+					// escaped low one.
+					if r2 := getu4(b[j:]); r >= 0xDC00 || r2 < 0xDC00 || r2 > 0xDFFF {
+						flags |= strBadUTF8
+					} else {
+						j += 6
+					}
+				}
 			default:
 				return -1, 0
 			}
@@ -331,7 +356,11 @@ func scanString(b []byte, i int) (int, int) {
 			return -1, 0
 		default:
 			flags |= strNonASCII
-			j++
+			r, size := utf8.DecodeRune(b[j:])
+			if r == utf8.RuneError && size == 1 {
+				flags |= strBadUTF8
+			}
+			j += size
 		}
 	}
 }
@@ -358,11 +387,11 @@ func getu4(s []byte) rune {
 	return r
 }
 
-// unquote decodes the body of a validated JSON string (without quotes) the
-// way encoding/json does, reusing *buf. A string whose only peculiarity is
-// valid UTF-8 is returned as is.
+// unquote decodes the body of a JSON string (without quotes) that
+// scanString accepted without strBadUTF8, reusing *buf. A string without
+// escapes is returned as is.
 func unquote(buf *[]byte, s []byte, flags int) []byte {
-	if flags == strNonASCII && utf8.Valid(s) {
+	if flags&strEscaped == 0 {
 		return s
 	}
 	dst := (*buf)[:0]
@@ -385,12 +414,9 @@ func unquote(buf *[]byte, s []byte, flags int) []byte {
 				rr := getu4(s[r:])
 				r += 6
 				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						dst = utf8.AppendRune(dst, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
+					// scanString saw the low half.
+					rr = utf16.DecodeRune(rr, getu4(s[r:]))
+					r += 6
 				}
 				dst = utf8.AppendRune(dst, rr)
 				continue
@@ -398,13 +424,9 @@ func unquote(buf *[]byte, s []byte, flags int) []byte {
 				dst = append(dst, s[r+1])
 			}
 			r += 2
-		case c < utf8.RuneSelf:
+		default: // ASCII or part of a valid UTF-8 sequence
 			dst = append(dst, c)
 			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			r += size
-			dst = utf8.AppendRune(dst, rr)
 		}
 	}
 	*buf = dst

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -402,15 +404,36 @@ func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, 
 			}
 		}
 		out := array.NewRecordBatch(outSchema, cols, n)
+		// reasons[j] != "" rejects row j: the first column (in schema
+		// order) whose string is not valid UTF-8, else a null event time.
+		var reasons []string
+		for i, c := range cols {
+			badUTF8Rows(c, func(j int, v []byte) {
+				if reasons == nil {
+					reasons = make([]string, n)
+				}
+				if reasons[j] == "" {
+					reasons[j] = badUTF8Reason(strconv.Quote(outFields[i].Name), v)
+				}
+			})
+		}
 		if et >= 0 && cols[et].NullN() > 0 {
-			etc := cols[et]
+			if reasons == nil {
+				reasons = make([]string, n)
+			}
+			for j := range reasons {
+				if reasons[j] == "" && cols[et].IsNull(j) {
+					reasons[j] = fmt.Sprintf("event time column %q is null", outFields[et].Name)
+				}
+			}
+		}
+		if reasons != nil {
 			mb := array.NewBooleanBuilder(memory.DefaultAllocator)
-			for j := 0; j < int(n); j++ {
-				ok := etc.IsValid(j)
-				mb.Append(ok)
-				if !ok {
-					res.Rejects = append(res.Rejects, Reject{File: fileName, Line: rowBase + int64(j) + 1,
-						Reason: fmt.Sprintf("event time column %q is null", outFields[et].Name)})
+			mb.Reserve(int(n))
+			for j, r := range reasons {
+				mb.UnsafeAppend(r == "")
+				if r != "" {
+					res.Rejects = append(res.Rejects, Reject{File: fileName, Line: rowBase + int64(j) + 1, Reason: r})
 				}
 			}
 			mask := mb.NewArray()
@@ -437,6 +460,70 @@ func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, 
 		return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)
 	}
 	return res, nil
+}
+
+// badUTF8Rows calls bad with the row and value of every non-null value of a
+// that is not valid UTF-8, in row order. It looks only at string arrays
+// (string, large_string, string_view, and dictionaries of those); binary and
+// nested columns are not checked.
+func badUTF8Rows(a arrow.Array, bad func(j int, v []byte)) {
+	switch a := a.(type) {
+	case *array.String:
+		badUTF8Offsets(a, a.ValueBytes(), a.ValueOffsets(), bad)
+	case *array.LargeString:
+		badUTF8Offsets(a, a.ValueBytes(), a.ValueOffsets(), bad)
+	case *array.StringView:
+		for j := 0; j < a.Len(); j++ {
+			if v := a.Value(j); a.IsValid(j) && !utf8.ValidString(v) {
+				bad(j, []byte(v))
+			}
+		}
+	case *array.Dictionary:
+		var badIdx map[int][]byte
+		badUTF8Rows(a.Dictionary(), func(k int, v []byte) {
+			if badIdx == nil {
+				badIdx = map[int][]byte{}
+			}
+			badIdx[k] = v
+		})
+		if badIdx == nil {
+			return
+		}
+		for j := 0; j < a.Len(); j++ {
+			if a.IsValid(j) {
+				if v, ok := badIdx[a.GetValueIndex(j)]; ok {
+					bad(j, v)
+				}
+			}
+		}
+	}
+}
+
+// badUTF8Offsets checks the values of an offset-based string array. The fast
+// path validates all its bytes at once: every value is valid UTF-8 exactly
+// when the whole is and no value boundary falls inside a rune.
+func badUTF8Offsets[O int32 | int64](a arrow.Array, vals []byte, offs []O, bad func(j int, v []byte)) {
+	if len(offs) < 2 {
+		return
+	}
+	base := offs[0]
+	if utf8.Valid(vals) {
+		split := false
+		for _, o := range offs[1 : len(offs)-1] {
+			if p := o - base; int(p) < len(vals) && !utf8.RuneStart(vals[p]) {
+				split = true
+				break
+			}
+		}
+		if !split {
+			return
+		}
+	}
+	for j := 0; j+1 < len(offs); j++ {
+		if v := vals[offs[j]-base : offs[j+1]-base]; !utf8.Valid(v) && a.IsValid(j) {
+			bad(j, v)
+		}
+	}
 }
 
 // inferSchema is the file's schema with timestamps as us UTC and

@@ -13,6 +13,14 @@
 //     CSV header or a Parquet schema, an incompatible Parquet type) is an error
 //     that names the file.
 //   - Timestamps always come out as timestamp[us, tz=UTC].
+//   - Every string that comes out is valid UTF-8, in every format: a row
+//     whose value of a declared string column (CSV field, JSON string,
+//     Parquet string value) is not valid UTF-8 is a Reject whose reason names
+//     the column ("column "user_id": value is not valid UTF-8: ..."). Bad
+//     bytes are never replaced by U+FFFD nor passed through. Columns the
+//     schema does not declare are not read and not checked. In JSON lines a
+//     lone surrogate escape (\ud800 not followed by a low surrogate) counts
+//     as invalid UTF-8, and a key that is not valid UTF-8 names no column.
 package formats
 
 import (
