@@ -57,6 +57,12 @@ func TestNewWindowErrors(t *testing.T) {
 		{"agg type", func(s *WindowSpec) { s.Aggregates = mustAggs(t, "total", "sum(s)") }, `aggregate total = sum(s): column "s" has type utf8; sum needs int32, int64 or float64`},
 		{"dup name", func(s *WindowSpec) { s.Aggregates = mustAggs(t, "user", "count()") }, `column name "user" already used`},
 		{"reserved", func(s *WindowSpec) { s.Aggregates = mustAggs(t, "window_end", "count()") }, `"window_end" already used`},
+		{"slide larger", func(s *WindowSpec) { s.Kind, s.Slide = Sliding, 20*us }, "sliding slide 20µs is larger than size 10µs"},
+		{"key hint", func(s *WindowSpec) { s.Keys = []string{"usr"} }, `key column "usr" not found (or ambiguous) in input schema (did you mean user?)`},
+		{"key list", func(s *WindowSpec) { s.Keys = []string{"zzzzzz"} }, `key column "zzzzzz" not found (or ambiguous) in input schema (columns: ts, user, n`},
+		{"no event time", func(s *WindowSpec) { s.EventTime = "event_time" }, `event time column "event_time" not found (or ambiguous) in input schema (columns: ts, user, n`},
+		{"agg column hint", func(s *WindowSpec) { s.Aggregates = mustAggs(t, "x", "sum(nn)") }, `column "nn" not found (or ambiguous) in input schema (did you mean n?)`},
+		{"dup aggregate", func(s *WindowSpec) { s.Aggregates = mustAggs(t, "c", "count()", "c", "sum(n)") }, `window w: aggregate: column name "c" already used (aggregate)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

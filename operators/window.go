@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/internal/suggest"
 	"github.com/floe-dev/floe/keygroup"
 )
 
@@ -177,6 +178,9 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 		if w.slide, err = micros("slide", spec.Slide, true); err != nil {
 			return nil, err
 		}
+		if w.slide > w.size {
+			return fail("sliding slide %v is larger than size %v", spec.Slide, spec.Size)
+		}
 		if w.size%w.slide != 0 {
 			return fail("sliding size %v is not a multiple of slide %v", spec.Size, spec.Slide)
 		}
@@ -199,7 +203,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 	}
 	w.tsCol = col(spec.EventTime)
 	if w.tsCol < 0 {
-		return fail("event time column %q not found (or ambiguous) in input schema", spec.EventTime)
+		return fail("event time column %q not found (or ambiguous) in input schema%s; a projection before the window must keep it", spec.EventTime, columnHint(spec.EventTime, input))
 	}
 	if ts, ok := input.Field(w.tsCol).Type.(*arrow.TimestampType); !ok || ts.Unit != arrow.Microsecond {
 		return fail("event time column %q has type %s; want timestamp[us, tz=UTC]", spec.EventTime, input.Field(w.tsCol).Type)
@@ -217,7 +221,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 	for _, k := range spec.Keys {
 		c := col(k)
 		if c < 0 {
-			return fail("key column %q not found (or ambiguous) in input schema", k)
+			return fail("key column %q not found (or ambiguous) in input schema%s", k, columnHint(k, input))
 		}
 		if err := claim(k, "key"); err != nil {
 			return nil, err
@@ -246,7 +250,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 		var dt arrow.DataType
 		if a.Column != "" {
 			if c = col(a.Column); c < 0 {
-				return fail("aggregate %s = %s: column %q not found (or ambiguous) in input schema", a.Name, a, a.Column)
+				return fail("aggregate %s = %s: column %q not found (or ambiguous) in input schema%s", a.Name, a, a.Column, columnHint(a.Column, input))
 			}
 			dt = input.Field(c).Type
 		} else if a.Func != AggCount {
@@ -272,6 +276,19 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 	w.output = arrow.NewSchema(outFields, nil)
 	w.state = arrow.NewSchema(stateFields, nil)
 	return w, nil
+}
+
+// columnHint suggests the input column closest to a missing name, or lists
+// the input columns.
+func columnHint(name string, input *arrow.Schema) string {
+	names := make([]string, input.NumFields())
+	for i, f := range input.Fields() {
+		names[i] = f.Name
+	}
+	if s := suggest.Closest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fmt.Sprintf(" (columns: %s)", strings.Join(names, ", "))
 }
 
 // OutputSchema is the schema of Advance's batches: the key columns (input

@@ -11,6 +11,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/floe-dev/floe/internal/aggsyntax"
 )
 
 // Load reads the spec file at path, resolves its relative paths against the
@@ -490,25 +492,15 @@ func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Win
 }
 
 // ParseAggregate parses the spec form of an aggregate, "func(column)" or
-// "count()", into an Aggregate named name. It checks syntax only; Validate
-// checks the function and the column.
+// "count()", into an Aggregate named name. The grammar and its messages are
+// the one definition in internal/aggsyntax, which the window operator uses
+// too: the function is known (case-insensitive), the column is one name,
+// count(*) means count(). Whether the column exists and has a type the
+// function takes is checked when the plan is compiled against the schema.
+// On error the Aggregate holds what could be parsed.
 func ParseAggregate(name, text string) (Aggregate, error) {
-	a := Aggregate{Name: name}
-	t := strings.TrimSpace(text)
-	open := strings.IndexByte(t, '(')
-	if open <= 0 || !strings.HasSuffix(t, ")") {
-		return a, fmt.Errorf("invalid aggregate %q (want func(column), e.g. sum(bytes) or count())", text)
-	}
-	fn := strings.TrimSpace(t[:open])
-	col := strings.TrimSpace(t[open+1 : len(t)-1])
-	if strings.ContainsAny(col, "(),") || strings.ContainsAny(fn, " \t") {
-		return a, fmt.Errorf("invalid aggregate %q (want func(column), e.g. sum(bytes) or count())", text)
-	}
-	if col == "*" {
-		col = ""
-	}
-	a.Func, a.Column = AggFunc(strings.ToLower(fn)), col
-	return a, nil
+	fn, col, err := aggsyntax.Parse(text)
+	return Aggregate{Name: name, Func: AggFunc(fn), Column: col}, err
 }
 
 func (d *decoder) sink(n *node, path string, s *Sink) {

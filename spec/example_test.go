@@ -32,14 +32,14 @@ func ExampleNew() {
 	fmt.Println(p.State.Parallelism, p.State.MaxParallelism, p.State.RetainEpochs)
 
 	// Validate reports every problem, each with its field path.
-	p.Operators[1].Window.Aggregates[1].Column = "byte"
+	p.Operators[1].Window.Aggregates[1].Func = "summ"
 	p.State.Parallelism = 0
 	fmt.Println(p.Validate())
 	// Output:
 	// filter filter
 	// window window
 	// 4 128 10
-	// operators[1].window.aggregates.total_bytes: unknown column "byte" in sum(byte) (did you mean bytes?)
+	// operators[1].window.aggregates.total_bytes: unknown function "summ" (did you mean sum?)
 	// state.parallelism: must be between 1 and max_parallelism (128), got 0
 }
 

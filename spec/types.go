@@ -3,15 +3,17 @@ package spec
 import (
 	"fmt"
 	"time"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 // Defaults applied to fields a spec leaves out (and by SetDefaults).
 const (
-	DefaultParallelism    = 1
-	DefaultMaxParallelism = 128
+	DefaultParallelism = 1
+	// DefaultMaxParallelism is the key-group count of a spec that does not
+	// set max_parallelism: keygroup.Default, the one definition.
+	DefaultMaxParallelism = keygroup.Default
 	DefaultRetainEpochs   = 10
-	// MaxMaxParallelism bounds max_parallelism (the key-group count).
-	MaxMaxParallelism = 32768
 )
 
 // Pipeline is one named job: source -> operators -> sink, plus where its
@@ -299,9 +301,6 @@ const (
 	Last          AggFunc = "last"
 )
 
-// aggFuncs lists the functions in documentation order.
-var aggFuncs = []AggFunc{Count, Sum, Min, Max, Avg, CountDistinct, First, Last}
-
 // Aggregate is one output column of a Window: Name = Func(Column). Column is
 // empty only for count(), which counts rows.
 type Aggregate struct {
@@ -327,7 +326,7 @@ type State struct {
 	// Parallelism is the number of keyed subtasks (1..MaxParallelism).
 	Parallelism int
 	// MaxParallelism is the key-group count, fixed for the pipeline's life
-	// (1..32768).
+	// (1..keygroup.Max, i.e. 1..32768).
 	MaxParallelism int
 	// RetainEpochs is how many committed epochs retention keeps (>= 1).
 	RetainEpochs int

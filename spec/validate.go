@@ -7,8 +7,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	exprast "github.com/expr-lang/expr/ast"
 	exprparser "github.com/expr-lang/expr/parser"
+
+	"github.com/floe-dev/floe/internal/aggsyntax"
+	"github.com/floe-dev/floe/internal/suggest"
+	"github.com/floe-dev/floe/keygroup"
 )
 
 var identRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
@@ -38,6 +41,16 @@ var (
 // or nil. For a parsed spec each problem carries the file, line and column;
 // for a pipeline built in Go only the field path. Validate does not modify
 // p; call SetDefaults first for a pipeline built from a struct literal.
+//
+// Validate checks what the spec alone decides: required fields, names and
+// ids, enumerations, URLs, durations and their signs, the source schema and
+// its event-time column, expression syntax, the aggregate grammar, state
+// bounds. What depends on the schema flowing through the operators (an
+// expression's or a window's columns and their types, the output column
+// names a window makes, the shape of sliding windows) has one definition in
+// packages expr and operators and is reported when the plan is compiled
+// against the source schema (floe run, floe plan), which for a Parquet
+// source without a declared schema is only known then.
 func (p *Pipeline) Validate() error {
 	c := newCollector(p.origin)
 	p.validate(c)
@@ -103,9 +116,9 @@ func (p *Pipeline) validate(c *collector) {
 	case !validIdent(p.Name):
 		c.add("name", "invalid name %q (%s)", p.Name, identRule)
 	}
-	cols, known := p.validateSource(c)
+	p.validateSource(c)
 	for i := range p.Operators {
-		cols, known = p.validateOperator(c, i, cols, known)
+		p.validateOperator(c, i)
 	}
 	ids := map[string]int{}
 	for i, op := range p.Operators {
@@ -128,11 +141,7 @@ func (p *Pipeline) validate(c *collector) {
 	p.validateState(c)
 }
 
-// column is a column of the schema as it flows through the operators;
-// an empty type means "not known statically".
-type column = Field
-
-func (p *Pipeline) validateSource(c *collector) (cols []column, known bool) {
+func (p *Pipeline) validateSource(c *collector) {
 	s := &p.Source
 	switch s.Type {
 	case "":
@@ -164,10 +173,9 @@ func (p *Pipeline) validateSource(c *collector) (cols []column, known bool) {
 		}
 		seen[f.Name] = true
 	}
-	known = len(s.Schema) > 0
 	if s.EventTime == "" {
 		c.add("source.event_time", "required: name the timestamp column that drives event time")
-	} else if known {
+	} else if len(s.Schema) > 0 {
 		if f, ok := lookup(s.Schema, s.EventTime); !ok {
 			c.add("source.event_time", "column %q is not in source.schema%s", s.EventTime, colHint(s.EventTime, s.Schema))
 		} else if !f.Type.IsTimestamp() && contains(dataTypes, string(f.Type)) {
@@ -209,54 +217,33 @@ func (p *Pipeline) validateSource(c *collector) (cols []column, known bool) {
 	}
 	checkURLField(c, "source.rejected_url", s.RejectedURL, false)
 	checkURLField(c, "source.late_url", s.LateURL, false)
-	cols = make([]column, len(s.Schema))
-	for i, f := range s.Schema {
-		if !contains(dataTypes, string(f.Type)) {
-			f.Type = "" // reported above; do not check uses of it
-		}
-		cols[i] = f
-	}
-	return cols, known
 }
 
-// validateOperator checks operator i against the columns flowing into it
-// and returns the columns flowing out.
-func (p *Pipeline) validateOperator(c *collector, i int, cols []column, known bool) ([]column, bool) {
+// validateOperator checks operator i on its own; its columns are checked
+// when the plan is compiled (see Validate).
+func (p *Pipeline) validateOperator(c *collector, i int) {
 	op := p.Operators[i]
 	opPath := index("operators", i)
 	switch op.Kind() {
 	case KindFilter:
-		fp := opPath + "." + KindFilter
-		checkExpr(c, fp, op.Filter.Expr, cols, known)
-		return cols, known
+		checkExpr(c, opPath+"."+KindFilter, op.Filter.Expr)
+		return
 	case KindProject:
 		fp := opPath + "." + KindProject
 		if len(op.Project.Columns) == 0 {
 			c.add(fp, "needs at least one output column")
-			return nil, false
+			return
 		}
-		out := make([]column, 0, len(op.Project.Columns))
-		seen := map[string]bool{}
 		for j, pc := range op.Project.Columns {
-			cp := fp + "." + pc.Name
-			switch {
-			case pc.Name == "":
+			if pc.Name == "" {
 				c.add(index(fp, j), "empty column name")
-			case seen[pc.Name]:
-				c.add(cp, "duplicate column")
 			}
-			seen[pc.Name] = true
-			checkExpr(c, cp, pc.Expr, cols, known)
-			var t DataType
-			if f, ok := lookup(cols, strings.TrimSpace(pc.Expr)); ok {
-				t = f.Type
-			}
-			out = append(out, column{Name: pc.Name, Type: t})
+			checkExpr(c, fp+"."+pc.Name, pc.Expr)
 		}
-		return out, known
+		return
 	case KindWindow:
-		p.validateWindow(c, opPath+"."+KindWindow, op.Window, cols, known)
-		return nil, false
+		validateWindow(c, opPath+"."+KindWindow, op.Window)
+		return
 	}
 	n := 0
 	for _, set := range []bool{op.Filter != nil, op.Project != nil, op.Window != nil} {
@@ -269,27 +256,15 @@ func (p *Pipeline) validateOperator(c *collector, i int, cols []column, known bo
 	} else {
 		c.add(opPath, "sets more than one of filter, project, window; use one list item per operator")
 	}
-	return nil, false
 }
 
-func (p *Pipeline) validateWindow(c *collector, wp string, w *Window, cols []column, known bool) {
+func validateWindow(c *collector, wp string, w *Window) {
 	if len(w.Key) == 0 {
 		c.add(wp+".key", "required: the grouping column(s)")
 	}
 	for j, k := range w.Key {
-		kp := index(wp+".key", j)
-		switch {
-		case k == "":
-			c.add(kp, "empty column name")
-		case known:
-			if _, ok := lookup(cols, k); !ok {
-				c.add(kp, "unknown column %q%s", k, colHint(k, cols))
-			}
-		}
-	}
-	if _, inSource := lookup(p.Source.Schema, p.Source.EventTime); known && inSource {
-		if _, ok := lookup(cols, p.Source.EventTime); !ok {
-			c.add(wp, "event time column %q was projected away before this window", p.Source.EventTime)
+		if k == "" {
+			c.add(index(wp+".key", j), "empty column name")
 		}
 	}
 	var kinds []string
@@ -316,15 +291,11 @@ func (p *Pipeline) validateWindow(c *collector, wp string, w *Window, cols []col
 	}
 	if s := w.Sliding; s != nil {
 		sp := wp + ".sliding"
-		switch {
-		case s.Size <= 0:
+		if s.Size <= 0 {
 			c.add(sp+".size", "must be > 0")
-		case s.Slide <= 0:
+		}
+		if s.Slide <= 0 {
 			c.add(sp+".slide", "must be > 0")
-		case s.Slide > s.Size:
-			c.add(sp+".slide", "slide %v is larger than size %v", s.Slide, s.Size)
-		case s.Size%s.Slide != 0:
-			c.add(sp+".size", "size %v is not a multiple of slide %v", s.Size, s.Slide)
 		}
 	}
 	if s := w.Session; s != nil && s.Gap <= 0 {
@@ -337,47 +308,17 @@ func (p *Pipeline) validateWindow(c *collector, wp string, w *Window, cols []col
 	if len(w.Aggregates) == 0 {
 		c.add(ap, "required: at least one name: \"func(column)\"")
 	}
-	fnNames := make([]string, len(aggFuncs))
-	for i, f := range aggFuncs {
-		fnNames[i] = string(f)
-	}
-	seen := map[string]bool{}
 	for j, a := range w.Aggregates {
 		fp := ap + "." + a.Name
 		if a.Name == "" {
 			c.add(index(ap, j), "empty aggregate name")
 			continue
 		}
-		if seen[a.Name] {
-			c.add(index(ap, j), "duplicate aggregate name %q", a.Name)
-		}
-		seen[a.Name] = true
-		if contains(w.Key, a.Name) {
-			c.add(fp, "aggregate name %q is also a key column", a.Name)
-		}
 		if c.hasFailed(fp) {
-			continue
+			continue // ParseAggregate reported it
 		}
-		if !contains(fnNames, string(a.Func)) {
-			c.add(fp, "unknown function %q%s", a.Func, hint(string(a.Func), fnNames))
-			continue
-		}
-		if a.Column == "" {
-			if a.Func != Count {
-				c.add(fp, "%s needs a column, e.g. %s(bytes)", a.Func, a.Func)
-			}
-			continue
-		}
-		if !known {
-			continue
-		}
-		f, ok := lookup(cols, a.Column)
-		if !ok {
-			c.add(fp, "unknown column %q in %s%s", a.Column, a, colHint(a.Column, cols))
-			continue
-		}
-		if (a.Func == Sum || a.Func == Avg) && f.Type != "" && !f.Type.Numeric() {
-			c.add(fp, "%s needs a numeric column; %q is %s", a.Func, a.Column, f.Type)
+		if err := aggsyntax.Check(string(a.Func), a.Column); err != nil {
+			c.add(fp, "%s", err.Error())
 		}
 	}
 }
@@ -407,9 +348,9 @@ func (p *Pipeline) validateState(c *collector) {
 	s := &p.State
 	checkURLField(c, "state.url", s.URL, true)
 	mp := s.MaxParallelism
-	if mp < 1 || mp > MaxMaxParallelism {
-		c.add("state.max_parallelism", "must be between 1 and %d, got %d", MaxMaxParallelism, mp)
-		mp = MaxMaxParallelism
+	if !keygroup.ValidCount(mp) {
+		c.add("state.max_parallelism", "must be between 1 and %d, got %d", keygroup.Max, mp)
+		mp = keygroup.Max
 	}
 	if s.Parallelism < 1 || s.Parallelism > mp {
 		c.add("state.parallelism", "must be between 1 and max_parallelism (%d), got %d", mp, s.Parallelism)
@@ -431,65 +372,29 @@ func checkURLField(c *collector, path, u string, required bool) {
 	}
 }
 
-// checkExpr checks that e parses as an expression and, when the columns
-// are known, names only known columns.
-func checkExpr(c *collector, path, e string, cols []column, known bool) {
+// checkExpr checks that e is a non-empty expression that parses; the
+// columns it reads are checked by expr when the plan is compiled.
+func checkExpr(c *collector, path, e string) {
 	if strings.TrimSpace(e) == "" {
 		c.add(path, "empty expression")
 		return
 	}
-	tree, err := exprparser.Parse(e)
-	if err != nil {
+	if _, err := exprparser.Parse(e); err != nil {
 		c.add(path, "invalid expression %q: %s", e, firstLine(err.Error()))
-		return
-	}
-	if !known {
-		return
-	}
-	v := &identVisitor{callees: map[exprast.Node]bool{}, declared: map[string]bool{}}
-	exprast.Walk(&tree.Node, v)
-	for _, id := range v.idents {
-		if v.callees[id] || v.declared[id.Value] || id.Value == "$env" {
-			continue
-		}
-		if _, ok := lookup(cols, id.Value); !ok {
-			c.add(path, "unknown column %q in expression%s", id.Value, colHint(id.Value, cols))
-			return
-		}
 	}
 }
 
-// identVisitor collects the identifiers an expression reads; function
-// names and let-bound variables are filtered out afterwards.
-type identVisitor struct {
-	callees  map[exprast.Node]bool
-	declared map[string]bool
-	idents   []*exprast.IdentifierNode
-}
-
-// Visit implements exprast.Visitor.
-func (v *identVisitor) Visit(n *exprast.Node) {
-	switch x := (*n).(type) {
-	case *exprast.CallNode:
-		v.callees[x.Callee] = true
-	case *exprast.VariableDeclaratorNode:
-		v.declared[x.Name] = true
-	case *exprast.IdentifierNode:
-		v.idents = append(v.idents, x)
-	}
-}
-
-func lookup(cols []column, name string) (column, bool) {
+func lookup(cols []Field, name string) (Field, bool) {
 	for _, f := range cols {
 		if f.Name == name {
 			return f, true
 		}
 	}
-	return column{}, false
+	return Field{}, false
 }
 
 // colHint suggests the closest column, or lists them.
-func colHint(got string, cols []column) string {
+func colHint(got string, cols []Field) string {
 	all := make([]string, len(cols))
 	for i, f := range cols {
 		all[i] = f.Name
@@ -510,43 +415,5 @@ func contains(list []string, s string) bool {
 }
 
 // closest returns the entry of candidates nearest to s by edit distance,
-// if near enough to be a likely typo.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 2
-	if l := len(s) / 3; l > limit {
-		limit = l
-	}
-	if bestD == 0 || bestD > limit {
-		return ""
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 20
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// if near enough to be a likely typo (suggest.Closest, the one policy).
+func closest(s string, candidates []string) string { return suggest.Closest(s, candidates) }
