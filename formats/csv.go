@@ -54,6 +54,9 @@ func decodeCSV(file string, data []byte, opts DecodeOptions) (*Decoded, error) {
 		}
 		width = len(hdr)
 	}
+	// Fields are cut from the file at ASCII bytes or whole delimiter runes,
+	// so when the whole file is valid UTF-8 every field is.
+	checkUTF8 := !utf8.Valid(data)
 	rb := newRowBuilder(p)
 	rb.reserve(bytes.Count(data, []byte{'\n'}) + 1)
 	for {
@@ -83,7 +86,7 @@ func decodeCSV(file string, data []byte, opts DecodeOptions) (*Decoded, error) {
 		for i, j := range index {
 			f := rec[j]
 			if p.kinds[i] == kString {
-				if !utf8.ValidString(f) {
+				if checkUTF8 && !utf8.ValidString(f) {
 					reason = rb.badUTF8(i, []byte(f))
 					break
 				}

@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -500,10 +501,11 @@ func badUTF8Rows(a arrow.Array, bad func(j int, v []byte)) {
 }
 
 // badUTF8Offsets checks the values of an offset-based string array. The fast
-// path validates all its bytes at once: every value is valid UTF-8 exactly
-// when the whole is and no value boundary falls inside a rune.
+// paths look at all its bytes at once: ASCII is valid however it is cut, and
+// otherwise every value is valid UTF-8 exactly when the whole is and no value
+// boundary falls inside a rune.
 func badUTF8Offsets[O int32 | int64](a arrow.Array, vals []byte, offs []O, bad func(j int, v []byte)) {
-	if len(offs) < 2 {
+	if len(offs) < 2 || isASCII(vals) {
 		return
 	}
 	base := offs[0]
@@ -524,6 +526,22 @@ func badUTF8Offsets[O int32 | int64](a arrow.Array, vals []byte, offs []O, bad f
 			bad(j, v)
 		}
 	}
+}
+
+// isASCII reports whether b holds only bytes below 0x80.
+func isASCII(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // inferSchema is the file's schema with timestamps as us UTC and

@@ -210,3 +210,18 @@ func FuzzDecodeCSVUTF8(f *testing.F) {
 		}
 	})
 }
+
+// TestUTF8OnlyDeclaredColumnsChecked: bytes in columns the schema does not
+// declare are not read, so they do not reject the row (in any format).
+func TestUTF8OnlyDeclaredColumnsChecked(t *testing.T) {
+	schema := mustSchema(t, Field{"k", "string"})
+	for _, in := range []struct{ format, data string }{
+		{"csv", "k,x\nok,\xff\n"},
+		{"jsonl", "{\"k\":\"ok\",\"x\":\"\\xff\"}\n"},
+	} {
+		d := decode(t, in.format, in.data, DecodeOptions{Schema: schema})
+		if got := rows(d.Batches); len(d.Rejects) != 0 || !reflect.DeepEqual(got, [][]any{{"ok"}}) {
+			t.Errorf("%s: rows %q, rejects %+v", in.format, got, d.Rejects)
+		}
+	}
+}
