@@ -37,4 +37,16 @@
 // Filter drops rows where the predicate is null.
 //
 // Subtrees made of literals only are folded at compile time.
+//
+// # Arrow memory
+//
+// expr releases the Arrow data it allocates, as Arrow's reference counting
+// documents. [Expr.Eval], [Filter] and [Projection.Apply] allocate new buffers
+// from the allocator they are given and return arrays or batches the caller
+// releases; every intermediate is released before they return. A result may
+// share buffers with the input (a bare column reference, a filter that keeps
+// every row returns the input batch itself) through an extra reference, so
+// the caller releases input and result independently. Nothing is retained
+// after a call. TestFilterThenProjectReleasesArrowMemory and the tests of
+// Eval, Filter and Projection check this with memory.NewCheckedAllocator.
 package expr

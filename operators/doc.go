@@ -14,6 +14,26 @@
 // [PartitionIndices] routes rows by them. testdata/keygroups_k128.txt pins
 // the assignment of ~200 keys; a test compares it forever.
 //
+// # Arrow memory
+//
+// operators releases the Arrow data it allocates, as Arrow's reference
+// counting documents; it does not rely on the garbage collector:
+//
+//   - Every batch a Window returns (Process's late rows, Advance, Snapshot)
+//     is the caller's, who calls Release. Its buffers come from the allocator
+//     given to [Window.SetAllocator] (default memory.DefaultAllocator, the Go
+//     allocator). When every row is late, Process returns the input batch
+//     itself with an extra reference.
+//   - Input batches are read during the call and never retained after it;
+//     the caller may release them as soon as the call returns.
+//   - Between calls a Window holds no Arrow memory: keys, string values and
+//     distinct sets are copied into Go memory, so state survives the release
+//     of the batches it came from.
+//
+// TestWindowReleasesArrowMemory checks this for every window kind and
+// aggregate with memory.NewCheckedAllocator: after Process, ProcessSelected,
+// Advance, Snapshot and Restore no byte is outstanding.
+//
 // # Windows
 //
 // Invariants a [Window] keeps, which the tests check:

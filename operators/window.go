@@ -291,6 +291,16 @@ func columnHint(name string, input *arrow.Schema) string {
 	return fmt.Sprintf(" (columns: %s)", strings.Join(names, ", "))
 }
 
+// SetAllocator makes w allocate the batches it returns (Process's late rows,
+// Advance, Snapshot) from mem instead of memory.DefaultAllocator. Call it
+// before the first Process; nil restores the default.
+func (w *Window) SetAllocator(mem memory.Allocator) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	w.mem = mem
+}
+
 // OutputSchema is the schema of Advance's batches: the key columns (input
 // types), window_start and window_end (timestamp[us, UTC], [start, end)) and
 // one column per aggregate in spec order.
