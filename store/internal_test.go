@@ -103,3 +103,60 @@ func TestCheckKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenS3HasDefaultDeadlines: a Store from Open, used without WithRetry,
+// still bounds every request.
+func TestOpenS3HasDefaultDeadlines(t *testing.T) {
+	s, err := Open(context.Background(), "s3://bucket/p?endpoint=http://127.0.0.1:1&use_path_style=true&region=us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	bs := s.(*bucketStore)
+	hc, ok := bs.s3.Options().HTTPClient.(*http.Client)
+	if !ok {
+		t.Fatalf("S3 HTTP client is %T", bs.s3.Options().HTTPClient)
+	}
+	dt, ok := hc.Transport.(*deadlineTransport)
+	if !ok || dt.def.request != DefaultRequestTimeout || dt.def.idle != DefaultIdleTimeout {
+		t.Fatalf("S3 transport = %#v, want the deadline transport with the defaults", hc.Transport)
+	}
+}
+
+// TestDeadlineTransportSilentServer: a server that accepts and never answers
+// ends in a *transportTimeout (ErrTransient), not a hang or a context error.
+func TestDeadlineTransportSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, never answer
+		}
+	}()
+	hc := &http.Client{Transport: &deadlineTransport{base: http.DefaultTransport.(*http.Transport).Clone(),
+		def: requestDeadlines{request: 100 * time.Millisecond, idle: 100 * time.Millisecond}}}
+	start := time.Now()
+	_, err = hc.Get("http://" + ln.Addr().String() + "/b/k")
+	var tt *transportTimeout
+	if !errors.As(err, &tt) || !errors.Is(err, ErrTransient) || tt.deadline != "request" {
+		t.Fatalf("err = %v, want a request transportTimeout", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	// The context's deadlines override the defaults; negative disables.
+	ctx, cancel := context.WithTimeout(withRequestDeadlines(context.Background(), requestDeadlines{request: -1}), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/b/k", nil)
+	_, err = hc.Do(req)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &tt) {
+		t.Fatalf("with the request deadline disabled: %v, want the caller's deadline", err)
+	}
+}

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,4 +174,106 @@ func TestRetryStopsOnCallerContext(t *testing.T) {
 	if err == nil || f.Calls()-before != 1 {
 		t.Fatalf("canceled context: err = %v after %d calls, want 1 call", err, f.Calls()-before)
 	}
+}
+
+// TestRetryBudgetIsTime: with the server failing every request, retries go
+// on for the time budget (far more than the old 5 attempts), each logged at
+// Debug with op, key, attempt, delay and cause, and the error says why it
+// stopped.
+func TestRetryBudgetIsTime(t *testing.T) {
+	var logs bytes.Buffer
+	f := store.NewFaulty(openURL(t, "mem://"), store.FaultPlan{Throttle: store.Throttle{P: 1, Seed: 1}})
+	r := store.WithRetry(f, store.RetryPolicy{
+		MaxElapsed: 300 * time.Millisecond, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Seed: 1,
+		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	start := time.Now()
+	_, _, err := r.Get(context.Background(), "_latest.json")
+	took := time.Since(start)
+	if !errors.Is(err, store.ErrTransient) {
+		t.Fatalf("err = %v, want ErrTransient", err)
+	}
+	checkOneLine(t, err, `"_latest.json"`, "gave up after", "retry budget 300ms")
+	if took < 300*time.Millisecond-20*time.Millisecond || took > 300*time.Millisecond+300*time.Millisecond {
+		t.Fatalf("gave up after %v, want about the 300ms budget", took)
+	}
+	st := r.Stats()
+	if st.Get.Attempts <= 5 || st.Retries != st.Get.Attempts-1 || st.GaveUp != 1 || st.Backoff <= 0 || st.Backoff > took {
+		t.Fatalf("stats = %+v", st)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if int64(len(lines)) != st.Retries {
+		t.Fatalf("%d log lines for %d retries:\n%s", len(lines), st.Retries, logs.String())
+	}
+	for _, want := range []string{"level=DEBUG", "op=get", "key=_latest.json", "attempt=1 ", "delay=", "cause=", "503 SlowDown"} {
+		if !strings.Contains(lines[0], want) {
+			t.Fatalf("first retry log line %q lacks %q", lines[0], want)
+		}
+	}
+}
+
+func TestRetryDefaults(t *testing.T) {
+	p := store.WithRetry(openURL(t, "mem://"), store.RetryPolicy{}).Policy()
+	if p.MaxAttempts != 0 || p.MaxElapsed != store.DefaultMaxElapsed || p.OpTimeout != store.DefaultOpTimeout ||
+		p.BaseDelay != store.DefaultBaseDelay || p.MaxDelay != store.DefaultMaxDelay || p.Log == nil {
+		t.Fatalf("defaults = %+v", p)
+	}
+	if store.DefaultMaxElapsed < 30*time.Second || store.DefaultMaxElapsed > time.Minute {
+		t.Fatalf("DefaultMaxElapsed = %v, want tens of seconds", store.DefaultMaxElapsed)
+	}
+}
+
+// TestRetryStats: per-kind calls and attempts, diffed between two snapshots
+// as an engine would per epoch.
+func TestRetryStats(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(openURL(t, "mem://"), store.FaultPlan{Faults: []store.Fault{
+		{Match: store.Match{Op: store.OpPut}, At: 1, Mode: store.Fail},
+		{Match: store.Match{Op: store.OpList}, At: 0, Mode: store.Fail},
+	}})
+	r := store.WithRetry(f, fastRetry)
+	if _, err := r.Put(ctx, "a", []byte("1"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Stats()
+	if _, err := r.Put(ctx, "b", []byte("2"), store.PutOptions{}); err != nil { // fails once
+		t.Fatal(err)
+	}
+	if _, err := r.List(ctx, ""); err != nil { // fails once
+		t.Fatal(err)
+	}
+	if _, err := store.Read(ctx, r, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	got := r.Stats().Sub(before)
+	want := store.RetryStats{
+		Get: store.OpStats{Calls: 1, Attempts: 1}, Put: store.OpStats{Calls: 1, Attempts: 2},
+		List: store.OpStats{Calls: 1, Attempts: 2}, Delete: store.OpStats{Calls: 1, Attempts: 1},
+		Retries: 2,
+	}
+	got.Backoff = 0
+	if got != want {
+		t.Fatalf("stats diff = %+v, want %+v", got, want)
+	}
+	if got.Attempts() != 6 {
+		t.Fatalf("Attempts() = %d", got.Attempts())
+	}
+}
+
+// TestRetryAttemptTimeoutMessage: a try cut by AttemptTimeout is a one-line
+// *TimeoutError naming op, key and bound.
+func TestRetryAttemptTimeoutMessage(t *testing.T) {
+	f := store.NewFaulty(openURL(t, "mem://"), store.FaultPlan{Faults: []store.Fault{{At: 0, Mode: store.Delay, Delay: time.Hour}}})
+	p := fastRetry
+	p.MaxAttempts = 1
+	p.AttemptTimeout = 20 * time.Millisecond
+	_, _, err := store.WithRetry(f, p).Get(context.Background(), "gen=1/_generation.json")
+	var te *store.TimeoutError
+	if !errors.As(err, &te) || te.Deadline != "attempt" || !errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want an attempt *TimeoutError", err)
+	}
+	checkOneLine(t, err, "get", `"gen=1/_generation.json"`, "attempt deadline", "20ms")
 }

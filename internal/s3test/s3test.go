@@ -135,6 +135,19 @@ func (s *Server) URL(bucket, prefix string) string {
 	return u.String()
 }
 
+// Via returns storeURL (an s3:// URL of this package) with its endpoint
+// parameter replaced by endpoint, e.g. a faultproxy in front of the server.
+func Via(storeURL, endpoint string) string {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		panic(fmt.Sprintf("s3test.Via: %v", err))
+	}
+	q := u.Query()
+	q.Set("endpoint", endpoint)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // NewBucket creates a fresh, empty bucket named after the test and returns
 // its store URL.
 func (s *Server) NewBucket(t testing.TB) string {
