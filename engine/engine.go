@@ -128,16 +128,17 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 	if st.stateURL, err = PipelineStateURL(p); err != nil {
 		return nil, err
 	}
-	// Each store the run needs: the spec field naming it, its URL, where it goes.
+	// Each store the run needs: its name (for WrapStore and messages), the
+	// spec field naming it, its URL, where it goes.
 	type target struct {
-		field, url string
-		dst        *store.Store
+		name, field, url string
+		dst              *store.Store
 	}
-	targets := []target{{"state.url", st.stateURL, &st.state}, {"sink.url", p.Sink.URL, &st.sink}}
+	targets := []target{{"state", "state.url", st.stateURL, &st.state}, {"sink", "sink.url", p.Sink.URL, &st.sink}}
 	if withSource {
-		targets = append(targets, target{"source.url", p.Source.URL, &st.source},
-			target{"source.late_url", p.Source.LateURL, &st.late},
-			target{"source.rejected_url", p.Source.RejectedURL, &st.rejected})
+		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.source},
+			target{"late", "source.late_url", p.Source.LateURL, &st.late},
+			target{"rejected", "source.rejected_url", p.Source.RejectedURL, &st.rejected})
 	}
 	for _, t := range targets {
 		if t.url == "" {
@@ -149,7 +150,7 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 			return nil, fmt.Errorf("%s: %w", t.field, err)
 		}
 		if opts.WrapStore != nil {
-			s = opts.WrapStore(strings.TrimSuffix(strings.TrimPrefix(t.field, "source."), ".url"), s)
+			s = opts.WrapStore(t.name, s)
 		}
 		*t.dst = store.WithRetry(s, opts.Retry)
 	}
@@ -193,7 +194,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer st.Close()
-	r, err := newRunner(ctx, p, st, &opts, log)
+	r, err := newRunner(p, st, &opts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -257,9 +258,9 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 	if head.Manifest == nil {
 		return nil, nil
 	}
-	log := newSegLog("outputs", 0)
-	if err := log.load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
+	log := epoch.NewSegLog("outputs", 0)
+	if err := log.Load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
 		return nil, err
 	}
-	return log.entries, nil
+	return log.Entries(), nil
 }

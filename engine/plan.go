@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -53,7 +50,10 @@ type plan struct {
 	post     []*stage
 	output   *arrow.Schema
 	ops      []manifest.OpPlan // stateful operators, for _generation.json
-	hash     string            // hash of the whole plan (stateless parts too)
+	// declared is the source schema as declared or inferred, before
+	// projection pushdown pruned it; the plan's identity is computed on it.
+	declared *arrow.Schema
+	hash     string // hashPlan(encodePlan(...)): the whole plan, stateless parts too
 }
 
 func runStages(stages []*stage, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
@@ -116,7 +116,7 @@ func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
 	}
-	pruned.hash = full.hash // the plan's identity is that of the declared schema
+	pruned.hash, pruned.declared = full.hash, full.declared // the plan's identity is that of the declared schema
 	return pruned, nil
 }
 
@@ -163,13 +163,10 @@ func (pl *plan) neededColumns() map[string]bool {
 
 // compileOn builds the plan of p over the source schema src.
 func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
-	pl := &plan{spec: p, source: src}
+	pl := &plan{spec: p, source: src, declared: src}
 	cur := src
 	for i, op := range p.Operators {
-		id := op.ID
-		if id == "" {
-			id = fmt.Sprintf("%s-%d", op.Kind(), i)
-		}
+		id := opID(op, i)
 		switch {
 		case op.Filter != nil:
 			e, err := expr.CompileFilter(op.Filter.Expr, cur)
@@ -213,11 +210,7 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 		}
 	}
 	pl.output = cur
-	h := sha256.New()
-	enc := json.NewEncoder(h)
-	_ = enc.Encode(p.Operators)
-	_ = enc.Encode(src.String())
-	pl.hash = "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
+	pl.hash = hashPlan(encodePlan(p, src))
 	return pl, nil
 }
 

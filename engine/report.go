@@ -9,7 +9,6 @@ import (
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -98,7 +97,36 @@ func (r *PlanReport) Print(w io.Writer) {
 	}
 }
 
-// Plan reports, without writing anything, what the next run would do.
+// ReadStatus reads the committed head (read-only: no roll-forward, no listing
+// of the source, no schema).
+func ReadStatus(ctx context.Context, p *spec.Pipeline) (*Status, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := openStores(ctx, p, &Options{}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	head, err := epoch.NewCommitter(st.state, nil, p.Name, nil).Peek(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return headStatus(p, st, head), nil
+}
+
+func headStatus(p *spec.Pipeline, st *stores, head *epoch.Head) *Status {
+	s := &Status{Pipeline: p.Name, StateURL: st.stateURL}
+	if m := head.Manifest; m != nil {
+		c := m.Counters
+		s.Committed, s.Generation, s.Epoch = true, m.Generation, m.Epoch
+		s.Parallelism, s.Watermark, s.Counters, s.FilesSeen = head.Generation.Parallelism, fmtWM(m.Watermark), &c, m.Source.Count
+	}
+	return s
+}
+
+// Plan reports, without writing anything, what the next run would do: it
+// runs the same planner as Run, on the head as Run would recover it.
 func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -108,84 +136,39 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 		return nil, err
 	}
 	defer st.Close()
-	r, err := newRunner(ctx, p, st, &opts, opts.log())
-	if err != nil {
-		return nil, err
-	}
 	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
 	head, err := c.Peek(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep := &PlanReport{Status: Status{Pipeline: p.Name, StateURL: st.stateURL}, ParallelismTo: r.parallelism, MaxParallelism: r.k, Compatible: true}
-	if m := head.Manifest; m != nil {
-		c := m.Counters
-		rep.Status = Status{Pipeline: p.Name, StateURL: st.stateURL, Committed: true, Generation: m.Generation, Epoch: m.Epoch,
-			Parallelism: head.Generation.Parallelism, Watermark: fmtWM(m.Watermark), Counters: &c, FilesSeen: m.Source.Count}
-	}
-	files, err := r.listSource(ctx)
+	rp, err := planRun(ctx, p, st, &opts, head)
 	if err != nil {
 		return nil, err
 	}
-	src, err := sourceSchema(p)
-	if err != nil {
-		return nil, err
+	rep := &PlanReport{Status: *headStatus(p, st, head), ParallelismTo: rp.parallelism, MaxParallelism: rp.k,
+		NewGeneration: rp.newGeneration && head.Manifest != nil, Compatible: rp.refusal == nil}
+	if rep.NewGeneration {
+		rep.Reason = rp.reason
 	}
-	if src == nil {
-		if src, err = r.inferSchema(ctx, files); err != nil {
-			return nil, err
-		}
+	if rp.refusal != nil {
+		rep.Incompatible = rp.refusal.Error()
 	}
-	pl, err := compile(p, src)
-	if err != nil {
-		return nil, err
-	}
-	seen := newSegLog("seen", inlineSeenMax)
-	if m := head.Manifest; m != nil {
-		if err := seen.load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
-			return nil, err
-		}
-	}
-	for _, f := range files {
-		if !seen.has(f.Key) {
-			rep.PendingFiles++
-		}
-	}
-	hg := head.Generation
-	if hg != nil {
+	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism
-		if hg.MaxParallelism != r.k {
-			rep.Compatible = false
-			rep.Incompatible = fmt.Sprintf("max_parallelism %d differs from the pipeline's %d", r.k, hg.MaxParallelism)
-		} else if err := compatible(hg.Plan, pl.ops); err != nil {
-			rep.Compatible, rep.Incompatible = false, err.Error()
-		}
-		switch {
-		case hg.Parallelism != r.parallelism:
-			rep.NewGeneration, rep.Reason = true, "parallelism changed"
-		case hg.PlanHash != pl.hash:
-			rep.NewGeneration, rep.Reason = true, "plan changed"
+	}
+	seen := epoch.NewSegLog("seen", inlineSeenMax)
+	if m := head.Manifest; m != nil {
+		if err := seen.Load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
+			return nil, err
 		}
 	}
-	if pl.window != nil {
-		var parent []manifest.FileRef
-		if m := head.Manifest; m != nil {
-			for _, op := range m.Operators {
-				if op.ID == pl.window.ID {
-					parent = op.Files
-				}
-			}
+	rep.PendingFiles = len(pendingFiles(rp.files, seen.Has))
+	for s, sr := range rp.restore {
+		sp := SubtaskPlan{Subtask: s, KeyGroupLo: sr.lo, KeyGroupHi: sr.hi, ParentFiles: []string{}}
+		for _, f := range sr.files {
+			sp.ParentFiles = append(sp.ParentFiles, f.Path)
 		}
-		for s := 0; s < r.parallelism; s++ {
-			lo, hi := operators.KeyGroupRange(s, r.parallelism, r.k)
-			sp := SubtaskPlan{Subtask: s, KeyGroupLo: lo, KeyGroupHi: hi, ParentFiles: []string{}}
-			for _, f := range parent {
-				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
-					sp.ParentFiles = append(sp.ParentFiles, f.Path)
-				}
-			}
-			rep.Subtasks = append(rep.Subtasks, sp)
-		}
+		rep.Subtasks = append(rep.Subtasks, sp)
 	}
 	return rep, nil
 }

@@ -71,7 +71,7 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 
 func sameTopology(a, b *manifest.Generation) bool {
 	return sameRef(a.Parent, b.Parent) && a.Parallelism == b.Parallelism &&
-		a.MaxParallelism == b.MaxParallelism && a.PlanHash == b.PlanHash &&
+		a.MaxParallelism == b.MaxParallelism && a.PlanHash == b.PlanHash && a.Identity.SameExceptID(b.Identity) &&
 		reflect.DeepEqual(a.Plan, b.Plan)
 }
 
@@ -97,10 +97,17 @@ func (a *Attempt) put(ctx context.Context, s store.Store, key string, data []byt
 	_, err := s.Put(ctx, key, data, store.PutOptions{IfNotExist: true})
 	if errors.Is(err, store.ErrPrecondition) {
 		got, _, gerr := s.Get(ctx, key)
-		if gerr == nil && bytes.Equal(got, data) {
-			return nil
+		switch {
+		case gerr == nil && bytes.Equal(got, data):
+			return nil // our own earlier try landed
+		case gerr == nil:
+			return fmt.Errorf("epoch %d attempt %s: write %s: another writer's object is already there: %w", a.Epoch, a.ID, key, err)
+		default:
+			// The object exists (or the write's outcome is unknown) and
+			// reading it back failed: we cannot tell whose it is.
+			return fmt.Errorf("epoch %d attempt %s: write %s: create-if-absent failed (%v) and reading the object back to compare failed: %w",
+				a.Epoch, a.ID, key, err, gerr)
 		}
-		return fmt.Errorf("epoch %d attempt %s: write %s: another writer's object is already there: %w", a.Epoch, a.ID, key, err)
 	}
 	if err != nil {
 		return fmt.Errorf("epoch %d attempt %s: write %s: %w", a.Epoch, a.ID, key, err)

@@ -1,38 +1,55 @@
-package engine
+package epoch
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 )
 
-// maxSegments bounds the segment references one manifest carries; past it
-// the log is compacted into one segment, so a manifest stays small however
-// many files a pipeline has processed.
-const maxSegments = 32
+// MaxSegments bounds the segment references one manifest carries for one
+// log; past it the log is compacted into one segment, so a manifest stays
+// small however many files a pipeline has processed.
+const MaxSegments = 32
 
-// segLog is an append-only set of strings (processed source files, committed
+// SegLog is an append-only set of strings (processed source files, committed
 // output paths) persisted as attempt-tagged segment files that later
-// manifests share by root-relative reference (DESIGN.md invariant 4).
-type segLog struct {
+// manifests share by root-relative reference (invariant 4). Retention keeps
+// a segment while any retained manifest references it, so sharing is safe:
+// a segment is never rewritten, and a compaction writes a new one.
+//
+// A SegLog changes in two steps so that nothing in memory moves before a
+// commit: Prepare writes the epoch's segment (an attempt-tagged file, an
+// orphan if the epoch never commits) and returns a SegEdit; Apply folds the
+// edit in after the commit succeeded.
+type SegLog struct {
 	name    string
 	inline  int // keep up to this many entries inline in the manifest
 	entries []string
 	set     map[string]bool
 	segs    []manifest.FileRef
-	pending []string
 	inlined bool // entries live inline in the manifest, not in segs
 }
 
-func newSegLog(name string, inline int) *segLog {
-	return &segLog{name: name, inline: inline, set: map[string]bool{}}
+// SegEdit is one epoch's change to a SegLog, and what its manifest records.
+type SegEdit struct {
+	// Added are the new entries, in order, without duplicates.
+	Added []string
+	// Inline or Segments is what the manifest records.
+	Inline   []string
+	Segments []manifest.FileRef
+	inlined  bool
 }
 
-// load reads a committed log: inline entries and verified segments.
-func (l *segLog) load(ctx context.Context, c *epoch.Committer, inline []string, segs []manifest.FileRef) error {
+// NewSegLog returns an empty log; up to inline entries are kept inline in
+// the manifest, more spill to segment files named name-<count>.txt.
+func NewSegLog(name string, inline int) *SegLog {
+	return &SegLog{name: name, inline: inline, set: map[string]bool{}}
+}
+
+// Load reads a committed log: inline entries and verified segments.
+func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs []manifest.FileRef) error {
 	for _, s := range inline {
 		l.add(s)
 	}
@@ -49,53 +66,71 @@ func (l *segLog) load(ctx context.Context, c *epoch.Committer, inline []string, 
 		}
 	}
 	l.segs = append([]manifest.FileRef(nil), segs...)
-	l.pending = nil
 	return nil
 }
 
-func (l *segLog) add(s string) {
+func (l *SegLog) add(s string) {
 	if !l.set[s] {
 		l.set[s] = true
 		l.entries = append(l.entries, s)
 	}
 }
 
-func (l *segLog) has(s string) bool { return l.set[s] }
+// Has reports whether s is in the log.
+func (l *SegLog) Has(s string) bool { return l.set[s] }
 
-// append records new entries for the epoch being written.
-func (l *segLog) append(s ...string) {
-	for _, x := range s {
-		if !l.set[x] {
-			l.add(x)
-			l.pending = append(l.pending, x)
+// Len returns the number of entries.
+func (l *SegLog) Len() int { return len(l.entries) }
+
+// Entries returns the entries in the order they were added. The caller must
+// not modify the slice.
+func (l *SegLog) Entries() []string { return l.entries }
+
+// Prepare computes the log after adding add (entries already present are
+// skipped) and writes, through att, the segment the manifest will reference:
+// this epoch's new entries, or every entry when the log leaves the inline
+// form or passes MaxSegments (compaction). The log itself is not changed.
+func (l *SegLog) Prepare(ctx context.Context, att *Attempt, add []string) (SegEdit, error) {
+	var e SegEdit
+	fresh := map[string]bool{}
+	for _, x := range add {
+		if !l.set[x] && !fresh[x] {
+			fresh[x] = true
+			e.Added = append(e.Added, x)
 		}
 	}
-}
-
-// flush writes this epoch's segment (or a compacted one) and returns what
-// the manifest records: inline entries or segment references.
-func (l *segLog) flush(ctx context.Context, att *epoch.Attempt) (inline []string, segs []manifest.FileRef, err error) {
-	if len(l.entries) <= l.inline {
-		l.pending = nil
-		l.inlined = true
-		return append([]string(nil), l.entries...), nil, nil
+	total := len(l.entries) + len(e.Added)
+	if total <= l.inline {
+		e.Inline = make([]string, 0, total)
+		e.Inline = append(append(e.Inline, l.entries...), e.Added...)
+		e.inlined = true
+		return e, nil
 	}
 	var data []string
+	var segs []manifest.FileRef
 	switch {
-	case l.inlined || len(l.segs) >= maxSegments:
-		data, l.segs = l.entries, nil // move inline entries out, or compact
-	case len(l.pending) > 0:
-		data = l.pending
+	case l.inlined || len(l.segs) >= MaxSegments:
+		data = append(append([]string(nil), l.entries...), e.Added...) // move inline entries out, or compact
+	case len(e.Added) > 0:
+		data, segs = e.Added, l.segs
 	default:
-		return nil, l.segs, nil
+		e.Segments = append([]manifest.FileRef(nil), l.segs...)
+		return e, nil
 	}
 	body := strings.Join(data, "\n") + "\n"
-	ref, err := att.WriteSource(ctx, fmt.Sprintf("%s-%d.txt", l.name, len(l.entries)), []byte(body), int64(len(data)))
+	ref, err := att.WriteSource(ctx, fmt.Sprintf("%s-%d.txt", l.name, total), []byte(body), int64(len(data)))
 	if err != nil {
-		return nil, nil, err
+		return SegEdit{}, err
 	}
-	l.segs = append(l.segs, ref)
-	l.pending = nil
-	l.inlined = false
-	return nil, append([]manifest.FileRef(nil), l.segs...), nil
+	e.Segments = append(append([]manifest.FileRef(nil), segs...), ref)
+	return e, nil
+}
+
+// Apply folds a committed edit into the log.
+func (l *SegLog) Apply(e SegEdit) {
+	for _, x := range e.Added {
+		l.add(x)
+	}
+	l.segs = append([]manifest.FileRef(nil), e.Segments...)
+	l.inlined = e.inlined
 }

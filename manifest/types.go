@@ -29,16 +29,19 @@ type Latest struct {
 
 // Generation is the content of gen=N/_generation.json: one topology.
 type Generation struct {
-	FormatVersion  int       `json:"format_version"`
-	Pipeline       string    `json:"pipeline"`
-	Generation     int64     `json:"generation"`
-	Parent         *Ref      `json:"parent"` // epoch restored from; nil for a fresh pipeline
-	Parallelism    int       `json:"parallelism"`
-	MaxParallelism int       `json:"max_parallelism"`
-	Plan           []OpPlan  `json:"plan"` // keyed/stateful operators, in order
-	PlanHash       string    `json:"plan_hash"`
-	Attempt        string    `json:"attempt"`
-	CreatedAt      time.Time `json:"created_at"`
+	FormatVersion  int      `json:"format_version"`
+	Pipeline       string   `json:"pipeline"`
+	Generation     int64    `json:"generation"`
+	Parent         *Ref     `json:"parent"` // epoch restored from; nil for a fresh pipeline
+	Parallelism    int      `json:"parallelism"`
+	MaxParallelism int      `json:"max_parallelism"`
+	Plan           []OpPlan `json:"plan"` // keyed/stateful operators, in order
+	PlanHash       string   `json:"plan_hash"`
+	// Identity is what the pipeline is (sink, side outputs, state, id);
+	// nil in generations written before it was recorded.
+	Identity  *Identity `json:"identity,omitempty"`
+	Attempt   string    `json:"attempt"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // OpPlan describes one stateful operator of a generation's plan.

@@ -373,6 +373,9 @@ func (g *Generation) Validate() error {
 	if g.PlanHash == "" {
 		v.fail("plan_hash", "empty plan hash")
 	}
+	if g.Identity != nil {
+		g.Identity.validate(&v, "identity")
+	}
 	v.check("attempt", checkAttempt(g.Attempt))
 	if g.CreatedAt.IsZero() {
 		v.fail("created_at", "zero time")

@@ -337,16 +337,16 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := engine.Plan(cmd.Context(), p, engine.Options{})
+			st, err := engine.ReadStatus(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(rep.Status)
+				return enc.Encode(st)
 			}
-			rep.Status.Print(stdout)
+			st.Print(stdout)
 			return nil
 		},
 	}

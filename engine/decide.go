@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// The decide step: pure functions of the committed head (inputs,
+// watermark), the source listing and the clock. They read and write no
+// store and no runner field, so the scenario tests in testdata/decide drive
+// them as data.
+
+// decideConfig is the part of the spec the decisions read.
+type decideConfig struct {
+	byDirectory bool          // source.inputs: directory
+	maxFiles    int           // source.max_files_per_epoch (0: no limit)
+	ooo         time.Duration // watermark.max_out_of_orderness
+	idle        time.Duration // watermark.idle_timeout (0: never idle)
+}
+
+func newDecideConfig(p *spec.Pipeline) decideConfig {
+	return decideConfig{
+		byDirectory: p.Source.Inputs == spec.InputsDirectory,
+		maxFiles:    p.Source.MaxFilesPerEpoch,
+		ooo:         p.Source.Watermark.MaxOutOfOrderness,
+		idle:        p.Source.Watermark.IdleTimeout,
+	}
+}
+
+const defaultInput = "default"
+
+// inputOf maps a source file to its watermark input: its top-level
+// directory with inputs: directory, else the one default input.
+func (c decideConfig) inputOf(key string) string {
+	if c.byDirectory {
+		if i := strings.IndexByte(key, '/'); i > 0 {
+			return key[:i]
+		}
+	}
+	return defaultInput
+}
+
+// interleave orders pending files round-robin across inputs (the first
+// file of every input, then the second, ...), so that with per-directory
+// inputs a catch-up advances every input together instead of one after the
+// other, which would hold the watermark back. Deterministic: by key within
+// an input, by name across inputs.
+func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
+	if !c.byDirectory {
+		return pend
+	}
+	byInput := map[string][]store.ObjectInfo{}
+	var names []string
+	for _, f := range pend {
+		n := c.inputOf(f.Key)
+		if _, ok := byInput[n]; !ok {
+			names = append(names, n)
+		}
+		byInput[n] = append(byInput[n], f)
+	}
+	sort.Strings(names)
+	out := make([]store.ObjectInfo, 0, len(pend))
+	for k := 0; len(out) < len(pend); k++ {
+		for _, n := range names {
+			if k < len(byInput[n]) {
+				out = append(out, byInput[n][k])
+			}
+		}
+	}
+	return out
+}
+
+// selectFiles picks the next epoch's files from the pending list: at most
+// max_files_per_epoch. (max_rows_per_epoch is applied while decoding: the
+// epoch ends after the file that crosses it.)
+func (c decideConfig) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
+	n := len(pend)
+	if c.maxFiles > 0 && n > c.maxFiles {
+		n = c.maxFiles
+	}
+	return pend[:n]
+}
+
+// waiting returns the inputs that have listed files not taken by the epoch
+// in progress (pend[taken:]).
+func (c decideConfig) waiting(pend []store.ObjectInfo, taken int) map[string]bool {
+	w := map[string]bool{}
+	for _, f := range pend[min(taken, len(pend)):] {
+		w[c.inputOf(f.Key)] = true
+	}
+	return w
+}
+
+// fileObs is what the decide step needs of one decoded file.
+type fileObs struct {
+	key   string
+	maxTS int64 // largest event time in the file, math.MinInt64 if none
+}
+
+// observe returns the per-input progress after files were read at now: a
+// new map, prev is not modified.
+func (c decideConfig) observe(prev map[string]manifest.InputState, files []fileObs, now time.Time) map[string]manifest.InputState {
+	next := make(map[string]manifest.InputState, len(prev)+1)
+	for k, v := range prev {
+		next[k] = v
+	}
+	for _, f := range files {
+		name := c.inputOf(f.key)
+		st := next[name]
+		if st.LastActive.IsZero() {
+			st.MaxEventTime = math.MinInt64
+		}
+		st.LastActive = now
+		st.MaxEventTime = max(st.MaxEventTime, f.maxTS)
+		next[name] = st
+	}
+	return next
+}
+
+// watermark computes the combined watermark: the minimum over active inputs
+// of max event time - max_out_of_orderness. Inputs idle longer than the idle
+// timeout do not hold it back, unless files of theirs are waiting; an input
+// with files waiting whose event times are unknown holds it where it is
+// (prev). It never goes backwards.
+func (c decideConfig) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
+	ooo := c.ooo.Microseconds()
+	wm, active := int64(math.MaxInt64), false
+	maxAll := int64(math.MinInt64)
+	for name, in := range inputs {
+		if in.MaxEventTime == math.MinInt64 {
+			continue
+		}
+		v := in.MaxEventTime - ooo
+		maxAll = max(maxAll, v)
+		if c.idle > 0 && now.Sub(in.LastActive) >= c.idle && !waiting[name] {
+			continue // idle: no files for a while, none waiting
+		}
+		active = true
+		wm = min(wm, v)
+	}
+	for name := range waiting {
+		if in, seen := inputs[name]; !seen || in.MaxEventTime == math.MinInt64 {
+			wm, active = min(wm, prev), true
+		}
+	}
+	if !active {
+		wm = maxAll
+	}
+	return max(wm, prev)
+}
+
+// epochDecision is what the decide step says about one epoch once its files
+// are read.
+type epochDecision struct {
+	inputs    map[string]manifest.InputState
+	watermark int64
+	// commit is false for an idle epoch (no files) whose watermark did not
+	// move: there is nothing to record.
+	commit bool
+}
+
+// decide returns the inputs, the watermark and whether to commit after an
+// epoch that read files (none for an idle epoch) at now, with pend[taken:]
+// still waiting. drain advances the watermark to +inf.
+func (c decideConfig) decide(inputs map[string]manifest.InputState, prevWM int64, files []fileObs, now time.Time,
+	pend []store.ObjectInfo, taken int, drain, idle bool) epochDecision {
+	d := epochDecision{inputs: c.observe(inputs, files, now)}
+	d.watermark = c.watermark(d.inputs, prevWM, now, c.waiting(pend, taken))
+	if drain {
+		d.watermark = math.MaxInt64
+	}
+	d.commit = !idle || d.watermark != prevWM
+	return d
+}

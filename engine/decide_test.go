@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenario files in testdata/")
+
+// TestDecideScenarios runs the scenario files in testdata/decide, in the
+// style of raft's datadriven tests: each block is a command, its input lines,
+// "----" and the expected output. `go test ./engine -run DecideScenarios
+// -rewrite` rewrites the expected outputs. Commands:
+//
+//	config [directory] [max_files=N] [ooo=DUR] [idle=DUR]
+//	list             the source listing (one key per line); prints the pending order
+//	select           prints the files the next epoch takes
+//	read now=HH:MM:SS [drain]   reads the selected files; input lines "key maxts=HH:MM:SS|none";
+//	                 prints the watermark, whether it commits and every input
+//	idle now=HH:MM:SS           an epoch without files (trigger mode, nothing new)
+//	drain now=HH:MM:SS          the end of the input: an epoch without files that drains
+//
+// Times are on 2024-01-01 UTC; the scenario state (inputs, watermark, the
+// processed set) carries over from block to block as committed epochs would.
+func TestDecideScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/decide/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
+	}
+}
+
+type scenario struct {
+	cfg    decideConfig
+	seen   map[string]bool
+	list   []store.ObjectInfo
+	pend   []store.ObjectInfo
+	inputs map[string]manifest.InputState
+	wm     int64
+}
+
+type block struct {
+	notes  []string // comment lines before the block
+	cmd    string
+	input  []string
+	output []string
+}
+
+func parseBlocks(t *testing.T, path string) []block {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []block
+	var cur *block
+	var notes []string
+	inOutput := false
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "#"):
+			notes = append(notes, line)
+		case cur == nil && strings.TrimSpace(line) == "":
+		case cur == nil:
+			blocks = append(blocks, block{notes: notes, cmd: line})
+			notes = nil
+			cur, inOutput = &blocks[len(blocks)-1], false
+		case line == "----":
+			inOutput = true
+		case strings.TrimSpace(line) == "" && inOutput:
+			cur = nil
+		case inOutput:
+			cur.output = append(cur.output, line)
+		default:
+			cur.input = append(cur.input, line)
+		}
+	}
+	return blocks
+}
+
+func runScenario(t *testing.T, path string) {
+	blocks := parseBlocks(t, path)
+	s := &scenario{seen: map[string]bool{}, inputs: map[string]manifest.InputState{}, wm: manifest.NoWatermark}
+	var out strings.Builder
+	failed := false
+	for _, b := range blocks {
+		got := s.exec(t, b)
+		if strings.Join(got, "\n") != strings.Join(b.output, "\n") && !*rewrite {
+			t.Errorf("%s: %s:\ngot:\n%s\nwant:\n%s", path, b.cmd, strings.Join(got, "\n"), strings.Join(b.output, "\n"))
+			failed = true
+		}
+		for _, l := range b.notes {
+			out.WriteString(l + "\n")
+		}
+		out.WriteString(b.cmd + "\n")
+		for _, l := range b.input {
+			out.WriteString(l + "\n")
+		}
+		out.WriteString("----\n")
+		for _, l := range got {
+			out.WriteString(l + "\n")
+		}
+		out.WriteString("\n")
+	}
+	if *rewrite && !failed {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var scenarioDay = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func clock(t *testing.T, v string) time.Time {
+	d, err := time.Parse("15:04:05", v)
+	if err != nil {
+		t.Fatalf("time %q: %v", v, err)
+	}
+	return scenarioDay.Add(time.Duration(d.Hour())*time.Hour + time.Duration(d.Minute())*time.Minute + time.Duration(d.Second())*time.Second)
+}
+
+func args(fields []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func (s *scenario) exec(t *testing.T, b block) []string {
+	fields := strings.Fields(b.cmd)
+	a := args(fields[1:])
+	dur := func(k string) time.Duration {
+		if a[k] == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(a[k])
+		if err != nil {
+			t.Fatalf("%s: %v", b.cmd, err)
+		}
+		return d
+	}
+	switch fields[0] {
+	case "config":
+		_, dir := a["directory"]
+		n, _ := strconv.Atoi(a["max_files"])
+		s.cfg = decideConfig{byDirectory: dir, maxFiles: n, ooo: dur("ooo"), idle: dur("idle")}
+		return []string{"ok"}
+	case "list":
+		s.list = nil
+		for _, k := range b.input {
+			s.list = append(s.list, store.ObjectInfo{Key: strings.TrimSpace(k)})
+		}
+		sort.Slice(s.list, func(i, j int) bool { return s.list[i].Key < s.list[j].Key })
+		s.pend = s.cfg.interleave(pendingFiles(s.list, func(k string) bool { return s.seen[k] }))
+		return keysOf(s.pend)
+	case "select":
+		return keysOf(s.cfg.selectFiles(s.pend))
+	case "read", "idle", "drain":
+		now := clock(t, a["now"])
+		var obs []fileObs
+		taken := 0
+		if fields[0] == "read" {
+			sel := s.cfg.selectFiles(s.pend)
+			byKey := map[string]int64{}
+			for _, l := range b.input {
+				f := strings.Fields(l)
+				ts := int64(math.MinInt64)
+				if v := args(f[1:])["maxts"]; v != "none" {
+					ts = clock(t, v).UnixMicro()
+				}
+				byKey[f[0]] = ts
+			}
+			for _, f := range sel {
+				ts, ok := byKey[f.Key]
+				if !ok {
+					t.Fatalf("%s: no maxts given for selected file %s", b.cmd, f.Key)
+				}
+				obs = append(obs, fileObs{key: f.Key, maxTS: ts})
+			}
+			taken = len(sel)
+		}
+		_, drain := a["drain"]
+		d := s.cfg.decide(s.inputs, s.wm, obs, now, s.pend, taken, drain || fields[0] == "drain", fields[0] == "idle")
+		lines := []string{fmt.Sprintf("watermark %s commit=%v", fmtWM(d.watermark), d.commit)}
+		names := make([]string, 0, len(d.inputs))
+		for n := range d.inputs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			in := d.inputs[n]
+			lines = append(lines, fmt.Sprintf("input %s max=%s active=%s", n, fmtWM(in.MaxEventTime), in.LastActive.Format("15:04:05")))
+		}
+		if d.commit {
+			for _, o := range obs {
+				s.seen[o.key] = true
+			}
+			s.pend = s.pend[taken:]
+			s.inputs, s.wm = d.inputs, d.watermark
+		}
+		return lines
+	}
+	t.Fatalf("unknown command %q", b.cmd)
+	return nil
+}
+
+func keysOf(fs []store.ObjectInfo) []string {
+	out := []string{}
+	for _, f := range fs {
+		out = append(out, f.Key)
+	}
+	if len(out) == 0 {
+		return []string{"(none)"}
+	}
+	return out
+}

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
+)
+
+// epochEdit is everything one epoch changes, as a value: built after the
+// execute step, turned into the manifest, and applied to the runner only
+// once the manifest is committed. Nothing in it aliases the runner's live
+// state, so the committed manifest (which the Committer caches as
+// immutable) never changes after the commit.
+type epochEdit struct {
+	files     []store.ObjectInfo // source files the epoch consumed
+	seen      epoch.SegEdit      // processed-file set after the epoch
+	outputs   epoch.SegEdit      // committed-output log after the epoch
+	inputs    map[string]manifest.InputState
+	counters  manifest.Counters // totals after the epoch
+	watermark int64
+	out       *written
+	// What the epoch did, for the run's result and logs.
+	rows, late, rejected, windows int64
+}
+
+// prepareEdit builds the epoch's edit: it writes the processed-file and
+// output-log segments (attempt-tagged, like every file of the attempt) and
+// computes the counters. The runner is not changed.
+func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []store.ObjectInfo, in inputSummary,
+	d epochDecision, out *processed, w *written) (*epochEdit, error) {
+	e := &epochEdit{files: files, inputs: d.inputs, watermark: d.watermark, out: w,
+		rows: in.rows, late: out.late, rejected: int64(len(in.rejects)), windows: out.windows}
+	keys := make([]string, len(files))
+	for i, f := range files {
+		keys[i] = f.Key
+	}
+	var err error
+	if e.seen, err = r.seen.Prepare(ctx, att, keys); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(w.outRefs))
+	for i, o := range w.outRefs {
+		paths[i] = o.Path
+	}
+	if e.outputs, err = r.outputs.Prepare(ctx, att, paths); err != nil {
+		return nil, err
+	}
+	c := r.counters
+	c.FilesIn += int64(len(files))
+	c.RowsIn += in.rows + e.rejected
+	c.RowsOut += w.rowsOut
+	c.RowsLate += out.late
+	c.RowsRejected += e.rejected
+	c.RowsFiltered += in.filtered
+	c.Windows += out.windows
+	e.counters = c
+	return e, nil
+}
+
+// manifest returns the manifest that commits the edit. The attempt fills
+// in the identity fields.
+func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
+	m := &manifest.Manifest{
+		Watermark:   e.watermark,
+		Counters:    e.counters,
+		Outputs:     e.out.outRefs,
+		SideOutputs: e.out.sideRefs,
+		OutputLog:   e.outputs.Segments,
+	}
+	m.Source.Inline, m.Source.Segments = e.seen.Inline, e.seen.Segments
+	m.Source.Count = int64(r.seen.Len() + len(e.seen.Added))
+	m.Source.Inputs = make(map[string]manifest.InputState, len(e.inputs))
+	for k, v := range e.inputs {
+		m.Source.Inputs[k] = v
+	}
+	if r.plan.window != nil {
+		m.Operators = []manifest.OperatorState{{ID: r.plan.window.ID, EmittedThrough: e.watermark,
+			Files: append([]manifest.FileRef(nil), e.out.stateRefs...)}}
+	}
+	return m
+}
+
+// apply folds a committed edit into the runner and the run's result.
+func (r *runner) apply(e *epochEdit, head *epoch.Head) {
+	r.head, r.wm = head, e.watermark
+	r.seen.Apply(e.seen)
+	r.outputs.Apply(e.outputs)
+	r.inputs = e.inputs
+	r.counters = e.counters
+	r.stateRefs = e.out.stateRefs
+
+	r.res.Epochs++
+	if r.res.FirstEpoch == 0 {
+		r.res.FirstEpoch = head.Epoch()
+	}
+	r.res.LastEpoch = head.Epoch()
+	r.res.Files += int64(len(e.files))
+	r.res.Rows += e.rows
+	r.res.RowsOut += e.out.rowsOut
+	r.res.RowsLate += e.late
+	r.res.RowsRejected += e.rejected
+	for _, o := range e.out.outRefs {
+		r.res.Outputs = append(r.res.Outputs, o.Path)
+	}
+}

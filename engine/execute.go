@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+)
+
+// The execute step: the operators run on the decoded batches, and the
+// epoch's outputs, side outputs and changed state files are written under
+// the attempt. Execution changes the window operators' in-memory state
+// (that is what they are for); it changes nothing else of the runner. If the
+// epoch then fails to commit, the run ends (every epoch error is returned
+// from the loop), so that state is never seen again.
+
+// processed is an epoch's output before it is written.
+type processed struct {
+	out      [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
+	outRows  []int64
+	lateRows [][]arrow.RecordBatch // per subtask
+	late     int64
+	windows  int64
+	changed  []bool // per subtask: its state changed and must be written
+}
+
+// written is what an epoch wrote under its attempt.
+type written struct {
+	outRefs   []manifest.FileRef // sink outputs, by subtask
+	sideRefs  []manifest.FileRef // late and rejected rows, by path
+	stateRefs []manifest.FileRef // per subtask: the state file after the epoch
+	rowsOut   int64
+}
+
+// process runs the keyed window subtasks in parallel (each over its
+// selection of every batch) and advances them to wm, or passes rows through
+// a window-less plan.
+func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	n := max(1, r.parallelism)
+	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n)}
+	if r.plan.window == nil {
+		for _, res := range results {
+			for _, b := range res.batches {
+				o, _, err := runStages(r.plan.post, b, r.mem)
+				if err != nil {
+					return nil, err
+				}
+				if o.NumRows() > 0 {
+					out.out[0] = append(out.out[0], o)
+					out.outRows[0] += o.NumRows()
+				}
+			}
+		}
+		return out, nil
+	}
+	out.lateRows = make([][]arrow.RecordBatch, r.parallelism)
+	var lateN, winN atomic.Int64
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for s, w := range r.subtasks {
+		g.Go(func() error {
+			changed := false
+			for _, res := range results {
+				for j, b := range res.batches {
+					// Every instance sees every batch (an empty selection
+					// still advances its arrival sequence), so first/last
+					// ties break the same way at any parallelism.
+					sel := res.sels[j][s]
+					changed = changed || len(sel) > 0
+					lb, err := w.ProcessSelected(b, sel)
+					if err != nil {
+						return err
+					}
+					if lb != nil && lb.NumRows() > 0 {
+						lateN.Add(lb.NumRows())
+						out.lateRows[s] = append(out.lateRows[s], lb)
+					}
+				}
+			}
+			em, err := w.Advance(wm)
+			if err != nil {
+				return err
+			}
+			if em != nil && em.NumRows() > 0 {
+				changed = true
+				winN.Add(em.NumRows())
+				o, _, err := runStages(r.plan.post, em, r.mem)
+				if err != nil {
+					return err
+				}
+				if o.NumRows() > 0 {
+					out.out[s] = append(out.out[s], o)
+					out.outRows[s] = o.NumRows()
+				}
+			}
+			out.changed[s] = changed
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out.late, out.windows = lateN.Load(), winN.Load()
+	return out, nil
+}
+
+// write puts the epoch's outputs, side outputs and changed state files, all
+// attempt-tagged, in parallel, and returns their references. Unchanged
+// subtasks keep their previous state file (shared by reference).
+func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []formats.Reject) (*written, error) {
+	w := &written{stateRefs: append([]manifest.FileRef(nil), r.stateRefs...)}
+	var mu sync.Mutex
+	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
+		mu.Lock()
+		*refs = append(*refs, ref)
+		mu.Unlock()
+	}
+	wg, wctx := errgroup.WithContext(ctx)
+	wg.SetLimit(4 * runtime.GOMAXPROCS(0))
+	for s, bs := range out.out {
+		if len(bs) == 0 {
+			continue
+		}
+		wg.Go(func() error {
+			data, ext, err := r.encodeOutput(bs)
+			if err != nil {
+				return err
+			}
+			ref, err := att.WriteOutput(wctx, "", s, ext, data, out.outRows[s])
+			if err != nil {
+				return err
+			}
+			add(&w.outRefs, ref)
+			return nil
+		})
+	}
+	for s, bs := range out.lateRows {
+		if len(bs) == 0 || r.st.late == nil {
+			continue
+		}
+		wg.Go(func() error {
+			data, err := formats.EncodeParquet(r.plan.windowIn, bs, formats.EncodeOptions{Mem: r.mem})
+			if err != nil {
+				return err
+			}
+			ref, err := att.WriteSide(wctx, r.st.late, "", s, "parquet", data, countRows(bs))
+			if err != nil {
+				return err
+			}
+			ref.Path = refURL(r.p.Source.LateURL, ref.Path)
+			ref.Kind = manifest.SideOutputLate
+			add(&w.sideRefs, ref)
+			return nil
+		})
+	}
+	if len(rejects) > 0 {
+		wg.Go(func() error {
+			data, err := formats.EncodeRejects(rejects)
+			if err != nil {
+				return err
+			}
+			var ref manifest.FileRef
+			if r.st.rejected != nil {
+				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(rejects)))
+				ref.Path = refURL(r.p.Source.RejectedURL, ref.Path)
+			} else {
+				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(rejects)))
+			}
+			if err != nil {
+				return err
+			}
+			ref.Kind = manifest.SideOutputRejected
+			add(&w.sideRefs, ref)
+			return nil
+		})
+	}
+	for s, sub := range r.subtasks {
+		if !out.changed[s] && w.stateRefs[s].Path != "" {
+			continue // unchanged: the previous file is shared
+		}
+		wg.Go(func() error {
+			snap, err := sub.Snapshot()
+			if err != nil {
+				return err
+			}
+			data, err := formats.EncodeParquet(sub.StateSchema(), snap, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10,
+				Compression: "snappy", NoDictionary: true})
+			if err != nil {
+				return fmt.Errorf("encode state of subtask %d: %w", s, err)
+			}
+			ref, err := att.WriteState(wctx, r.plan.window.ID, s, r.ranges[s][0], r.ranges[s][1], data, countRows(snap))
+			if err != nil {
+				return err
+			}
+			w.stateRefs[s] = ref // each goroutine writes its own index
+			return nil
+		})
+	}
+	if err := wg.Wait(); err != nil {
+		return nil, err
+	}
+	sort.Slice(w.outRefs, func(i, j int) bool { return w.outRefs[i].Subtask < w.outRefs[j].Subtask })
+	sort.Slice(w.sideRefs, func(i, j int) bool { return w.sideRefs[i].Path < w.sideRefs[j].Path })
+	for _, o := range w.outRefs {
+		w.rowsOut += o.Rows
+	}
+	return w, nil
+}
+
+const rejectedDir = "_rejected"
+
+func countRows(bs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, b := range bs {
+		n += b.NumRows()
+	}
+	return n
+}
+
+func (r *runner) encodeOutput(bs []arrow.RecordBatch) ([]byte, string, error) {
+	switch r.p.Sink.Format {
+	case spec.JSONL:
+		data, err := formats.EncodeJSONL(r.plan.output, bs)
+		return data, "jsonl", err
+	default:
+		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
+		return data, "parquet", err
+	}
+}

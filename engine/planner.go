@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// runPlan is what a run will do, decided from the committed head, the spec
+// and the source listing before anything is written. planRun computes it
+// for both `floe run` (which executes it) and `floe plan` (which prints it),
+// so the two cannot disagree.
+type runPlan struct {
+	head        *epoch.Head
+	files       []store.ObjectInfo // the source listing the plan was made from
+	plan        *plan
+	parallelism int
+	k           int // max parallelism: the key-group count
+	// newGeneration: the run starts a generation (first run, parallelism or
+	// plan changed); reason says why. Otherwise it continues head's.
+	newGeneration bool
+	reason        string
+	// refusal, when set, is why the run must not start; it writes nothing.
+	refusal  error
+	identity *identityPlan
+	// restore: per new subtask, its key-group range and the parent state
+	// files overlapping it; emitted is the operator's emitted-through
+	// watermark; share tells whether unchanged parent files can be reused
+	// (same layout, same generation).
+	restore []subtaskRestore
+	emitted int64
+	share   bool
+}
+
+type subtaskRestore struct {
+	lo, hi int
+	files  []manifest.FileRef
+}
+
+// parallelismOf returns the run's parallelism and the key-group count.
+func parallelismOf(p *spec.Pipeline, opts *Options) (int, int, error) {
+	k := maxParallelism(p)
+	n := p.State.Parallelism
+	if opts.Parallelism > 0 {
+		n = opts.Parallelism
+	}
+	n = max(n, 1)
+	if n > k {
+		return 0, 0, fmt.Errorf("parallelism %d exceeds max_parallelism %d (the key-group count); pick 1..%d", n, k, k)
+	}
+	return n, k, nil
+}
+
+// planRun decides the run from head (recovered by Run, peeked by Plan).
+// Errors are for what could not be decided (storage, an invalid spec); a
+// decided refusal is in runPlan.refusal.
+func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) (*runPlan, error) {
+	rp := &runPlan{head: head}
+	var err error
+	if rp.parallelism, rp.k, err = parallelismOf(p, opts); err != nil {
+		return nil, err
+	}
+	if rp.files, err = listSource(ctx, p, st.source); err != nil {
+		return nil, err
+	}
+	src, err := sourceSchema(p)
+	if err != nil {
+		return nil, err
+	}
+	if src == nil {
+		if src, err = inferSchema(ctx, p, st.source, rp.files); err != nil {
+			return nil, err
+		}
+	}
+	if rp.plan, err = compile(p, src); err != nil {
+		return nil, err
+	}
+	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head); err != nil {
+		return nil, err
+	}
+	hg := head.Generation
+	switch {
+	case hg != nil && hg.MaxParallelism != rp.k:
+		rp.refusal = fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", rp.k, hg.MaxParallelism)
+	case hg != nil:
+		if err := compatible(hg.Plan, rp.plan.ops); err != nil {
+			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
+		}
+	}
+	if rp.refusal == nil {
+		rp.refusal = rp.identity.refusal
+	}
+	switch {
+	case hg == nil:
+		rp.newGeneration, rp.reason = true, "first generation"
+	case hg.Parallelism != rp.parallelism:
+		rp.newGeneration, rp.reason = true, fmt.Sprintf("parallelism %d -> %d", hg.Parallelism, rp.parallelism)
+	case !samePlan(hg.PlanHash, p, rp.plan.declared, rp.plan.hash):
+		rp.newGeneration, rp.reason = true, "plan changed"
+	}
+	rp.emitted = manifest.NoWatermark
+	if rp.plan.window != nil {
+		var parent []manifest.FileRef
+		if m := head.Manifest; m != nil {
+			for _, op := range m.Operators {
+				if op.ID == rp.plan.window.ID {
+					parent, rp.emitted = op.Files, op.EmittedThrough
+				}
+			}
+		}
+		rp.share = !rp.newGeneration && hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
+		for s := 0; s < rp.parallelism; s++ {
+			lo, hi := operators.KeyGroupRange(s, rp.parallelism, rp.k)
+			sr := subtaskRestore{lo: lo, hi: hi}
+			for _, f := range parent {
+				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
+					sr.files = append(sr.files, f)
+				}
+			}
+			rp.restore = append(rp.restore, sr)
+		}
+	}
+	return rp, nil
+}
+
+// generationRecord is the _generation.json the plan starts.
+func (rp *runPlan) generationRecord() manifest.Generation {
+	id := rp.identity.want
+	return manifest.Generation{Parallelism: rp.parallelism, MaxParallelism: rp.k, Plan: rp.plan.ops,
+		PlanHash: rp.plan.hash, Identity: &id}
+}

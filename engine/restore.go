@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+)
+
+const inlineSeenMax = 512
+
+// restore loads source offsets, counters, watermark and keyed state from the
+// plan's head, re-partitioning state by key-group range when the
+// parallelism changed. It reads only.
+func (r *runner) restore(ctx context.Context, rp *runPlan) error {
+	r.seen = epoch.NewSegLog("seen", inlineSeenMax)
+	r.outputs = epoch.NewSegLog("outputs", 0)
+	r.inputs = map[string]manifest.InputState{}
+	r.wm = manifest.NoWatermark
+	if m := rp.head.Manifest; m != nil {
+		if err := r.seen.Load(ctx, r.c, m.Source.Inline, m.Source.Segments); err != nil {
+			return err
+		}
+		if err := r.outputs.Load(ctx, r.c, nil, m.OutputLog); err != nil {
+			return err
+		}
+		for k, v := range m.Source.Inputs {
+			r.inputs[k] = v
+		}
+		r.counters = m.Counters
+		r.wm = m.Watermark
+	}
+	r.ranges = make([][2]int, r.parallelism)
+	for s := range r.ranges {
+		lo, hi := operators.KeyGroupRange(s, r.parallelism, r.k)
+		r.ranges[s] = [2]int{lo, hi}
+	}
+	if r.plan.window == nil {
+		return nil
+	}
+	r.subtasks = make([]*operators.Window, r.parallelism)
+	r.stateRefs = make([]manifest.FileRef, r.parallelism)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for s, sr := range rp.restore {
+		g.Go(func() error {
+			w, err := operators.NewWindow(*r.plan.window, r.plan.windowIn, r.k)
+			if err != nil {
+				return err
+			}
+			var batches []arrow.RecordBatch
+			for _, f := range sr.files {
+				data, err := r.c.ReadFile(gctx, f)
+				if err != nil {
+					return err
+				}
+				_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
+				if err != nil {
+					return fmt.Errorf("restore %s: %w", f.Path, err)
+				}
+				batches = append(batches, recs...)
+			}
+			if err := w.Restore(batches, sr.lo, sr.hi, rp.emitted); err != nil {
+				return fmt.Errorf("restore subtask %d: %w", s, err)
+			}
+			if rp.share {
+				r.stateRefs[s] = sr.files[0] // unchanged state can be shared
+			}
+			r.subtasks[s] = w
+			return nil
+		})
+	}
+	return g.Wait()
+}

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path"
+	"runtime"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// listSource lists the source: every file that is not hidden or in
+// progress (names starting with "." or "_") and matches source.pattern, in
+// key order.
+func listSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
+	objs, err := src.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list source %s: %w", p.Source.URL, err)
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		base := path.Base(o.Key)
+		if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
+			continue // hidden and in-progress files (Spark/Hive convention)
+		}
+		if pat := p.Source.Pattern; pat != "" {
+			ok, err := path.Match(pat, o.Key)
+			if err != nil {
+				return nil, fmt.Errorf("source.pattern %q: %w", pat, err)
+			}
+			if !ok {
+				if ok2, _ := path.Match(pat, base); !ok2 {
+					continue
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// pendingFiles returns the listed files not in seen, in listing order.
+func pendingFiles(files []store.ObjectInfo, seen func(string) bool) []store.ObjectInfo {
+	var out []store.ObjectInfo
+	for _, f := range files {
+		if !seen(f.Key) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// inferSchema reads the footer of the first Parquet file of the listing.
+func inferSchema(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo) (*arrow.Schema, error) {
+	if p.Source.Format != spec.Parquet {
+		return nil, fmt.Errorf("source.schema is required for %s sources", p.Source.Format)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", p.Source.URL)
+	}
+	data, err := store.Read(ctx, src, files[0].Key)
+	if err != nil {
+		return nil, fmt.Errorf("infer schema: %w", err)
+	}
+	schema, err := formats.ParquetSchema(files[0].Key, data)
+	if err != nil {
+		return nil, fmt.Errorf("infer schema: %w", err)
+	}
+	return schema, nil
+}
+
+// fileResult is one decoded file after the stateless stages, split by
+// subtask.
+type fileResult struct {
+	key      string
+	rows     int64
+	filtered int64
+	maxTS    int64
+	batches  []arrow.RecordBatch // after the stateless stages
+	sels     [][][]int32         // window: per batch, per subtask, the rows it owns
+	rejects  []formats.Reject
+}
+
+func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
+	data, err := store.Read(ctx, r.st.source, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
+	}
+	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem, Parallelism: parallel}
+	if c := r.p.Source.CSV; c != nil {
+		opts.CSV.NoHeader = !c.Header
+		if c.Delimiter != "" {
+			opts.CSV.Delimiter = []rune(c.Delimiter)[0]
+		}
+	}
+	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, opts)
+	if err != nil {
+		if r.p.Source.OnError == spec.OnErrorFail {
+			return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
+		}
+		// The whole file is undecodable (not Parquet, a CSV header without a
+		// declared column): reject it as one record, so one bad file does
+		// not stop the pipeline. Store errors above still fail the epoch.
+		r.log.Warn("rejecting an undecodable source file", "file", f.Key, "error", err)
+		return &fileResult{key: f.Key, maxTS: math.MinInt64,
+			rejects: []formats.Reject{{File: f.Key, Line: 0, Reason: "whole file rejected: " + err.Error()}}}, nil
+	}
+	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
+	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
+		rj := d.Rejects[0]
+		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
+	}
+	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
+	for _, b := range d.Batches {
+		ts := b.Column(tsCol).(*array.Timestamp)
+		for i, v := range ts.Values() {
+			if int64(v) > res.maxTS && ts.IsValid(i) {
+				res.maxTS = int64(v)
+			}
+		}
+		out, dropped, err := runStages(r.plan.pre, b, r.mem)
+		if err != nil {
+			return nil, fmt.Errorf("source file %s: %w", f.Key, err)
+		}
+		res.filtered += dropped
+		if out.NumRows() == 0 {
+			continue
+		}
+		res.batches = append(res.batches, out)
+		if r.plan.window != nil {
+			sels, err := operators.PartitionIndices(out, r.plan.keyCols, r.parallelism, r.k)
+			if err != nil {
+				return nil, err
+			}
+			res.sels = append(res.sels, sels)
+		}
+	}
+	return res, nil
+}
+
+// decodeEpoch decodes files in parallel (taking prefetched results). With
+// max_rows_per_epoch it decodes in waves and stops after the file that
+// crosses the limit, deterministically by file order; it returns the
+// results of the files the epoch takes.
+func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
+	results := make([]*fileResult, 0, len(files))
+	wave := len(files)
+	if r.p.Source.MaxRowsPerEpoch > 0 {
+		wave = runtime.GOMAXPROCS(0)
+	}
+	var total int64
+	for start := 0; start < len(files); start += wave {
+		chunk := files[start:min(start+wave, len(files))]
+		out := make([]*fileResult, len(chunk))
+		errs := make([]error, len(chunk))
+		var g errgroup.Group
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for i, f := range chunk {
+			g.Go(func() error {
+				if r.pf != nil {
+					if res, err, ok := r.pf.take(ctx, f.Key); ok {
+						out[i], errs[i] = res, err
+						return nil
+					}
+				}
+				// A lone big file splits itself across the cores.
+				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
+				return nil
+			})
+		}
+		_ = g.Wait()
+		// In key order: the first failing file fails the epoch, whatever
+		// finished first, unless the row limit ends the epoch before it.
+		for i, res := range out {
+			if errs[i] != nil {
+				return nil, errs[i]
+			}
+			results = append(results, res)
+			total += res.rows
+			if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+				return results, nil
+			}
+		}
+	}
+	return results, nil
+}

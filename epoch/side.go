@@ -1,0 +1,102 @@
+package epoch
+
+import (
+	"context"
+	"fmt"
+	"path"
+
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
+)
+
+// SideDir is a place side outputs (late rows, rejected rows) are written:
+// a store of its own or a prefix of the sink.
+type SideDir struct {
+	Name   string // for messages: "late", "rejected", "sink _rejected"
+	Store  store.Store
+	Prefix string // key prefix inside Store ("" or "dir/")
+}
+
+type sideFile struct {
+	dir SideDir
+	key string
+}
+
+// SideSweeper removes side-output files that no committed attempt wrote. It
+// follows the same rule as retention (invariant 6): a file of an epoch the
+// head has passed is judged against that epoch's committed manifest; a file
+// of a newer epoch may belong to an attempt in flight and is only
+// remembered, then judged when this run commits that epoch.
+type SideSweeper struct {
+	c    *Committer
+	cand map[int64][]sideFile
+}
+
+// SweepSideOutputs runs at the start of a run. Side-output files of the
+// last keep epochs ending at head that the committed attempt did not write
+// are deleted now; files of epochs newer than the head are remembered for
+// Settle.
+func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, dirs []SideDir) (*SideSweeper, error) {
+	sw := &SideSweeper{c: c, cand: map[int64][]sideFile{}}
+	chain, err := c.Chain(ctx, head, keep)
+	if err != nil {
+		return nil, err
+	}
+	byEpoch := map[int64]map[string]bool{}
+	for _, m := range chain {
+		byEpoch[m.Epoch] = sideNames(m)
+	}
+	for _, d := range dirs {
+		objs, err := d.Store.List(ctx, d.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("%s: list: %w", d.Name, err)
+		}
+		for _, o := range objs {
+			info, ok := manifest.ParseOutputName(o.Key)
+			if !ok {
+				continue
+			}
+			if info.Epoch > head.Epoch() {
+				sw.cand[info.Epoch] = append(sw.cand[info.Epoch], sideFile{d, o.Key})
+				continue
+			}
+			if names, known := byEpoch[info.Epoch]; known && !names[path.Base(o.Key)] {
+				if err := d.Store.Delete(ctx, o.Key); err != nil {
+					return nil, fmt.Errorf("%s: delete orphan %s: %w", d.Name, o.Key, err)
+				}
+			}
+		}
+	}
+	return sw, nil
+}
+
+// Settle deletes the remembered side-output files of m's epoch that m, now
+// committed, does not list: their attempt lost, so they can never be
+// committed.
+func (sw *SideSweeper) Settle(ctx context.Context, m *manifest.Manifest) error {
+	cands := sw.cand[m.Epoch]
+	if len(cands) == 0 {
+		return nil
+	}
+	delete(sw.cand, m.Epoch)
+	names := sideNames(m)
+	for _, f := range cands {
+		if names[path.Base(f.key)] {
+			continue
+		}
+		if err := f.dir.Store.Delete(ctx, f.key); err != nil {
+			return fmt.Errorf("%s: delete orphan %s: %w", f.dir.Name, f.key, err)
+		}
+	}
+	return nil
+}
+
+// sideNames returns the base names of a manifest's side outputs (output
+// names are unique per generation, epoch, subtask and attempt).
+func sideNames(m *manifest.Manifest) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range m.SideOutputs {
+		out[path.Base(f.Path)] = true
+	}
+	return out
+}
