@@ -119,6 +119,9 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
 	cfg.HTTPClient = newHTTPClient()
 	cfg.APIOptions = append(cfg.APIOptions, addETagCapture)
+	// The SDK would print "WARN Skipped validation of multipart checksum"
+	// to stderr on every read of a multipart object.
+	s3opts = append(s3opts, func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true })
 	client := s3.NewFromConfig(cfg, s3opts...)
 	b, err := s3blob.OpenBucket(ctx, client, bucket, &s3blob.Options{
 		RequestChecksumCalculation: cfg.RequestChecksumCalculation,

@@ -49,7 +49,11 @@ func Redact(rawURL string) string {
 		u.RawQuery = encodeQuery(redactQuery(q))
 	}
 	u.Fragment, u.RawFragment = "", ""
-	return u.String()
+	out := u.String()
+	if u.Scheme != "" && strings.HasPrefix(strings.ToLower(rawURL), u.Scheme+"://") && !strings.HasPrefix(out, u.Scheme+"://") {
+		out = u.Scheme + "://" + strings.TrimPrefix(out, u.Scheme+":") // mem:// keeps its empty authority
+	}
+	return out
 }
 
 func redactQuery(q url.Values) url.Values {
@@ -101,5 +105,5 @@ func encodeQuery(q url.Values) string {
 
 func queryEscape(s string) string {
 	e := url.QueryEscape(s)
-	return strings.NewReplacer("%2F", "/", "%3A", ":").Replace(e)
+	return strings.NewReplacer("%2F", "/", "%3A", ":", "%40", "@").Replace(e)
 }
