@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,9 +18,16 @@ import (
 
 // Load reads the spec file at path, resolves its relative paths against the
 // file's directory, applies defaults and validates it. A spec that is wrong
-// yields an Errors listing every problem (errors.Is(err, ErrInvalid)).
+// yields an Errors listing every problem (errors.Is(err, ErrInvalid)). It
+// reads at most MaxSpecBytes+1 bytes, so a huge or endless file is refused
+// without being read.
 func Load(path string) (*Pipeline, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("spec: read %s: %w", path, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
+	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("spec: read %s: %w", path, err)
 	}
@@ -33,9 +41,19 @@ func Load(path string) (*Pipeline, error) {
 // Parse decodes a YAML spec, resolves relative paths against baseDir (the
 // current directory when empty), applies defaults and validates. name is the
 // file name used in error messages.
+//
+// Before any parsing it refuses, with one problem naming the limit, data
+// larger than MaxSpecBytes, data that is not UTF-8 text (NUL bytes, other
+// control characters, invalid UTF-8), nesting deeper than 64 levels and more
+// than 10,000 elements. Every message quotes at most a short excerpt of an
+// offending value, with control characters escaped, and is one line.
 func Parse(name string, data []byte, baseDir string) (*Pipeline, error) {
 	o := &origin{file: name, pos: map[string]Pos{}}
 	c := newCollector(o)
+	if fe := checkText(data); fe != nil {
+		fe.File = name
+		return nil, Errors{fe}
+	}
 	root, err := parseYAML(data)
 	if err != nil {
 		var fe *FieldError
@@ -43,6 +61,7 @@ func Parse(name string, data []byte, baseDir string) (*Pipeline, error) {
 			fe = &FieldError{Msg: err.Error()}
 		}
 		fe.File = name
+		fe.Msg = oneLine(fe.Msg, maxMsgLen)
 		return nil, Errors{fe}
 	}
 	base, err := filepath.Abs(baseDir)
@@ -192,7 +211,7 @@ func (d *decoder) integer(n *node, path string, minimum int64) int64 {
 	}
 	v, err := strconv.ParseInt(n.str, 10, 64)
 	if err != nil {
-		d.c.decodeErr(n.pos, path, "integer %s out of range", n.str)
+		d.c.decodeErr(n.pos, path, "integer %q out of range", n.str)
 		return 0
 	}
 	if v < minimum {
@@ -242,13 +261,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasSuffix(t, "d") {
 		if n, err := strconv.Atoi(strings.TrimSuffix(t, "d")); err == nil && n > 0 && n < 100000 {
-			return 0, fmt.Errorf("invalid duration %q (use Go syntax like 1m, 30s; for days write %dh)", s, n*24)
+			return 0, fmt.Errorf("invalid duration %s (use Go syntax like 1m, 30s; for days write %dh)", excerpt(s), n*24)
 		}
 	}
 	if _, err := strconv.ParseFloat(t, 64); err == nil {
-		return 0, fmt.Errorf("invalid duration %q: missing unit (use Go syntax like 1m, 30s)", s)
+		return 0, fmt.Errorf("invalid duration %s: missing unit (use Go syntax like 1m, 30s)", excerpt(s))
 	}
-	return 0, fmt.Errorf("invalid duration %q (use Go syntax like 1m, 30s)", s)
+	return 0, fmt.Errorf("invalid duration %s (use Go syntax like 1m, 30s)", excerpt(s))
 }
 
 func (d *decoder) url(n *node, path string) string {
@@ -258,7 +277,8 @@ func (d *decoder) url(n *node, path string) string {
 	}
 	u, err := ResolveURL(d.baseDir, s)
 	if err != nil {
-		d.c.decodeErr(n.pos, path, "%s", err.Error())
+		// ResolveURL quotes the whole value; quote an excerpt instead.
+		d.c.decodeErr(n.pos, path, "%s", reQuote(err, s))
 		return ""
 	}
 	return u
@@ -474,7 +494,7 @@ func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Win
 				}
 				a, err := ParseAggregate(name, text)
 				if err != nil {
-					d.c.decodeErr(vals[i].pos, ap, "%s", err.Error())
+					d.c.decodeErr(vals[i].pos, ap, "%s", reQuote(err, text))
 				}
 				w.Aggregates = append(w.Aggregates, a)
 			}

@@ -34,6 +34,9 @@ type FieldError struct {
 }
 
 // Error formats "file:line:col: path: msg", leaving out what is unknown.
+// The path and message are made one line of bounded length (Parse and
+// Validate word them so already; this also covers FieldErrors built by
+// hand).
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
@@ -46,10 +49,10 @@ func (e *FieldError) Error() string {
 		fmt.Fprintf(&b, "%d:%d: ", e.Pos.Line, e.Pos.Column)
 	}
 	if e.Path != "" {
-		b.WriteString(e.Path)
+		b.WriteString(oneLine(e.Path, maxPathLen))
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(oneLine(e.Msg, maxMsgLen))
 	return b.String()
 }
 
@@ -141,7 +144,7 @@ func (c *collector) record(pos Pos, path, format string, args ...any) {
 		c.more++
 		return
 	}
-	c.errs = append(c.errs, &FieldError{File: c.file, Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, &FieldError{File: c.file, Pos: pos, Path: oneLine(path, maxPathLen), Msg: message(format, args...)})
 }
 
 // err returns the collected problems sorted by position, or nil.

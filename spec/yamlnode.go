@@ -58,11 +58,8 @@ func (n *node) describe() string {
 	case scalarNull:
 		return "null"
 	}
-	return fmt.Sprintf("%q", n.str)
+	return excerpt(n.str)
 }
-
-// maxDepth bounds nesting; no valid spec comes close.
-const maxDepth = 64
 
 type converter struct {
 	anchors map[string]*node
@@ -126,7 +123,7 @@ func (c *converter) convert(n ast.Node, depth int) (*node, error) {
 		}
 		out, ok := c.anchors[name]
 		if !ok {
-			return nil, &FieldError{Pos: pos, Msg: fmt.Sprintf("unknown alias %q", name)}
+			return nil, &FieldError{Pos: pos, Msg: "unknown alias " + excerpt(name)}
 		}
 		return out, nil
 	case *ast.MappingNode:
