@@ -6,7 +6,7 @@ import (
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -115,7 +115,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		}
 		rp.share = !rp.newGeneration && hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
 		for s := 0; s < rp.parallelism; s++ {
-			lo, hi := operators.KeyGroupRange(s, rp.parallelism, rp.k)
+			lo, hi := keygroup.Range(s, rp.parallelism, rp.k)
 			sr := subtaskRestore{lo: lo, hi: hi}
 			for _, f := range parent {
 				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {

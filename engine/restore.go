@@ -10,6 +10,7 @@ import (
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 )
@@ -39,7 +40,7 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	}
 	r.ranges = make([][2]int, r.parallelism)
 	for s := range r.ranges {
-		lo, hi := operators.KeyGroupRange(s, r.parallelism, r.k)
+		lo, hi := keygroup.Range(s, r.parallelism, r.k)
 		r.ranges[s] = [2]int{lo, hi}
 	}
 	if r.plan.window == nil {

@@ -3,7 +3,7 @@
 // the last committed epoch, and what may be deleted afterwards.
 //
 // The store given to a Committer is rooted at <state-url>/<pipeline>/. The
-// protocol of one epoch (DESIGN.md, "Commit protocol of one epoch"):
+// protocol of one epoch (docs/design.md, "The commit protocol"):
 //
 //  1. Recover reads _latest.json and rolls it forward over committed
 //     manifests whose parent is the current head.

@@ -27,13 +27,6 @@ const (
 	tagOther     byte = 0xFF
 )
 
-// KeyGroupRange returns the contiguous range [lo, hi) of key groups that
-// subtask owns at parallelism p with k key groups.
-//
-// Deprecated: use keygroup.Range, the one definition; this alias remains
-// for engine until it calls keygroup directly.
-func KeyGroupRange(subtask, p, k int) (lo, hi int) { return keygroup.Range(subtask, p, k) }
-
 // SerializeKey appends the canonical encoding of the composite key formed by
 // columns keyCols of row `row` of rec to buf and returns the extended buffer.
 //
