@@ -42,8 +42,8 @@
 //     root. On mem:// a mutex serialises writes.
 //   - Errors wrap exactly one of the sentinels when one applies: ErrNotFound,
 //     ErrPrecondition, ErrTransient (S3 409 ConditionalRequestConflict, 5xx,
-//     SlowDown, timeouts, connection resets). Context errors are returned
-//     wrapped, never as ErrTransient.
+//     SlowDown, timeouts, connection resets, request deadlines). The
+//     caller's context errors are returned wrapped, never as ErrTransient.
 //   - A Store returned by Open does not retry: the AWS SDK retryer is disabled
 //     so that a conditional write is sent exactly once per call and an
 //     ambiguous outcome is never hidden inside the SDK. Wrap it with
@@ -56,9 +56,42 @@
 //   - On file:// a key cannot also be a prefix directory of another key ("a" and
 //     "a/b"); S3 allows it. floe's layout never does it.
 //
+// # Deadlines and retries
+//
+// No S3 request waits forever. The HTTP transport of an S3 store bounds the
+// wait for each response's headers (RequestTimeout, counted from the last
+// byte of the request sent; default 30s) and each wait for more of a
+// response body (IdleTimeout; default 30s), so a large transfer that keeps
+// moving is never cut but a server that accepts a connection and goes
+// silent is. A request that hits a deadline fails with a *TimeoutError,
+// which matches ErrTransient and reads as one line naming the operation,
+// the key and the deadline.
+//
+// [WithRetry] retries ErrTransient with exponential backoff and full jitter
+// for a bounded time (RetryPolicy.MaxElapsed, default 45s; MaxAttempts
+// optional), bounds each whole operation (OpTimeout, default 10m), carries
+// its RequestTimeout and IdleTimeout down to the transport through the
+// context, logs every retry at slog Debug (op, key, attempt, delay, cause)
+// and counts calls, tries, retries, timeouts and give-ups per kind
+// ([Retrying.Stats], diffed per epoch with [RetryStats.Sub]).
+//
+// A Delete on S3 is one DeleteObject request (S3 reports success for a
+// missing key, so no HeadObject is needed to stay idempotent).
+//
+// # Locations and secrets
+//
+// [ParseLocation] gives the canonical identity of a store URL (a resolved
+// file path, or bucket + prefix + endpoint), with [Location.Contains] and
+// [Location.Same] to check that a sink or state location is not inside a
+// source whatever the URL spelling, and [Location.Ephemeral] / [IsMem] to
+// refuse mem:// outside tests. [Redact] removes user info and secret-looking
+// query parameters from any URL before it is printed; Open refuses
+// credentials in the URL and in its endpoint parameter.
+//
 // # Testing
 //
 // [NewFaulty] wraps a Store and injects crashes, failures, delays and
 // throttling at chosen calls; storetest.Run is the conformance suite every
-// backend passes (mem, file and a real S3 server, see internal/s3test).
+// backend passes (mem, file and a real S3 server, see internal/s3test, also
+// through internal/faultproxy with 20% of the requests faulted).
 package store
