@@ -16,6 +16,16 @@ import (
 // count() + sum(bytes). Each batch covers one minute; after each batch the
 // previous minute is emitted, so state turns over like in production.
 func BenchmarkWindowProcess(b *testing.B) {
+	benchWindow(b, WindowSpec{Kind: Tumbling, Size: time.Minute})
+}
+
+// BenchmarkSliding is BenchmarkWindowProcess with 5-minute windows sliding
+// by 1 minute: each row is in five windows.
+func BenchmarkSliding(b *testing.B) {
+	benchWindow(b, WindowSpec{Kind: Sliding, Size: 5 * time.Minute, Slide: time.Minute})
+}
+
+func benchWindow(b *testing.B, spec WindowSpec) {
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "event_time", Type: eventTimeType},
 		{Name: "user_id", Type: arrow.BinaryTypes.String},
@@ -39,8 +49,8 @@ func BenchmarkWindowProcess(b *testing.B) {
 		rb.Release()
 	}
 	defer release(batches...)
-	spec := WindowSpec{ID: "bench", Keys: []string{"user_id"}, EventTime: "event_time", Kind: Tumbling,
-		Size: time.Minute, Aggregates: mustAggs(b, "clicks", "count()", "total_bytes", "sum(bytes)")}
+	spec.ID, spec.Keys, spec.EventTime = "bench", []string{"user_id"}, "event_time"
+	spec.Aggregates = mustAggs(b, "clicks", "count()", "total_bytes", "sum(bytes)")
 	newW := func() *Window {
 		w, err := NewWindow(spec, schema, 128)
 		if err != nil {
