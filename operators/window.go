@@ -84,9 +84,11 @@ type slotKey struct {
 }
 
 type slotInfo struct {
-	kid        int32
 	start, end int64
+	kid        int32
 	live       bool
+	listed     bool // in Window.dirty (kept across reuse of the slot index)
+	inBase     bool // existed at the last snapshot point (see delta.go)
 }
 
 // Window is one instance (subtask) of a keyed event-time window operator. It
@@ -125,6 +127,11 @@ type Window struct {
 	freeSlots []int32
 	live      int
 
+	// change tracking since the last snapshot point (delta.go)
+	dirty []int32            // listed slots: created or changed
+	tombs []tomb             // windows of the last snapshot point removed since
+	moved map[int32][2]int64 // base sessions whose bounds changed: their base bounds
+
 	// scratch, reused across calls
 	ident    []int32 // 0, 1, 2, ...: the selection of a whole batch
 	enc      keyEncoder
@@ -154,7 +161,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 	}
 	w := &Window{spec: spec, id: id, k: maxParallelism, input: input, wm: math.MinInt64,
 		mem: memory.DefaultAllocator, keyMap: map[string]int32{}, slotMap: map[slotKey]int32{},
-		redirect: map[int32]int32{}, nullKid: -1}
+		redirect: map[int32]int32{}, nullKid: -1, moved: map[int32][2]int64{}}
 	micros := func(name string, d time.Duration, positive bool) (int64, error) {
 		if d < 0 || (positive && d == 0) {
 			return 0, fmt.Errorf("window %s: %s %v must be positive", id, name, d)
@@ -472,6 +479,7 @@ func (w *Window) newSlot(kid int32, start, end int64) int32 {
 	if n := len(w.freeSlots); n > 0 {
 		s = w.freeSlots[n-1]
 		w.freeSlots = w.freeSlots[:n-1]
+		info.listed = w.slots[s].listed
 		w.slots[s] = info
 	} else {
 		s = int32(len(w.slots))
@@ -489,6 +497,9 @@ func (w *Window) killSlot(s int32) {
 	info.live = false
 	w.live--
 	ki := &w.keys[info.kid]
+	if info.inBase {
+		w.removed(s, ki)
+	}
 	if w.spec.Kind == Session {
 		if i := slices.Index(ki.sessions, s); i >= 0 {
 			ki.sessions = slices.Delete(ki.sessions, i, i+1)
@@ -558,6 +569,9 @@ func (w *Window) sessionSlot(kid int32, t int64) int32 {
 	}
 	target := ss[first]
 	ti := &w.slots[target]
+	if ti.inBase {
+		w.move(target)
+	}
 	ti.start = min(ti.start, lo)
 	ti.end = max(ti.end, hi, w.slots[ss[last]].end)
 	victims := slices.Clone(ss[first+1 : last+1])
@@ -697,6 +711,11 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 		}
 	}
 	w.rows, w.slotIdx, w.lateRows = rows, slots, late
+	for _, s := range slots {
+		if !w.slots[s].listed {
+			w.touch(s)
+		}
+	}
 	u := updateBatch{ts: tsv, seq0: w.seq, rows: rows, slots: slots}
 	for j, a := range w.aggs {
 		a.grow(len(w.slots))
@@ -813,6 +832,7 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 // key_group (then key bytes and window_start) so that a reader can select key
 // group ranges. The watermark is not part of the rows: persist Watermark()
 // beside them and pass it to Restore. The caller releases the batches.
+// Snapshot is a snapshot point: change tracking (SnapshotDelta) starts anew.
 func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
 	all := make([]int32, 0, w.live)
 	for s := range w.slots {
@@ -820,16 +840,7 @@ func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
 			all = append(all, int32(s))
 		}
 	}
-	slices.SortFunc(all, func(a, b int32) int {
-		ka, kb := &w.keys[w.slots[a].kid], &w.keys[w.slots[b].kid]
-		if ka.kg != kb.kg {
-			return cmpInt64(int64(ka.kg), int64(kb.kg))
-		}
-		if c := strings.Compare(ka.bytes, kb.bytes); c != 0 {
-			return c
-		}
-		return cmpInt64(w.slots[a].start, w.slots[b].start)
-	})
+	w.sortStateOrder(all)
 	var out []arrow.RecordBatch
 	for lo := 0; lo < len(all); lo += snapshotChunkRows {
 		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], true)
@@ -841,6 +852,7 @@ func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
 		}
 		out = append(out, rec)
 	}
+	w.resetTracking()
 	return out, nil
 }
 
@@ -850,18 +862,13 @@ func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
 // duplicates an open window, is an error. Schemas, key groups and window
 // bounds are validated before any state changes; after an error about
 // duplicate or overlapping windows or aggregate columns the Window holds
-// partial state and must be discarded.
+// partial state and must be discarded. Restore starts change tracking anew:
+// the next SnapshotDelta holds what changed after it.
 func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int64) error {
 	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
 		return fmt.Errorf("window %s: restore: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
 	}
-	nk := len(w.keyCols)
-	type pick struct {
-		key        string
-		start, end int64
-	}
-	picks := make([][]pick, len(state))
-	picked := make([][]int32, len(state))
+	picks := make([][]statePick, len(state))
 	// Presize the maps of an empty instance for the share of rows its key
 	// groups should hold: growing them from empty dominated restore time.
 	var total int64
@@ -886,85 +893,147 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 		if !sameFields(rec.Schema(), w.state) {
 			return fmt.Errorf("window %s: restore: batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
 		}
-		kgs := rec.Column(0).(*array.Int32).Int32Values()
-		var enc keyEncoder
-		enc.bind(w.keyKinds, rec.Columns()[1:1+nk])
-		starts := rec.Column(1 + nk).(*array.Timestamp).TimestampValues()
-		ends := rec.Column(2 + nk).(*array.Timestamp).TimestampValues()
-		for r := 0; r < int(rec.NumRows()); r++ {
-			kg := int(kgs[r])
-			if kg < 0 || kg >= w.k {
-				return fmt.Errorf("window %s: restore: batch %d row %d: key group %d outside [0,%d) (max parallelism changed or state corrupt)", w.id, bi, r, kg, w.k)
+		var err error
+		if picks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
+			return fmt.Errorf("window %s: restore: batch %d %w", w.id, bi, err)
+		}
+		if w.spec.Kind == Session {
+			continue
+		}
+		for _, p := range picks[bi] {
+			if _, ok := w.findSlot([]byte(p.key), p.start, p.end); ok {
+				return fmt.Errorf("window %s: restore: batch %d row %d: window at %d already open for this key", w.id, bi, p.row, p.start)
 			}
-			if kg < kgLo || kg >= kgHi {
-				continue
-			}
-			buf = enc.encode(buf[:0], r)
-			if got := keygroup.Of(buf, w.k); got != kg {
-				return fmt.Errorf("window %s: restore: batch %d row %d: key hashes to key group %d, row says %d (max parallelism changed or state corrupt)", w.id, bi, r, got, kg)
-			}
-			start, end := int64(starts[r]), int64(ends[r])
-			if end <= start {
-				return fmt.Errorf("window %s: restore: batch %d row %d: empty window [%d,%d)", w.id, bi, r, start, end)
-			}
-			if w.spec.Kind != Session {
-				if floorMod(start, w.slide) != 0 || end-start != w.size {
-					return fmt.Errorf("window %s: restore: batch %d row %d: window [%d,%d) does not fit size %d slide %d", w.id, bi, r, start, end, w.size, w.slide)
-				}
-				if mk, null := w.mapKey(buf); !null {
-					kid, ok := w.keyMap[string(mk)]
-					if _, dup := w.slotMap[slotKey{kid, start}]; ok && dup {
-						return fmt.Errorf("window %s: restore: batch %d row %d: window at %d already open for this key", w.id, bi, r, start)
-					}
-				} else if w.nullKid >= 0 {
-					if _, dup := w.slotMap[slotKey{w.nullKid, start}]; dup {
-						return fmt.Errorf("window %s: restore: batch %d row %d: window at %d already open for this key", w.id, bi, r, start)
-					}
-				}
-			}
-			picks[bi] = append(picks[bi], pick{key: string(buf), start: start, end: end})
-			picked[bi] = append(picked[bi], int32(r))
 		}
 	}
 	for bi, rec := range state {
-		if len(picked[bi]) == 0 {
+		if len(picks[bi]) == 0 {
 			continue
 		}
+		rows := make([]int32, len(picks[bi]))
 		slots := make([]int32, len(picks[bi]))
 		for j, p := range picks[bi] {
+			rows[j] = p.row
 			kid := w.keyID([]byte(p.key))
 			if w.spec.Kind == Session {
-				ki := &w.keys[kid]
-				for _, s := range ki.sessions {
-					if w.slots[s].start <= p.end && w.slots[s].end >= p.start {
-						return fmt.Errorf("window %s: restore: batch %d row %d: session [%d,%d) overlaps an open session", w.id, bi, picked[bi][j], p.start, p.end)
-					}
+				s, err := w.addSession(kid, p.start, p.end)
+				if err != nil {
+					return fmt.Errorf("window %s: restore: batch %d row %d: %w", w.id, bi, p.row, err)
 				}
-				s := w.newSlot(kid, p.start, p.end)
-				ki = &w.keys[kid]
-				pos, _ := slices.BinarySearchFunc(ki.sessions, p.start, func(x int32, t int64) int {
-					return cmpInt64(w.slots[x].start, t)
-				})
-				ki.sessions = slices.Insert(ki.sessions, pos, s)
 				slots[j] = s
 			} else {
 				if _, dup := w.slotMap[slotKey{kid, p.start}]; dup {
-					return fmt.Errorf("window %s: restore: batch %d row %d: window at %d restored twice", w.id, bi, picked[bi][j], p.start)
+					return fmt.Errorf("window %s: restore: batch %d row %d: window at %d restored twice", w.id, bi, p.row, p.start)
 				}
 				slots[j] = w.fixedSlot(kid, p.start, p.end)
 			}
+			w.slots[slots[j]].inBase = true
 		}
-		for ai, a := range w.aggs {
-			a.grow(len(w.slots))
-			nf := len(a.stateFields(w.spec.Aggregates[ai].Name))
-			c0 := w.aggState[ai]
-			maxSeq, err := a.restore(rec.Columns()[c0:c0+nf], picked[bi], slots)
-			if err != nil {
-				return fmt.Errorf("window %s: restore: batch %d: aggregate %s: %w", w.id, bi, w.spec.Aggregates[ai].Name, err)
-			}
-			w.seq = max(w.seq, maxSeq+1)
+		if err := w.restoreAggs(rec, rows, slots); err != nil {
+			return fmt.Errorf("window %s: restore: batch %d: %w", w.id, bi, err)
 		}
 	}
 	w.wm = max(w.wm, watermark)
+	w.resetTracking()
+	return nil
+}
+
+// statePick is a state or tombstone row selected for this instance.
+type statePick struct {
+	key        string // encoded key
+	start, end int64
+	row        int32
+}
+
+// pickRows validates the rows of rec (StateSchema or TombstoneSchema: both
+// start with key_group, the key columns, window_start, window_end) and
+// returns those whose key group is in [kgLo, kgHi). Errors name the row.
+func (w *Window) pickRows(rec arrow.RecordBatch, kgLo, kgHi int, buf []byte) ([]statePick, []byte, error) {
+	nk := len(w.keyCols)
+	kgs := rec.Column(0).(*array.Int32).Int32Values()
+	var enc keyEncoder
+	enc.bind(w.keyKinds, rec.Columns()[1:1+nk])
+	starts := rec.Column(1 + nk).(*array.Timestamp).TimestampValues()
+	ends := rec.Column(2 + nk).(*array.Timestamp).TimestampValues()
+	var picks []statePick
+	for r := 0; r < int(rec.NumRows()); r++ {
+		kg := int(kgs[r])
+		if kg < 0 || kg >= w.k {
+			return nil, buf, fmt.Errorf("row %d: key group %d outside [0,%d) (max parallelism changed or state corrupt)", r, kg, w.k)
+		}
+		if kg < kgLo || kg >= kgHi {
+			continue
+		}
+		buf = enc.encode(buf[:0], r)
+		if got := keygroup.Of(buf, w.k); got != kg {
+			return nil, buf, fmt.Errorf("row %d: key hashes to key group %d, row says %d (max parallelism changed or state corrupt)", r, got, kg)
+		}
+		start, end := int64(starts[r]), int64(ends[r])
+		if end <= start {
+			return nil, buf, fmt.Errorf("row %d: empty window [%d,%d)", r, start, end)
+		}
+		if w.spec.Kind != Session && (floorMod(start, w.slide) != 0 || end-start != w.size) {
+			return nil, buf, fmt.Errorf("row %d: window [%d,%d) does not fit size %d slide %d", r, start, end, w.size, w.slide)
+		}
+		picks = append(picks, statePick{key: string(buf), start: start, end: end, row: int32(r)})
+	}
+	return picks, buf, nil
+}
+
+// findSlot returns the open slot of window [start, end) of an encoded key.
+func (w *Window) findSlot(key []byte, start, end int64) (int32, bool) {
+	mk, null := w.mapKey(key)
+	kid, ok := w.nullKid, w.nullKid >= 0
+	if !null {
+		kid, ok = w.keyMap[string(mk)]
+	}
+	if !ok {
+		return -1, false
+	}
+	if w.spec.Kind == Session {
+		for _, s := range w.keys[kid].sessions {
+			if w.slots[s].start == start && w.slots[s].end == end {
+				return s, true
+			}
+		}
+		return -1, false
+	}
+	s, ok := w.slotMap[slotKey{kid, start}]
+	if !ok || w.slots[s].end != end {
+		return -1, false
+	}
+	return s, true
+}
+
+// addSession opens session [start, end) of kid; it must not overlap or touch
+// an open session of the key.
+func (w *Window) addSession(kid int32, start, end int64) (int32, error) {
+	for _, s := range w.keys[kid].sessions {
+		if w.slots[s].start <= end && w.slots[s].end >= start {
+			return -1, fmt.Errorf("session [%d,%d) overlaps an open session [%d,%d)", start, end, w.slots[s].start, w.slots[s].end)
+		}
+	}
+	s := w.newSlot(kid, start, end)
+	ki := &w.keys[kid]
+	pos, _ := slices.BinarySearchFunc(ki.sessions, start, func(x int32, t int64) int {
+		return cmpInt64(w.slots[x].start, t)
+	})
+	ki.sessions = slices.Insert(ki.sessions, pos, s)
+	return s, nil
+}
+
+// restoreAggs sets slots[j] from state row rows[j] of rec, for every
+// aggregate, and keeps arrival sequence numbers above the restored ones.
+func (w *Window) restoreAggs(rec arrow.RecordBatch, rows, slots []int32) error {
+	for ai, a := range w.aggs {
+		a.grow(len(w.slots))
+		nf := len(a.stateFields(w.spec.Aggregates[ai].Name))
+		c0 := w.aggState[ai]
+		maxSeq, err := a.restore(rec.Columns()[c0:c0+nf], rows, slots)
+		if err != nil {
+			return fmt.Errorf("aggregate %s: %w", w.spec.Aggregates[ai].Name, err)
+		}
+		w.seq = max(w.seq, maxSeq+1)
+	}
 	return nil
 }

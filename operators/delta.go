@@ -1,0 +1,280 @@
+package operators
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Incremental state.
+//
+// A snapshot point is the last call of Snapshot, SnapshotDelta, Restore or
+// ApplyDelta. Between two points a Window tracks, at a cost proportional to
+// what changes (never to the state it holds):
+//
+//   - dirty: the slots created or updated (a slot is listed once, with
+//     slotInfo.listed, and stays listed when its index is reused);
+//   - tombs: the windows that existed at the last point and were removed
+//     since (emitted by Advance, merged into another session), with the
+//     bounds they had at that point;
+//   - moved: sessions that existed at the last point and whose bounds
+//     changed since, with those bounds.
+//
+// slotInfo.inBase says that a slot's window existed at the last point. Every
+// live slot is listed or inBase (or both), so a snapshot point only has to
+// visit the listed slots to make them inBase.
+//
+// SnapshotDelta turns this into rows: upserts are the live listed slots,
+// tombstones are tombs plus the old bounds of moved sessions. ApplyDelta
+// applies tombstones first, then upserts, so that base + deltas in order
+// rebuild exactly the state a Snapshot would have written.
+
+// tomb is a removed window of the last snapshot point.
+type tomb struct {
+	key        string // encoded key
+	kg         int32
+	start, end int64
+}
+
+// touch lists slot s as created or changed since the last snapshot point.
+func (w *Window) touch(s int32) {
+	w.slots[s].listed = true
+	w.dirty = append(w.dirty, s)
+}
+
+// removed records the removal of base slot s (whose key is ki) as a tombstone
+// of the bounds it had at the last snapshot point.
+func (w *Window) removed(s int32, ki *keyInfo) {
+	info := &w.slots[s]
+	start, end := info.start, info.end
+	if b, ok := w.moved[s]; ok {
+		start, end = b[0], b[1]
+		delete(w.moved, s)
+	}
+	w.tombs = append(w.tombs, tomb{key: ki.bytes, kg: ki.kg, start: start, end: end})
+	info.inBase = false
+}
+
+// move records the bounds of base session s before they first change.
+func (w *Window) move(s int32) {
+	if _, ok := w.moved[s]; !ok {
+		w.moved[s] = [2]int64{w.slots[s].start, w.slots[s].end}
+	}
+}
+
+// resetTracking makes the current state the snapshot point.
+func (w *Window) resetTracking() {
+	for _, s := range w.dirty {
+		info := &w.slots[s]
+		info.listed = false
+		if info.live {
+			info.inBase = true
+		}
+	}
+	w.dirty = w.dirty[:0]
+	w.tombs = nil
+	clear(w.moved)
+}
+
+// TombstoneSchema is the schema of SnapshotDelta's tombstone batches: the
+// first columns of StateSchema, key_group (int32), the key columns,
+// window_start and window_end.
+func (w *Window) TombstoneSchema() *arrow.Schema {
+	return arrow.NewSchema(w.state.Fields()[:3+len(w.keyCols)], nil)
+}
+
+// Dirty returns how many windows were created or changed (changed) and how
+// many windows of the last snapshot point were removed or, for sessions,
+// moved to other bounds (removed) since the last Snapshot, SnapshotDelta,
+// Restore or ApplyDelta: the upsert and tombstone rows SnapshotDelta would
+// return. It costs O(changed).
+func (w *Window) Dirty() (changed, removed int) {
+	for _, s := range w.dirty {
+		if w.slots[s].live {
+			changed++
+		}
+	}
+	return changed, len(w.tombs) + len(w.moved)
+}
+
+// SnapshotDelta returns what changed since the last Snapshot, SnapshotDelta,
+// Restore or ApplyDelta, and makes now the new point of comparison:
+//
+//   - upserts (StateSchema, the encoding of Snapshot): the full state row of
+//     every window created or changed since;
+//   - tombstones (TombstoneSchema): every window that existed at the last
+//     point and was removed since (emitted, or a session merged into
+//     another), with the bounds it had then. A session whose bounds changed
+//     is a tombstone of its old bounds plus an upsert of the new ones.
+//
+// Both are sorted by key_group, key bytes and window_start, in batches of at
+// most 65536 rows; the caller releases them. Restore(base) followed by
+// ApplyDelta of every delta since base, in order, gives exactly the state
+// Snapshot would give now. It costs O(changed windows), not O(state). On
+// error nothing is reset: the next call returns the same changes.
+func (w *Window) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error) {
+	ups := make([]int32, 0, len(w.dirty))
+	for _, s := range w.dirty {
+		if w.slots[s].live {
+			ups = append(ups, s)
+		}
+	}
+	w.sortStateOrder(ups)
+	tombs := slices.Clone(w.tombs)
+	for s, b := range w.moved {
+		ki := &w.keys[w.slots[s].kid]
+		tombs = append(tombs, tomb{key: ki.bytes, kg: ki.kg, start: b[0], end: b[1]})
+	}
+	slices.SortFunc(tombs, func(a, b tomb) int {
+		return cmp.Or(cmp.Compare(a.kg, b.kg), strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
+	})
+	fail := func(err error) ([]arrow.RecordBatch, []arrow.RecordBatch, error) {
+		release(upserts...)
+		release(tombstones...)
+		return nil, nil, fmt.Errorf("window %s: snapshot delta: %w", w.id, err)
+	}
+	for lo := 0; lo < len(ups); lo += snapshotChunkRows {
+		rec, err := w.build(w.state, ups[lo:min(len(ups), lo+snapshotChunkRows)], true)
+		if err != nil {
+			return fail(err)
+		}
+		upserts = append(upserts, rec)
+	}
+	ts := w.TombstoneSchema()
+	for lo := 0; lo < len(tombs); lo += snapshotChunkRows {
+		rec, err := w.buildTombstones(ts, tombs[lo:min(len(tombs), lo+snapshotChunkRows)])
+		if err != nil {
+			return fail(err)
+		}
+		tombstones = append(tombstones, rec)
+	}
+	w.resetTracking()
+	return upserts, tombstones, nil
+}
+
+func (w *Window) buildTombstones(schema *arrow.Schema, tombs []tomb) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(w.mem, schema)
+	defer b.Release()
+	b.Reserve(len(tombs))
+	nk := len(w.keyCols)
+	kgb := b.Field(0).(*array.Int32Builder)
+	kbs := b.Fields()[1 : 1+nk]
+	sb, eb := b.Field(1+nk).(*array.TimestampBuilder), b.Field(2+nk).(*array.TimestampBuilder)
+	for _, t := range tombs {
+		kgb.Append(t.kg)
+		if err := decodeKey(t.key, kbs); err != nil {
+			return nil, err
+		}
+		sb.Append(arrow.Timestamp(t.start))
+		eb.Append(arrow.Timestamp(t.end))
+	}
+	return b.NewRecordBatch(), nil
+}
+
+// sortStateOrder sorts slots by key group, key bytes and window start: the
+// row order of Snapshot and SnapshotDelta.
+func (w *Window) sortStateOrder(slots []int32) {
+	slices.SortFunc(slots, func(a, b int32) int {
+		ka, kb := &w.keys[w.slots[a].kid], &w.keys[w.slots[b].kid]
+		if ka.kg != kb.kg {
+			return cmp.Compare(ka.kg, kb.kg)
+		}
+		if c := strings.Compare(ka.bytes, kb.bytes); c != 0 {
+			return c
+		}
+		return cmp.Compare(w.slots[a].start, w.slots[b].start)
+	})
+}
+
+// ApplyDelta applies one SnapshotDelta to a Window rebuilt with Restore from
+// the base the delta follows (and the deltas before it, in order): first the
+// tombstones remove their windows, then the upserts add or replace windows
+// by (key, window_start, window_end). Rows whose key_group is outside
+// [kgLo, kgHi) are skipped (rescale). A tombstone of a window that is not
+// open, or an upsert that overlaps another open session of its key or
+// appears twice, is an error (deltas applied out of order or state
+// corrupt). Schemas, key groups and bounds are validated before any state
+// changes; after a later error the Window must be discarded. Like Restore,
+// ApplyDelta starts change tracking anew.
+func (w *Window) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
+	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
+		return fmt.Errorf("window %s: apply delta: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
+	}
+	ts := w.TombstoneSchema()
+	var buf []byte
+	tpicks := make([][]statePick, len(tombstones))
+	for bi, rec := range tombstones {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), ts) {
+			return fmt.Errorf("window %s: apply delta: tombstone batch %d schema %s does not match tombstone schema %s", w.id, bi, rec.Schema(), ts)
+		}
+		var err error
+		if tpicks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
+			return fmt.Errorf("window %s: apply delta: tombstone batch %d %w", w.id, bi, err)
+		}
+	}
+	upicks := make([][]statePick, len(upserts))
+	for bi, rec := range upserts {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), w.state) {
+			return fmt.Errorf("window %s: apply delta: upsert batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
+		}
+		var err error
+		if upicks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
+			return fmt.Errorf("window %s: apply delta: upsert batch %d %w", w.id, bi, err)
+		}
+	}
+	for bi, picks := range tpicks {
+		for _, p := range picks {
+			s, ok := w.findSlot([]byte(p.key), p.start, p.end)
+			if !ok {
+				return fmt.Errorf("window %s: apply delta: tombstone batch %d row %d: window [%d,%d) is not open (deltas out of order or state corrupt)", w.id, bi, p.row, p.start, p.end)
+			}
+			w.killSlot(s)
+			w.freeSlot(s)
+		}
+	}
+	seen := map[int32]bool{}
+	for bi, rec := range upserts {
+		if len(upicks[bi]) == 0 {
+			continue
+		}
+		rows := make([]int32, len(upicks[bi]))
+		slots := make([]int32, len(upicks[bi]))
+		for j, p := range upicks[bi] {
+			rows[j] = p.row
+			s, ok := w.findSlot([]byte(p.key), p.start, p.end)
+			switch {
+			case ok && seen[s]:
+				return fmt.Errorf("window %s: apply delta: upsert batch %d row %d: window [%d,%d) upserted twice", w.id, bi, p.row, p.start, p.end)
+			case ok:
+				for _, a := range w.aggs {
+					a.reset(s)
+				}
+			case w.spec.Kind == Session:
+				var err error
+				if s, err = w.addSession(w.keyID([]byte(p.key)), p.start, p.end); err != nil {
+					return fmt.Errorf("window %s: apply delta: upsert batch %d row %d: %w", w.id, bi, p.row, err)
+				}
+			default:
+				s = w.fixedSlot(w.keyID([]byte(p.key)), p.start, p.end)
+			}
+			seen[s] = true
+			w.slots[s].inBase = true
+			slots[j] = s
+		}
+		if err := w.restoreAggs(rec, rows, slots); err != nil {
+			return fmt.Errorf("window %s: apply delta: upsert batch %d: %w", w.id, bi, err)
+		}
+	}
+	w.resetTracking()
+	return nil
+}
