@@ -183,7 +183,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if err := checkLocalSource(p); err != nil {
 		return nil, err
 	}
-	if err := checkNesting(p); err != nil {
+	if err := checkLocations(p); err != nil {
 		return nil, err
 	}
 	if opts.UntilEpoch < 0 {
@@ -221,25 +221,70 @@ func checkLocalSource(p *spec.Pipeline) error {
 	return nil
 }
 
-// checkNesting refuses a sink or state location inside the source prefix:
-// the source would list floe's own files as new input.
-func checkNesting(p *spec.Pipeline) error {
-	src := location(p.Source.URL)
-	for _, x := range []struct{ field, url string }{{"sink.url", p.Sink.URL}, {"state.url", p.State.URL},
+// checkLocations refuses locations a pipeline cannot run with, before
+// anything is opened for writing: mem:// (it lives only inside this process,
+// so committed state and outputs would vanish with it); a sink, state or
+// side-output location inside the source (floe would read its own files as
+// input); and side-output locations that overlap the sink, the state or each
+// other (their orphan cleanup would judge the other's files). Locations are
+// compared after normalisation (store.ParseLocation: clean paths, resolved
+// symlinks, localhost, bucket and prefix), never as URL text.
+func checkLocations(p *spec.Pipeline) error {
+	stateURL, err := PipelineStateURL(p)
+	if err != nil {
+		return err
+	}
+	type loc struct {
+		field, url string
+		l          store.Location
+	}
+	var locs []loc
+	for _, x := range []struct{ field, url string }{{"source.url", p.Source.URL}, {"sink.url", p.Sink.URL}, {"state.url", stateURL},
 		{"source.late_url", p.Source.LateURL}, {"source.rejected_url", p.Source.RejectedURL}} {
-		if x.url != "" && strings.HasPrefix(location(x.url), src) {
-			return fmt.Errorf("%s %s is inside source.url %s: floe would read its own files as input; put it elsewhere", x.field, x.url, p.Source.URL)
+		if x.url == "" {
+			continue
+		}
+		l, err := store.ParseLocation(x.url)
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.field, err)
+		}
+		if l.Ephemeral() {
+			return fmt.Errorf("%s %s: mem:// lives only inside this process, so what floe commits there vanishes when it exits; use a local folder or s3://", x.field, store.Redact(x.url))
+		}
+		locs = append(locs, loc{x.field, x.url, l})
+	}
+	src := locs[0]
+	for _, x := range locs[1:] {
+		if src.l.Contains(x.l) {
+			return fmt.Errorf("%s %s is inside source.url %s: floe would read its own files as input; put it elsewhere",
+				x.field, store.Redact(x.url), store.Redact(src.url))
+		}
+	}
+	for i, a := range locs[1:] {
+		for _, b := range locs[i+2:] {
+			side := strings.HasPrefix(a.field, "source.") || strings.HasPrefix(b.field, "source.")
+			if side && a.l.Overlaps(b.l) {
+				return fmt.Errorf("%s %s and %s %s overlap: each side-output location needs a place of its own (its cleanup removes files it did not commit)",
+					a.field, store.Redact(a.url), b.field, store.Redact(b.url))
+			}
 		}
 	}
 	return nil
 }
 
-// location is a URL without its query, with a trailing slash, for prefix tests.
-func location(u string) string {
-	if i := strings.IndexByte(u, '?'); i >= 0 {
-		u = u[:i]
+// identityOf is the location a pipeline identity records for a store URL:
+// the normalised location without connection settings (the endpoint may
+// change, the bucket and prefix may not) or credentials; "" for "".
+func identityOf(raw string) string {
+	if raw == "" {
+		return ""
 	}
-	return strings.TrimSuffix(u, "/") + "/"
+	l, err := store.ParseLocation(raw)
+	if err != nil {
+		return store.Redact(raw)
+	}
+	l.Endpoint = ""
+	return l.String()
 }
 
 // Outputs returns the sink-relative paths of every committed output file,
@@ -258,7 +303,7 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 	if head.Manifest == nil {
 		return nil, nil
 	}
-	log := epoch.NewSegLog("outputs", 0)
+	log := newOutputLog()
 	if err := log.Load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
 		return nil, err
 	}

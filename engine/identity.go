@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"path"
 
 	"github.com/google/uuid"
 
@@ -20,29 +18,6 @@ import (
 // recorded in every generation it starts and in the sink's marker, and every
 // run checks the spec against both before it writes anything.
 
-// locationOf returns the credential-free identity of a store URL: scheme,
-// bucket (host) and cleaned path, without user info, query (connection
-// settings such as an endpoint) or trailing slash. file://localhost/x is
-// file:///x.
-func locationOf(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return path.Clean(raw)
-	}
-	host := u.Host
-	if u.Scheme == "file" && host == "localhost" {
-		host = ""
-	}
-	p := path.Clean("/" + u.Path)
-	if p == "/" {
-		p = ""
-	}
-	return u.Scheme + "://" + host + p
-}
-
 // identityPlan is the identity check's verdict.
 type identityPlan struct {
 	want     manifest.Identity    // what the spec says (ID: the recorded one, or new)
@@ -56,8 +31,8 @@ type identityPlan struct {
 // planIdentity reads the sink marker and decides. It writes nothing.
 func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head) (*identityPlan, error) {
 	ip := &identityPlan{want: manifest.Identity{
-		State: locationOf(st.stateURL), Sink: locationOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
-		Late: locationOf(p.Source.LateURL), Rejected: locationOf(p.Source.RejectedURL),
+		State: identityOf(st.stateURL), Sink: identityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
+		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
 	}}
 	if g := head.Generation; g != nil && g.Identity != nil {
 		ip.recorded = g.Identity
@@ -104,6 +79,13 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 			{"sink.url", rec.Sink, want.Sink}, {"sink.format", rec.SinkFormat, want.SinkFormat},
 			{"source.late_url", rec.Late, want.Late}, {"source.rejected_url", rec.Rejected, want.Rejected},
 		} {
+			if c.old != c.new && c.field == "sink.url" && mk != nil && !mk.Legacy && mk.ID == rec.ID {
+				// The sink was copied with its marker (a bucket migration
+				// that moved state and sink together): it is this
+				// pipeline's.
+				ip.warnings = append(ip.warnings, fmt.Sprintf("sink moved: %s → %s (its marker names this pipeline)", c.old, c.new))
+				continue
+			}
 			if c.old != c.new {
 				return fmt.Errorf("%s changed: %s → %s, but epochs up to %d were committed with the old value; %s",
 					c.field, orNone(c.old), orNone(c.new), head.Epoch(), fix)

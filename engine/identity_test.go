@@ -192,3 +192,30 @@ func TestRestoreV1State(t *testing.T) {
 		t.Fatalf("sink marker after the first recorded generation: %+v %v", mk, err)
 	}
 }
+
+// TestMovedPipeline: state and sink copied together to new locations (a
+// bucket migration) continue there; the sink copy's marker names the
+// pipeline. A copy of the state alone pointed at a fresh sink is refused.
+func TestMovedPipeline(t *testing.T) {
+	e := fileEnv(t)
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:01:10", "u2", 2)))
+	run(t, e.pipeline(t, windowSpec), engine.Options{})
+	dst := t.TempDir()
+	for _, c := range []struct{ from, to string }{{e.state, "state"}, {e.sink, "out"}} {
+		if err := os.CopyFS(filepath.Join(dst, c.to), os.DirFS(strings.TrimPrefix(c.from, "file://"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := &env{source: e.source, state: fileURL(filepath.Join(dst, "state")), sink: fileURL(filepath.Join(dst, "out")), late: e.late}
+	e.put(t, "2.jsonl", jsonl(ev("00:02:10", "u1", 3)))
+	if res := run(t, moved.pipeline(t, windowSpec), engine.Options{Drain: true}); res.Generation != 1 || res.Epochs == 0 {
+		t.Fatalf("moved pipeline: generation %d, %d epochs", res.Generation, res.Epochs)
+	}
+	if got := committedRows(t, moved.pipeline(t, windowSpec)); len(got) != 3 {
+		t.Fatalf("moved pipeline committed %v; want 3 windows", got)
+	}
+	alone := &env{source: e.source, state: moved.state, sink: fileURL(filepath.Join(t.TempDir(), "fresh")), late: e.late}
+	if _, err := engine.Run(context.Background(), alone.pipeline(t, windowSpec), engine.Options{}); err == nil || !strings.Contains(err.Error(), "sink.url changed") {
+		t.Fatalf("state copied onto a fresh sink: %v", err)
+	}
+}

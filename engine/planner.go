@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/floe-dev/floe/epoch"
-	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/keygroup"
+	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )

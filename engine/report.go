@@ -131,6 +131,9 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkLocations(p); err != nil {
+		return nil, err
+	}
 	st, err := openStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
@@ -156,7 +159,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism
 	}
-	seen := epoch.NewSegLog("seen", inlineSeenMax)
+	seen := newSeenLog()
 	if m := head.Manifest; m != nil {
 		if err := seen.Load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
 			return nil, err

@@ -17,12 +17,28 @@ import (
 
 const inlineSeenMax = 512
 
+// newSeenLog is the processed-file set: up to inlineSeenMax names inline in
+// the manifest, then segments; every name read back is checked.
+func newSeenLog() *epoch.SegLog {
+	l := epoch.NewSegLog("seen", inlineSeenMax)
+	l.Check = manifest.ValidateSourceKey
+	return l
+}
+
+// newOutputLog is the committed-output log: sink-relative paths, checked
+// on read so an edited log can never name a file outside the sink.
+func newOutputLog() *epoch.SegLog {
+	l := epoch.NewSegLog("outputs", 0)
+	l.Check = func(p string) error { return manifest.ValidateRef(p, false) }
+	return l
+}
+
 // restore loads source offsets, counters, watermark and keyed state from the
 // plan's head, re-partitioning state by key-group range when the
 // parallelism changed. It reads only.
 func (r *runner) restore(ctx context.Context, rp *runPlan) error {
-	r.seen = epoch.NewSegLog("seen", inlineSeenMax)
-	r.outputs = epoch.NewSegLog("outputs", 0)
+	r.seen = newSeenLog()
+	r.outputs = newOutputLog()
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
 	if m := rp.head.Manifest; m != nil {

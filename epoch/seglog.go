@@ -24,6 +24,9 @@ const MaxSegments = 32
 // orphan if the epoch never commits) and returns a SegEdit; Apply folds the
 // edit in after the commit succeeded.
 type SegLog struct {
+	// Check, when set, validates every entry Load reads; an invalid one is
+	// corruption naming the segment.
+	Check   func(string) error
 	name    string
 	inline  int // keep up to this many entries inline in the manifest
 	entries []string
@@ -50,7 +53,12 @@ func NewSegLog(name string, inline int) *SegLog {
 
 // Load reads a committed log: inline entries and verified segments.
 func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs []manifest.FileRef) error {
-	for _, s := range inline {
+	for i, s := range inline {
+		if l.Check != nil {
+			if err := l.Check(s); err != nil {
+				return fmt.Errorf("%s log: inline entry %d: %w", l.name, i, err)
+			}
+		}
 		l.add(s)
 	}
 	l.inlined = len(inline) > 0
@@ -59,10 +67,17 @@ func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs [
 		if err != nil {
 			return fmt.Errorf("%s log: %w", l.name, err)
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if line != "" {
-				l.add(line)
+		lines := strings.Split(string(data), "\n")
+		if len(lines) == 0 || lines[len(lines)-1] != "" {
+			return fmt.Errorf("%s log: segment %s does not end with a newline: %w", l.name, ref.Path, manifest.ErrCorrupt)
+		}
+		for i, line := range lines[:len(lines)-1] {
+			if l.Check != nil {
+				if err := l.Check(line); err != nil {
+					return fmt.Errorf("%s log: segment %s line %d: %w", l.name, ref.Path, i+1, err)
+				}
 			}
+			l.add(line)
 		}
 	}
 	l.segs = append([]manifest.FileRef(nil), segs...)

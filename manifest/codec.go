@@ -54,23 +54,75 @@ func DecodeManifest(name string, data []byte) (*Manifest, error) {
 
 type validatable interface{ Validate() error }
 
-func encode(doc string, v validatable) ([]byte, error) {
-	if err := v.Validate(); err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
+// document is a validatable document that carries its own checksum.
+type document interface {
+	validatable
+	version() int
+	sum() *string
+}
+
+func (l *Latest) version() int     { return l.FormatVersion }
+func (l *Latest) sum() *string     { return &l.Checksum }
+func (g *Generation) version() int { return g.FormatVersion }
+func (g *Generation) sum() *string { return &g.Checksum }
+func (m *Manifest) version() int   { return m.FormatVersion }
+func (m *Manifest) sum() *string   { return &m.Checksum }
+func (m *SinkMarker) version() int { return m.FormatVersion }
+func (m *SinkMarker) sum() *string { return &m.Checksum }
+
+// canonical is the encoding floe writes: indented JSON, fields in
+// declaration order, map keys sorted, no HTML escaping, trailing newline.
+func canonical(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", doc, err)
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// decode runs the three passes of a strict decode: read format_version,
-// check the JSON against the Go type's shape, then unmarshal and validate.
-func decode(doc, name string, data []byte, out validatable) error {
+// DocChecksum returns the checksum a format-2 document carries: Checksum
+// (the file checksum function) of its canonical encoding with its own
+// checksum field empty. d is not modified.
+func docChecksum(d document) (string, error) {
+	p := d.sum()
+	saved := *p
+	*p = ""
+	data, err := canonical(d)
+	*p = saved
+	if err != nil {
+		return "", err
+	}
+	return Checksum(data), nil
+}
+
+func encode(doc string, v document) ([]byte, error) {
+	if err := v.Validate(); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	if v.version() < 2 {
+		*v.sum() = "" // format 1 had no checksum (kept for golden round trips)
+		return canonical(v)
+	}
+	sum, err := docChecksum(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", doc, err)
+	}
+	*v.sum() = sum
+	data, err := canonical(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", doc, err)
+	}
+	return data, nil
+}
+
+// decode runs the passes of a strict decode: read format_version, check the
+// JSON against the Go type's shape, unmarshal and validate, then verify the
+// document's own checksum (format 2 on): a document whose bytes changed in
+// any way that still parses is caught there.
+func decode(doc, name string, data []byte, out document) error {
 	wrap := func(err error) error { return withName(err, doc, name) }
 	if err := checkVersion(data); err != nil {
 		return wrap(err)
@@ -87,7 +139,26 @@ func decode(doc, name string, data []byte, out validatable) error {
 		// checkNext accepted what Unmarshal rejects: report, don't hide.
 		return wrap(&Error{Msg: "invalid JSON: " + err.Error()})
 	}
-	return wrap(out.Validate())
+	if err := out.Validate(); err != nil {
+		return wrap(err)
+	}
+	got := *out.sum()
+	switch {
+	case out.version() < 2 && got != "":
+		return wrap(&Error{Field: "checksum", Msg: "format version 1 documents carry no checksum"})
+	case out.version() < 2:
+		return nil
+	case got == "":
+		return wrap(&Error{Field: "checksum", Msg: "missing"})
+	}
+	want, err := docChecksum(out)
+	if err != nil {
+		return wrap(&Error{Msg: "re-encode: " + err.Error()})
+	}
+	if got != want {
+		return wrap(&Error{Field: "checksum", Msg: fmt.Sprintf("the document's bytes do not match its checksum %s (they hash to %s): it was changed after floe wrote it", got, want)})
+	}
+	return nil
 }
 
 // checkVersion reads the top-level format_version before anything else, so
@@ -128,8 +199,8 @@ func checkVersion(data []byte) error {
 		if err != nil {
 			return &Error{Field: "format_version", Msg: fmt.Sprintf("want an integer, got %s", n)}
 		}
-		if v != FormatVersion {
-			return &Error{Field: "format_version", Msg: fmt.Sprintf("unsupported format version %d (this release reads %d)", v, FormatVersion)}
+		if v < MinFormatVersion || v > FormatVersion {
+			return &Error{Field: "format_version", Msg: fmt.Sprintf("unsupported format version %d (this release reads %d to %d)", v, MinFormatVersion, FormatVersion)}
 		}
 		return nil
 	}

@@ -3,6 +3,9 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // SinkMarkerName is the key, at the sink root, of the record that says which
@@ -65,6 +68,7 @@ type SinkMarker struct {
 	Pipeline      string `json:"pipeline"`
 	ID            string `json:"id"`
 	State         string `json:"state"`
+	Checksum      string `json:"checksum,omitempty"` // see Latest.Checksum
 	// Legacy is set for a marker of the form {"pipeline": name}.
 	Legacy bool `json:"-"`
 }
@@ -106,4 +110,19 @@ func (m *SinkMarker) Validate() error {
 		v.fail("state", "empty location")
 	}
 	return v.result()
+}
+
+// ValidateSourceKey checks a processed-file name as the seen set records
+// it: non-empty, valid UTF-8, no line breaks or NUL (segments are
+// line-separated). Errors wrap ErrCorrupt.
+func ValidateSourceKey(key string) error {
+	switch {
+	case key == "":
+		return &Error{Msg: "empty source key"}
+	case !utf8.ValidString(key):
+		return &Error{Msg: fmt.Sprintf("source key %q is not valid UTF-8", key)}
+	case strings.ContainsAny(key, "\n\r\x00"):
+		return &Error{Msg: fmt.Sprintf("source key %q holds a line break or NUL", key)}
+	}
+	return nil
 }

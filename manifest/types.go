@@ -5,8 +5,14 @@ import (
 	"time"
 )
 
-// FormatVersion is the only on-storage format this release reads and writes.
-const FormatVersion = 1
+// FormatVersion is the on-storage format this release writes. Version 2
+// added a checksum of its own canonical bytes to every document, the
+// generation's identity and the versioned sink marker.
+const FormatVersion = 2
+
+// MinFormatVersion is the oldest format this release reads: version 1
+// documents (no checksum, no identity) still decode.
+const MinFormatVersion = 1
 
 // NoWatermark is the watermark before any event was seen.
 const NoWatermark int64 = -1 << 63
@@ -25,6 +31,9 @@ type Latest struct {
 	Epoch         int64  `json:"epoch"`
 	Manifest      string `json:"manifest"` // root-relative path of the manifest
 	Attempt       string `json:"attempt"`  // attempt that wrote this pointer
+	// Checksum is "sha256:<hex>" of the document's canonical encoding with
+	// Checksum empty (format 2 on; absent in format 1). See DocChecksum.
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // Generation is the content of gen=N/_generation.json: one topology.
@@ -42,6 +51,7 @@ type Generation struct {
 	Identity  *Identity `json:"identity,omitempty"`
 	Attempt   string    `json:"attempt"`
 	CreatedAt time.Time `json:"created_at"`
+	Checksum  string    `json:"checksum,omitempty"` // see Latest.Checksum
 }
 
 // OpPlan describes one stateful operator of a generation's plan.
@@ -83,6 +93,7 @@ type Manifest struct {
 	// epoch and all before it, one sink-relative path per line. Unlike
 	// Outputs it survives retention, so committed outputs stay known.
 	OutputLog []FileRef `json:"output_log,omitempty"`
+	Checksum  string    `json:"checksum,omitempty"` // see Latest.Checksum
 }
 
 // SourceState is the source's offsets after an epoch.

@@ -244,8 +244,8 @@ func (v *validator) result() error {
 }
 
 func (v *validator) version(got int) {
-	if got != FormatVersion {
-		v.fail("format_version", "unsupported format version %d (this release reads %d)", got, FormatVersion)
+	if got < MinFormatVersion || got > FormatVersion {
+		v.fail("format_version", "unsupported format version %d (this release reads %d to %d)", got, MinFormatVersion, FormatVersion)
 	}
 }
 
@@ -454,8 +454,19 @@ func (m *Manifest) Validate() error {
 			v.fail(f+".id", "operator id %q is also operators[%d]", op.ID, j)
 		}
 		ops[op.ID] = i
+		if op.EmittedThrough > m.Watermark {
+			v.fail(f+".emitted_through_us", "%d is past the watermark %d: windows cannot be emitted before the watermark reaches them", op.EmittedThrough, m.Watermark)
+		}
 		v.fileRefs(f+".files", op.Files, refState)
 		v.stateLayout(f+".files", op.Files)
+	}
+	if c := m.Counters; c.RowsRejected > c.RowsIn || c.RowsLate > c.RowsIn || c.RowsFiltered > c.RowsIn {
+		v.fail("counters", "rejected %d, late %d or filtered %d rows exceed the %d rows in", c.RowsRejected, c.RowsLate, c.RowsFiltered, c.RowsIn)
+	}
+	for i, key := range m.Source.Inline {
+		if err := ValidateSourceKey(key); err != nil {
+			v.fail("source.inline["+strconv.Itoa(i)+"]", "%s", err.(*Error).Msg)
+		}
 	}
 	v.fileRefs("outputs", m.Outputs, refOutput)
 	v.fileRefs("side_outputs", m.SideOutputs, refSide)

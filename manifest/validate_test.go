@@ -129,7 +129,7 @@ func TestLatestValidate(t *testing.T) {
 		field  string
 		frag   string
 	}{
-		{"version", func(l *Latest) { l.FormatVersion = 2 }, "format_version", "unsupported format version 2"},
+		{"version", func(l *Latest) { l.FormatVersion = 3 }, "format_version", "unsupported format version 3"},
 		{"zero generation", func(l *Latest) { l.Generation = 0 }, "generation", "must be >= 1"},
 		{"negative epoch", func(l *Latest) { l.Epoch = -1 }, "epoch", "must be >= 1"},
 		{"manifest mismatch", func(l *Latest) { l.Manifest = ManifestPath(3, 40) }, "manifest", "does not match"},
@@ -190,7 +190,7 @@ func TestManifestValidate(t *testing.T) {
 		field  string
 		frag   string
 	}{
-		{"version", func(m *Manifest) { m.FormatVersion = 2 }, "format_version", "unsupported format version 2"},
+		{"version", func(m *Manifest) { m.FormatVersion = 3 }, "format_version", "unsupported format version 3"},
 		{"pipeline", func(m *Manifest) { m.Pipeline = "" }, "pipeline", "1 to 128"},
 		{"generation", func(m *Manifest) { m.Generation = 0 }, "generation", ">= 1"},
 		{"epoch", func(m *Manifest) { m.Epoch = -5 }, "epoch", ">= 1"},
@@ -254,7 +254,7 @@ func TestManifestValidateAccepts(t *testing.T) {
 		{"claimed savepoint state", func(m *Manifest) { m.Operators[0].Files[0].Path = "s3://b/savepoints/x/s=0000.parquet" }},
 		{"side output url", func(m *Manifest) { m.SideOutputs[0].Path = "file:///var/late/x.parquet" }},
 		{"rejected side output", func(m *Manifest) { m.SideOutputs[0].Kind = SideOutputRejected }},
-		{"no watermark", func(m *Manifest) { m.Watermark = NoWatermark }},
+		{"no watermark", func(m *Manifest) { m.Watermark, m.Operators[0].EmittedThrough = NoWatermark, NoWatermark }},
 		{"empty lists", func(m *Manifest) {
 			m.Operators, m.Outputs, m.SideOutputs, m.Source = nil, nil, nil, SourceState{}
 		}},

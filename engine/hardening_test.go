@@ -1,0 +1,143 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
+)
+
+// TestLocationsCompareNormalised: a sink inside the source is refused
+// however its URL is spelled (.., //, localhost, a symlink); mem:// is
+// refused; side outputs may not share a place with the sink or state.
+func TestLocationsCompareNormalised(t *testing.T) {
+	e := fileEnv(t)
+	dir := filepath.Dir(e.sourceDir)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(e.sourceDir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{
+		"file://" + dir + "/other/../events/o",
+		"file://" + dir + "//events/o",
+		"file://localhost" + dir + "/events/o",
+		"file://" + link + "/o",
+	} {
+		p := e.pipeline(t, windowSpec)
+		p.Sink.URL = sink
+		if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "inside source.url") {
+			t.Errorf("sink %s: %v; want it refused as inside the source", sink, err)
+		}
+	}
+	if keys := listKeys(t, e.source); len(keys) != 0 {
+		t.Fatalf("refused runs wrote into the source: %v", keys)
+	}
+	p := e.pipeline(t, windowSpec)
+	p.Sink.URL = "mem://"
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "mem://") {
+		t.Errorf("mem sink: %v", err)
+	}
+	p = e.pipeline(t, strings.Replace(windowSpec, "max_files_per_epoch: 1,", `max_files_per_epoch: 1, late_url: "{{sink}}",`, 1))
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("late_url = sink.url: %v", err)
+	}
+}
+
+// TestEditedOutputLogRefused: an output-log segment edited to name a path
+// outside the sink, with its size and checksum and the manifest's own
+// checksum fixed up to match, is refused when read: `floe outputs` never
+// prints such a path.
+func TestEditedOutputLogRefused(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{Drain: true})
+	stateURL, err := engine.PipelineStateURL(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, stateURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	head, err := epoch.NewCommitter(st, nil, p.Name, nil).Peek(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *head.Manifest
+	if len(m.OutputLog) == 0 {
+		t.Fatal("no output-log segment to edit")
+	}
+	evil := []byte("part-x.parquet\n../../../etc/secret.txt\n")
+	seg := m.OutputLog[len(m.OutputLog)-1]
+	if _, err := st.Put(ctx, seg.Path+".evil", evil, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fixed := manifest.NewFileRef(seg.Path+".evil", evil)
+	fixed.Rows = 2
+	m.OutputLog = append(append([]manifest.FileRef(nil), m.OutputLog[:len(m.OutputLog)-1]...), fixed)
+	m.Checksum = ""
+	data, err := manifest.EncodeManifest(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, manifest.ManifestPath(m.Generation, m.Epoch), data, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := engine.Outputs(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "escapes") {
+		t.Fatalf("outputs of an edited log: %v, %v; want the bad line refused", outs, err)
+	}
+}
+
+// TestEditedManifestRefused: a committed manifest changed in a way that
+// still parses (a processed-file name, the emitted-through time) is
+// refused before any row is read, naming the manifest; before format 2
+// such edits processed a file twice or lost windows silently.
+func TestEditedManifestRefused(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	e.put(t, "part-00003.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	e.put(t, "part-00013.jsonl", jsonl(ev("00:01:10", "u1", 1)))
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{UntilEpoch: 1})
+	stateURL, _ := engine.PipelineStateURL(p)
+	key := manifest.ManifestPath(1, 1)
+	path := filepath.Join(strings.TrimPrefix(stateURL, "file://"), filepath.FromSlash(key))
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range [][2]string{{"part-00003", "part-00013"}, {`"emitted_through_us": `, `"emitted_through_us": 1`}} {
+		if !strings.Contains(string(orig), edit[0]) {
+			t.Fatalf("manifest lacks %q", edit[0])
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(orig), edit[0], edit[1], 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := engine.Run(ctx, p, engine.Options{Drain: true})
+		if err == nil || !strings.Contains(err.Error(), key) || !errors.Is(err, manifest.ErrCorrupt) {
+			t.Fatalf("edit %q: %v; want the manifest refused as corrupt", edit, err)
+		}
+		rep, err := engine.Verify(ctx, p)
+		if err == nil && len(rep.Problems) == 0 {
+			t.Fatalf("edit %q: verify found nothing", edit)
+		}
+	}
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, p, engine.Options{Drain: true})
+	if got := committedRows(t, p); len(got) != 2 {
+		t.Fatalf("rows %v; want 2 windows", got)
+	}
+}
