@@ -40,7 +40,11 @@
 //
 //  1. Every open (key, window) state has end + allowed_lateness > Watermark().
 //     Advance(wm) emits, exactly once, every state with end + lateness <= wm
-//     and removes it; a smaller or equal wm is ignored.
+//     and removes it; a smaller or equal wm is ignored. A sliding window
+//     keeps (key, slice) states instead (sliced.go): every open slice
+//     [p, p+slide) has p + size + allowed_lateness > Watermark(), and
+//     Advance(wm) emits each window exactly once, at the call that closes
+//     it, as the union of its slices.
 //  2. A row is aggregated into a window only if that window is still open at
 //     Process time; a row none of whose windows is open is returned as late,
 //     never silently dropped.
@@ -52,4 +56,7 @@
 //     window_end), independent of batch boundaries, arrival interleaving of
 //     different keys, snapshots and rescales. (Aggregates over float64 sum in
 //     arrival order, so float sums may differ in the last bits across merges.)
+//  5. Restore(base) then ApplyDelta of every SnapshotDelta since, in order,
+//     gives exactly the state Snapshot would give (delta.go); change
+//     tracking costs O(windows changed), never O(state).
 package operators

@@ -28,9 +28,17 @@ const (
 	ColWindowEnd   = "window_end"
 )
 
-// stateFormatVersion is mixed into StateFingerprint; bump it when the state
-// layout or the meaning of a state column changes.
-const stateFormatVersion = "floe-window-state/v1"
+// The state format versions, mixed into StateFingerprint; add one when the
+// state layout or the meaning of a state column changes. Tumbling and
+// session windows are at v1. Sliding windows are at v2: their rows are
+// slices [start, start+slide) of which each window is the union, where v1
+// kept one row per window [start, start+size); a v1 sliding state has
+// another fingerprint, so the caller refuses it instead of misreading it
+// (and Restore rejects its rows, which are not slices).
+const (
+	stateFormatVersion       = "floe-window-state/v1"
+	slicedStateFormatVersion = "floe-window-state/v2-sliced"
+)
 
 // snapshotChunkRows bounds the rows of one Snapshot batch.
 const snapshotChunkRows = 1 << 16
@@ -316,15 +324,21 @@ func (w *Window) OutputSchema() *arrow.Schema { return w.output }
 // StateSchema is the schema of Snapshot's batches: key_group (int32), the key
 // columns, window_start, window_end, then each aggregate's state columns
 // (named after the aggregate, with suffixes such as ".sum", ".count", ".ts",
-// ".seq", ".values").
+// ".seq", ".values"). A row is one open (key, window) state; for a sliding
+// window it is one (key, slice) state, window_start and window_end being the
+// slice's bounds [start, start+slide).
 func (w *Window) StateSchema() *arrow.Schema { return w.state }
 
 // StateFingerprint identifies the state layout: the state schema, the window
 // kind and its sizes (which decide window bounds) and the format version. A
 // snapshot can be restored into a Window with the same fingerprint.
 func (w *Window) StateFingerprint() string {
+	version, prefix := stateFormatVersion, "v1-"
+	if w.spec.Kind == Sliding {
+		version, prefix = slicedStateFormatVersion, "v2-"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nkind=%s size=%d slide=%d gap=%d\n", stateFormatVersion, w.spec.Kind, w.size, w.slide, w.gap)
+	fmt.Fprintf(&b, "%s\nkind=%s size=%d slide=%d gap=%d\n", version, w.spec.Kind, w.size, w.slide, w.gap)
 	for _, f := range w.state.Fields() {
 		fmt.Fprintf(&b, "%s:%s\n", f.Name, f.Type)
 	}
@@ -332,14 +346,15 @@ func (w *Window) StateFingerprint() string {
 		fmt.Fprintf(&b, "agg %s=%s\n", a.Name, a)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
-	return "v1-" + hex.EncodeToString(sum[:16])
+	return prefix + hex.EncodeToString(sum[:16])
 }
 
 // Watermark is the largest watermark passed to Advance or Restore
 // (math.MinInt64 when none).
 func (w *Window) Watermark() int64 { return w.wm }
 
-// Len is the number of open (key, window) states.
+// Len is the number of open (key, window) states; for a sliding window, of
+// open (key, slice) states.
 func (w *Window) Len() int { return w.live }
 
 // satAdd returns a+b clamped to int64 (b >= 0).
@@ -649,37 +664,22 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 		sel = w.ident[:n]
 	}
 	switch w.spec.Kind {
-	case Tumbling:
+	case Tumbling, Sliding:
+		// A row goes into its slice [start, start+slide) (for tumbling
+		// windows the window itself). It is late when the last window
+		// containing it, [start, start+size), is closed: then every window
+		// containing it was emitted. Windows of the slice that are closed
+		// already were emitted and are never built again (advanceSliding).
 		for _, i32 := range sel {
 			i := int(i32)
 			t := int64(tsv[i])
-			start := t - floorMod(t, w.size)
-			end := satAdd(start, w.size)
-			if w.closed(end) {
+			start := t - floorMod(t, w.slide)
+			if w.closed(satAdd(start, w.size)) {
 				late = append(late, int32(i))
 				continue
 			}
 			rows = append(rows, int32(i))
-			slots = append(slots, w.fixedSlot(w.rowKey(i), start, end))
-		}
-	case Sliding:
-		for _, i32 := range sel {
-			i := int(i32)
-			t := int64(tsv[i])
-			lastStart := t - floorMod(t, w.slide)
-			if w.closed(satAdd(lastStart, w.size)) {
-				late = append(late, int32(i))
-				continue
-			}
-			kid := w.rowKey(i)
-			for s := lastStart; s > t-w.size; s -= w.slide {
-				end := satAdd(s, w.size)
-				if w.closed(end) {
-					break // earlier windows end earlier: closed too
-				}
-				rows = append(rows, int32(i))
-				slots = append(slots, w.fixedSlot(kid, s, end))
-			}
+			slots = append(slots, w.fixedSlot(w.rowKey(i), start, satAdd(start, w.slide)))
 		}
 	case Session:
 		for _, i32 := range sel {
@@ -752,6 +752,9 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	if wm <= w.wm {
 		return nil, nil
+	}
+	if w.spec.Kind == Sliding {
+		return w.advanceSliding(wm)
 	}
 	w.wm = wm
 	var due []int32
@@ -972,8 +975,11 @@ func (w *Window) pickRows(rec arrow.RecordBatch, kgLo, kgHi int, buf []byte) ([]
 		if end <= start {
 			return nil, buf, fmt.Errorf("row %d: empty window [%d,%d)", r, start, end)
 		}
-		if w.spec.Kind != Session && (floorMod(start, w.slide) != 0 || end-start != w.size) {
-			return nil, buf, fmt.Errorf("row %d: window [%d,%d) does not fit size %d slide %d", r, start, end, w.size, w.slide)
+		if w.spec.Kind != Session && (floorMod(start, w.slide) != 0 || end-start != w.slide) {
+			if w.spec.Kind == Sliding {
+				return nil, buf, fmt.Errorf("row %d: [%d,%d) is not a slice of length %d aligned to it (a sliding window state must hold slices, not windows)", r, start, end, w.slide)
+			}
+			return nil, buf, fmt.Errorf("row %d: window [%d,%d) does not fit size %d", r, start, end, w.size)
 		}
 		picks = append(picks, statePick{key: string(buf), start: start, end: end, row: int32(r)})
 	}

@@ -1,0 +1,142 @@
+package operators
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Sliced sliding windows (as Flink's window slicing).
+//
+// A sliding window of size S and slide L (L divides S) keeps one state per
+// key and slice [p, p+L), p a multiple of L: Process adds each row once, to
+// its slice, instead of to each of its S/L windows. Window [s, s+S) is the
+// union of the slices s, s+L, ..., s+S-L. Advance(wm) builds, from the
+// slices, the windows whose end + lateness passes from above the old
+// watermark to at most wm (exactly the windows that close at this call),
+// emits the non-empty ones, and drops the slices whose last window,
+// [p, p+S), is closed.
+//
+// The output is the per-window one: a window closes at one Advance, every
+// row it holds arrived before (while it was open) and every row that arrived
+// while it was open is in one of its slices; rows added to a slice after
+// one of its windows closed only reach the windows still open. Float sums
+// add slice sums, so their last bits may differ from a row-by-row sum.
+
+// advanceSliding is Advance(wm) for a sliding window.
+func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
+	oldWm := w.wm
+	w.wm = wm
+	closedBefore := func(end int64) bool { return satAdd(end, w.lateness) <= oldWm }
+	// Every window closing now ends by wm - lateness, so its slices have
+	// closed first windows: collect those slices, by key and start.
+	var sl []int32
+	for s := range w.slots {
+		if info := &w.slots[s]; info.live && w.closed(info.end) {
+			sl = append(sl, int32(s))
+		}
+	}
+	if len(sl) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(sl, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(w.slots[a].kid, w.slots[b].kid), cmp.Compare(w.slots[a].start, w.slots[b].start))
+	})
+	var starts []int64
+	var out []int32
+	for i := 0; i < len(sl); {
+		kid := w.slots[sl[i]].kid
+		j := i + 1
+		for j < len(sl) && w.slots[sl[j]].kid == kid {
+			j++
+		}
+		run := sl[i:j]
+		i = j
+		// The windows of these slices that close now: for each slice, going
+		// back from the window starting at it, skip the open ones, take the
+		// closed ones, stop at the first that had closed before.
+		starts = starts[:0]
+		for _, p := range run {
+			ps := w.slots[p].start
+			for s := ps; s > ps-w.size; s -= w.slide {
+				e := satAdd(s, w.size)
+				if !w.closed(e) {
+					continue
+				}
+				if closedBefore(e) {
+					break
+				}
+				starts = append(starts, s)
+			}
+		}
+		slices.Sort(starts)
+		starts = slices.Compact(starts)
+		lo := 0
+		for _, s := range starts {
+			e := satAdd(s, w.size)
+			for lo < len(run) && w.slots[run[lo]].start < s {
+				lo++
+			}
+			r := w.scratchSlot(kid, s, e)
+			for _, p := range run[lo:] {
+				if w.slots[p].start >= e {
+					break
+				}
+				for _, a := range w.aggs {
+					a.merge(r, p)
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b int32) int {
+		sa, sb := &w.slots[a], &w.slots[b]
+		return cmp.Or(cmp.Compare(sa.start, sb.start), strings.Compare(w.keys[sa.kid].bytes, w.keys[sb.kid].bytes), cmp.Compare(sa.end, sb.end))
+	})
+	var rec arrow.RecordBatch
+	if len(out) > 0 {
+		var err error
+		if rec, err = w.build(w.output, out, false); err != nil {
+			for _, r := range out {
+				w.freeSlot(r)
+			}
+			return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
+		}
+	}
+	for _, r := range out {
+		w.freeSlot(r)
+	}
+	// Drop the slices whose last window is closed (after build: dropping
+	// may release their keys).
+	for _, p := range sl {
+		if w.closed(satAdd(w.slots[p].start, w.size)) {
+			w.killSlot(p)
+			w.freeSlot(p)
+		}
+	}
+	return rec, nil
+}
+
+// scratchSlot returns an empty slot holding window [start, end) of kid
+// outside the indexes (not live, not tracked): Advance combines slices into
+// it, builds its output row and frees it.
+func (w *Window) scratchSlot(kid int32, start, end int64) int32 {
+	info := slotInfo{kid: kid, start: start, end: end}
+	var s int32
+	if n := len(w.freeSlots); n > 0 {
+		s = w.freeSlots[n-1]
+		w.freeSlots = w.freeSlots[:n-1]
+		info.listed = w.slots[s].listed
+		w.slots[s] = info
+	} else {
+		s = int32(len(w.slots))
+		w.slots = append(w.slots, info)
+	}
+	for _, a := range w.aggs {
+		a.grow(len(w.slots))
+	}
+	return s
+}
