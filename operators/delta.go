@@ -133,8 +133,8 @@ func (w *Window) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err e
 		return cmp.Or(cmp.Compare(a.kg, b.kg), strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
 	})
 	fail := func(err error) ([]arrow.RecordBatch, []arrow.RecordBatch, error) {
-		release(upserts...)
-		release(tombstones...)
+		releaseBatches(upserts)
+		releaseBatches(tombstones)
 		return nil, nil, fmt.Errorf("window %s: snapshot delta: %w", w.id, err)
 	}
 	for lo := 0; lo < len(ups); lo += snapshotChunkRows {
@@ -277,4 +277,13 @@ func (w *Window) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi 
 	}
 	w.resetTracking()
 	return nil
+}
+
+// releaseBatches releases record batches built by this package.
+func releaseBatches(bs []arrow.RecordBatch) {
+	for _, b := range bs {
+		if b != nil {
+			b.Release()
+		}
+	}
 }
