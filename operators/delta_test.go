@@ -228,7 +228,7 @@ func TestDeltaHoldsOnlyChanges(t *testing.T) {
 					t.Errorf("upsert of an untouched key: %s", l)
 				}
 			}
-			wantUps := 1 // the window, the slice or the session of the row
+			wantUps := 1                                           // the window, the slice or the session of the row
 			wantTombs := map[WindowKind]int{Session: 1}[spec.Kind] // the session's bounds moved
 			if len(u) != wantUps || len(tb) != wantTombs {
 				t.Fatalf("one row: %d upserts %v, %d tombstones %v; want %d, %d", len(u), u, len(tb), tb, wantUps, wantTombs)
