@@ -76,8 +76,12 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 		m.Source.Inputs[k] = v
 	}
 	if r.plan.window != nil {
-		m.Operators = []manifest.OperatorState{{ID: r.plan.window.ID, EmittedThrough: e.watermark,
-			Files: append([]manifest.FileRef(nil), e.out.stateRefs...)}}
+		op := manifest.OperatorState{ID: r.plan.window.ID, EmittedThrough: e.watermark}
+		for _, st := range e.out.state {
+			op.Files = append(op.Files, st.base)
+			op.Deltas = append(op.Deltas, st.deltas...)
+		}
+		m.Operators = []manifest.OperatorState{op}
 	}
 	return m
 }
@@ -89,7 +93,7 @@ func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.outputs.Apply(e.outputs)
 	r.inputs = e.inputs
 	r.counters = e.counters
-	r.stateRefs = e.out.stateRefs
+	r.state = e.out.state
 
 	r.res.Epochs++
 	if r.res.FirstEpoch == 0 {

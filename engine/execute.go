@@ -14,6 +14,7 @@ import (
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -38,7 +39,7 @@ type processed struct {
 type written struct {
 	outRefs   []manifest.FileRef // sink outputs, by subtask
 	sideRefs  []manifest.FileRef // late and rejected rows, by path
-	stateRefs []manifest.FileRef // per subtask: the state file after the epoch
+	state     []subState         // per subtask: its base and deltas after the epoch
 	rowsOut   int64
 }
 
@@ -118,7 +119,7 @@ func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
 func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []formats.Reject) (*written, error) {
-	w := &written{stateRefs: append([]manifest.FileRef(nil), r.stateRefs...)}
+	w := &written{state: append([]subState(nil), r.state...)}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
 		mu.Lock()
@@ -185,24 +186,15 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		})
 	}
 	for s, sub := range r.subtasks {
-		if !out.changed[s] && w.stateRefs[s].Path != "" {
-			continue // unchanged: the previous file is shared
+		if !out.changed[s] && w.state[s].base.Path != "" {
+			continue // unchanged: the previous files are shared
 		}
 		wg.Go(func() error {
-			snap, err := sub.Snapshot()
+			st, err := r.writeState(wctx, att, s, sub, w.state[s])
 			if err != nil {
 				return err
 			}
-			data, err := formats.EncodeParquet(sub.StateSchema(), snap, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10,
-				Compression: "snappy", NoDictionary: true})
-			if err != nil {
-				return fmt.Errorf("encode state of subtask %d: %w", s, err)
-			}
-			ref, err := att.WriteState(wctx, r.plan.window.ID, s, r.ranges[s][0], r.ranges[s][1], data, countRows(snap))
-			if err != nil {
-				return err
-			}
-			w.stateRefs[s] = ref // each goroutine writes its own index
+			w.state[s] = st // each goroutine writes its own index
 			return nil
 		})
 	}
@@ -236,4 +228,78 @@ func (r *runner) encodeOutput(bs []arrow.RecordBatch) ([]byte, string, error) {
 		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
 		return data, "parquet", err
 	}
+}
+
+// subState is one subtask's committed state: a base (a full snapshot of its
+// key-group range) and the deltas written since, in order.
+type subState struct {
+	base   manifest.FileRef
+	deltas []manifest.FileRef
+}
+
+// Compaction policy: a subtask writes a new base instead of a delta when it
+// has no base in this layout, when it has maxDeltas deltas, when its deltas
+// add up to more than half its base, or when most of its windows changed
+// (a delta would be about as large as the base).
+const maxDeltas = 8
+
+func (st subState) deltaBytes() int64 {
+	var n int64
+	for _, d := range st.deltas {
+		n += d.Size
+	}
+	return n
+}
+
+// writeState writes subtask s's changed state: a delta (tombstones, then
+// upserts) on top of prev, or a new base when the policy says so. The
+// window's change tracking is reset either way.
+func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState) (subState, error) {
+	lo, hi := r.ranges[s][0], r.ranges[s][1]
+	changed, removed := sub.Dirty()
+	full := prev.base.Path == "" || len(prev.deltas) >= maxDeltas || prev.deltaBytes() > prev.base.Size/2 ||
+		changed+removed >= max(1, sub.Len()/2)
+	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
+		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10,
+			Compression: "snappy", NoDictionary: true})
+	}
+	if full {
+		snap, err := sub.Snapshot()
+		if err != nil {
+			return subState{}, err
+		}
+		data, err := encode(sub.StateSchema(), snap)
+		if err != nil {
+			return subState{}, fmt.Errorf("encode state of subtask %d: %w", s, err)
+		}
+		ref, err := att.WriteState(ctx, r.plan.window.ID, s, lo, hi, data, countRows(snap))
+		if err != nil {
+			return subState{}, err
+		}
+		return subState{base: ref}, nil
+	}
+	ups, tombs, err := sub.SnapshotDelta()
+	if err != nil {
+		return subState{}, err
+	}
+	next := subState{base: prev.base, deltas: append([]manifest.FileRef(nil), prev.deltas...)}
+	for _, part := range []struct {
+		kind   string
+		schema *arrow.Schema
+		bs     []arrow.RecordBatch
+	}{{manifest.DeltaTombstones, sub.TombstoneSchema(), tombs}, {manifest.DeltaUpserts, sub.StateSchema(), ups}} {
+		if countRows(part.bs) == 0 {
+			continue
+		}
+		data, err := encode(part.schema, part.bs)
+		if err != nil {
+			return subState{}, fmt.Errorf("encode state %s of subtask %d: %w", part.kind, s, err)
+		}
+		ref, err := att.WriteDelta(ctx, r.plan.window.ID, s, lo, hi, part.kind, data, countRows(part.bs))
+		if err != nil {
+			return subState{}, err
+		}
+		next.deltas = append(next.deltas, ref)
+	}
+	return next, nil
 }

@@ -39,7 +39,8 @@ type runPlan struct {
 
 type subtaskRestore struct {
 	lo, hi int
-	files  []manifest.FileRef
+	files  []manifest.FileRef // bases overlapping [lo, hi)
+	deltas []manifest.FileRef // deltas overlapping [lo, hi), in order
 }
 
 // parallelismOf returns the run's parallelism and the key-group count.
@@ -105,11 +106,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	}
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {
-		var parent []manifest.FileRef
+		var parent, deltas []manifest.FileRef
 		if m := head.Manifest; m != nil {
 			for _, op := range m.Operators {
 				if op.ID == rp.plan.window.ID {
-					parent, rp.emitted = op.Files, op.EmittedThrough
+					parent, deltas, rp.emitted = op.Files, op.Deltas, op.EmittedThrough
 				}
 			}
 		}
@@ -120,6 +121,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 			for _, f := range parent {
 				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
 					sr.files = append(sr.files, f)
+				}
+			}
+			for _, f := range deltas {
+				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
+					sr.deltas = append(sr.deltas, f)
 				}
 			}
 			rp.restore = append(rp.restore, sr)

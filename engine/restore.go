@@ -63,7 +63,7 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		return nil
 	}
 	r.subtasks = make([]*operators.Window, r.parallelism)
-	r.stateRefs = make([]manifest.FileRef, r.parallelism)
+	r.state = make([]subState, r.parallelism)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for s, sr := range rp.restore {
@@ -72,23 +72,44 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 			if err != nil {
 				return err
 			}
-			var batches []arrow.RecordBatch
-			for _, f := range sr.files {
+			read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
 				data, err := r.c.ReadFile(gctx, f)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
 				if err != nil {
-					return fmt.Errorf("restore %s: %w", f.Path, err)
+					return nil, fmt.Errorf("restore %s: %w", f.Path, err)
+				}
+				return recs, nil
+			}
+			var batches []arrow.RecordBatch
+			for _, f := range sr.files {
+				recs, err := read(f)
+				if err != nil {
+					return err
 				}
 				batches = append(batches, recs...)
 			}
 			if err := w.Restore(batches, sr.lo, sr.hi, rp.emitted); err != nil {
 				return fmt.Errorf("restore subtask %d: %w", s, err)
 			}
-			if rp.share {
-				r.stateRefs[s] = sr.files[0] // unchanged state can be shared
+			for _, d := range sr.deltas {
+				recs, err := read(d)
+				if err != nil {
+					return err
+				}
+				if d.Kind == manifest.DeltaTombstones {
+					err = w.ApplyDelta(nil, recs, sr.lo, sr.hi)
+				} else {
+					err = w.ApplyDelta(recs, nil, sr.lo, sr.hi)
+				}
+				if err != nil {
+					return fmt.Errorf("restore subtask %d: delta %s: %w", s, d.Path, err)
+				}
+			}
+			if rp.share && len(sr.files) == 1 {
+				r.state[s] = subState{base: sr.files[0], deltas: sr.deltas} // unchanged state can be shared
 			}
 			r.subtasks[s] = w
 			return nil

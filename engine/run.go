@@ -37,7 +37,7 @@ type runner struct {
 	k           int
 	subtasks    []*operators.Window
 	ranges      [][2]int
-	stateRefs   []manifest.FileRef // current state file per subtask (reused when unchanged)
+	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
 	outputs     *epoch.SegLog
 	inputs      map[string]manifest.InputState

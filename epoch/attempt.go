@@ -126,6 +126,18 @@ func (a *Attempt) WriteState(ctx context.Context, opID string, subtask, kgLo, kg
 	return ref, nil
 }
 
+// WriteDelta writes one subtask's state delta file of operator opID (kind
+// manifest.DeltaUpserts or manifest.DeltaTombstones).
+func (a *Attempt) WriteDelta(ctx context.Context, opID string, subtask, kgLo, kgHi int, kind string, data []byte, rows int64) (manifest.FileRef, error) {
+	key := manifest.DeltaPath(a.Generation, a.Epoch, a.ID, opID, subtask, kind)
+	if err := a.put(ctx, a.c.Store, key, data); err != nil {
+		return manifest.FileRef{}, err
+	}
+	ref := manifest.NewFileRef(key, data)
+	ref.Rows, ref.Subtask, ref.KeyGroupLo, ref.KeyGroupHi, ref.Kind = rows, subtask, kgLo, kgHi, kind
+	return ref, nil
+}
+
 // WriteSource writes a source-offset file (e.g. a seen-file segment).
 func (a *Attempt) WriteSource(ctx context.Context, name string, data []byte, rows int64) (manifest.FileRef, error) {
 	key := manifest.SourcePath(a.Generation, a.Epoch, a.ID, name)

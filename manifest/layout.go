@@ -68,6 +68,13 @@ func StatePath(gen, epoch int64, attempt, opID string, subtask int) string {
 	return fmt.Sprintf("%sop=%s/s=%0*d.parquet", AttemptDir(gen, epoch, attempt), opID, SubtaskDigits, subtask)
 }
 
+// DeltaPath returns the key of a state delta file of one subtask, kind
+// DeltaUpserts or DeltaTombstones:
+// ".../<attempt>/op=<opID>/s=0001.upserts.parquet".
+func DeltaPath(gen, epoch int64, attempt, opID string, subtask int, kind string) string {
+	return fmt.Sprintf("%sop=%s/s=%0*d.%s.parquet", AttemptDir(gen, epoch, attempt), opID, SubtaskDigits, subtask, kind)
+}
+
 // SourcePath returns the key of a source-offset file (e.g. a segment of the
 // seen-file set): ".../<attempt>/source/<name>". name must be a clean
 // relative path (ValidateRef(name, false)).

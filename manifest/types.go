@@ -132,9 +132,23 @@ type OperatorState struct {
 	// EmittedThrough: every window with end+allowed_lateness <= this
 	// watermark (microseconds) has been emitted.
 	EmittedThrough int64 `json:"emitted_through_us"`
-	// Files holds one state file per subtask.
+	// Files holds one base state file per subtask: a full snapshot of the
+	// subtask's key-group range.
 	Files []FileRef `json:"files"`
+	// Deltas (format 2) are changes on top of the bases, in the order they
+	// are applied: per epoch and subtask that changed, a DeltaTombstones
+	// file (windows removed since) then a DeltaUpserts file (windows created
+	// or changed, whole). A restore reads the bases overlapping its
+	// key-group range, then applies the overlapping deltas in order. A
+	// compaction writes a new base and drops that subtask's deltas.
+	Deltas []FileRef `json:"deltas,omitempty"`
 }
+
+// Kinds of operator delta files.
+const (
+	DeltaUpserts    = "upserts"
+	DeltaTombstones = "tombstones"
+)
 
 // FileRef names one file a manifest depends on.
 type FileRef struct {
@@ -186,6 +200,7 @@ func (m *Manifest) StateRefs() []FileRef {
 	var refs []FileRef
 	for _, op := range m.Operators {
 		refs = append(refs, op.Files...)
+		refs = append(refs, op.Deltas...)
 	}
 	refs = append(refs, m.Source.Segments...)
 	return append(refs, m.OutputLog...)

@@ -269,6 +269,7 @@ const (
 	refSegment                // source segment: relative or URL
 	refOutput                 // sink output: relative to the sink root only
 	refSide                   // side output: relative to the sink root or URL, kind late/rejected
+	refDelta                  // operator state delta: as refState, kind upserts/tombstones
 )
 
 func (v *validator) fileRef(field string, r FileRef, kind refKind) {
@@ -277,7 +278,7 @@ func (v *validator) fileRef(field string, r FileRef, kind refKind) {
 	v.check(field+".checksum", checkChecksum(r.Checksum))
 	v.nonNegative(field+".rows", r.Rows)
 	v.nonNegative(field+".subtask", int64(r.Subtask))
-	if kind == refState || r.KeyGroupLo != 0 || r.KeyGroupHi != 0 {
+	if kind == refState || kind == refDelta || r.KeyGroupLo != 0 || r.KeyGroupHi != 0 {
 		if r.KeyGroupLo < 0 || r.KeyGroupHi <= r.KeyGroupLo {
 			v.fail(field+".kg_lo", "key-group range [%d, %d) must satisfy 0 <= kg_lo < kg_hi", r.KeyGroupLo, r.KeyGroupHi)
 		}
@@ -286,6 +287,10 @@ func (v *validator) fileRef(field string, r FileRef, kind refKind) {
 		}
 	}
 	switch kind {
+	case refDelta:
+		if r.Kind != DeltaUpserts && r.Kind != DeltaTombstones {
+			v.fail(field+".kind", "delta kind %q must be %q or %q", r.Kind, DeltaUpserts, DeltaTombstones)
+		}
 	case refSide:
 		if r.Kind != SideOutputLate && r.Kind != SideOutputRejected {
 			v.fail(field+".kind", "side-output kind %q must be %q or %q", r.Kind, SideOutputLate, SideOutputRejected)
@@ -458,6 +463,7 @@ func (m *Manifest) Validate() error {
 			v.fail(f+".emitted_through_us", "%d is past the watermark %d: windows cannot be emitted before the watermark reaches them", op.EmittedThrough, m.Watermark)
 		}
 		v.fileRefs(f+".files", op.Files, refState)
+		v.fileRefs(f+".deltas", op.Deltas, refDelta)
 		v.stateLayout(f+".files", op.Files)
 	}
 	if c := m.Counters; c.RowsRejected > c.RowsIn || c.RowsLate > c.RowsIn || c.RowsFiltered > c.RowsIn {
