@@ -37,10 +37,10 @@ type processed struct {
 
 // written is what an epoch wrote under its attempt.
 type written struct {
-	outRefs   []manifest.FileRef // sink outputs, by subtask
-	sideRefs  []manifest.FileRef // late and rejected rows, by path
-	state     []subState         // per subtask: its base and deltas after the epoch
-	rowsOut   int64
+	outRefs  []manifest.FileRef // sink outputs, by subtask
+	sideRefs []manifest.FileRef // late and rejected rows, by path
+	state    []subState         // per subtask: its base and deltas after the epoch
+	rowsOut  int64
 }
 
 // process runs the keyed window subtasks in parallel (each over its
