@@ -19,10 +19,10 @@
 // operators releases the Arrow data it allocates, as Arrow's reference
 // counting documents; it does not rely on the garbage collector:
 //
-//   - Every batch a Window returns (Process's late rows, Advance, Snapshot)
-//     is the caller's, who calls Release. Its buffers come from the allocator
-//     given to [Window.SetAllocator] (default memory.DefaultAllocator, the Go
-//     allocator). When every row is late, Process returns the input batch
+//   - Every batch a Window returns (Process's late rows, Advance, Snapshot,
+//     SnapshotDelta) is the caller's, who calls Release. Its buffers come
+//     from the allocator given to [Window.SetAllocator] (default
+//     memory.DefaultAllocator, the Go allocator). When every row is late, Process returns the input batch
 //     itself with an extra reference.
 //   - Input batches are read during the call and never retained after it;
 //     the caller may release them as soon as the call returns.
@@ -32,7 +32,8 @@
 //
 // TestWindowReleasesArrowMemory checks this for every window kind and
 // aggregate with memory.NewCheckedAllocator: after Process, ProcessSelected,
-// Advance, Snapshot and Restore no byte is outstanding.
+// Advance, Snapshot and Restore no byte is outstanding;
+// TestDeltaReleasesArrowMemory does for SnapshotDelta and ApplyDelta.
 //
 // # Windows
 //

@@ -126,3 +126,67 @@ func TestTakeRowsReleases(t *testing.T) {
 	}
 	out.Release()
 }
+
+// TestDeltaReleasesArrowMemory: SnapshotDelta's batches come from the
+// window's allocator and ApplyDelta keeps none of its inputs.
+func TestDeltaReleasesArrowMemory(t *testing.T) {
+	for _, kind := range []WindowKind{Tumbling, Sliding, Session} {
+		t.Run(kind.String(), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			spec := WindowSpec{Kind: kind, Size: 20 * us, Slide: 5 * us, Gap: 6 * us, AllowedLateness: 3 * us, Aggregates: allAggs(t)}
+			w := newWin(t, spec)
+			w.SetAllocator(mem)
+			var rows []ev
+			for i := range 200 {
+				x, f := int64(i), float64(i)/3
+				rows = append(rows, ev{ts: int64(i % 50), user: sp([]string{"a", "b", "c", "d"}[i%4]), n: &x, f: &f, s: sp([]string{"p", "q", "r"}[i%3])})
+			}
+			process := func(rows []ev) {
+				rec := batchFrom(t, mem, rows...)
+				late, err := w.Process(rec)
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				release(late)
+			}
+			process(rows[:100])
+			base, err := w.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := w.Advance(30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release(out)
+			process(rows[100:])
+			ups, tombs, err := w.SnapshotDelta()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ups) == 0 || len(tombs) == 0 {
+				t.Fatalf("delta of %d upsert and %d tombstone batches; the test means to cover both", len(ups), len(tombs))
+			}
+			w2 := newWin(t, spec)
+			w2.SetAllocator(mem)
+			if err := w2.Restore(base, 0, 128, w.Watermark()); err != nil {
+				t.Fatal(err)
+			}
+			if err := w2.ApplyDelta(ups, tombs, 0, 128); err != nil {
+				t.Fatal(err)
+			}
+			release(base...)
+			release(ups...)
+			release(tombs...)
+			for _, x := range []*Window{w, w2} {
+				out, err := x.Advance(1 << 40)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release(out)
+			}
+		})
+	}
+}
