@@ -71,6 +71,9 @@ type Result struct {
 	RowsRejected int64
 	Watermark    int64
 	Outputs      []string // sink-relative output files committed by this run
+	// Requests counts the object-store requests of the run, by kind, with
+	// retries and timeouts.
+	Requests store.RetryStats
 	SinkURL      string
 	StateURL     string
 	// UntilReached: the head was already at or past Options.UntilEpoch.
@@ -86,6 +89,26 @@ type stores struct {
 	state, sink, source store.Store
 	late, rejected      store.Store // nil unless late_url / rejected_url
 	stateURL            string
+	retrying            []*store.Retrying
+}
+
+// requests returns the object-store requests (and retries) of every store
+// so far; an epoch's cost is the difference of two calls.
+func (s *stores) requests() store.RetryStats {
+	var t store.RetryStats
+	add := func(a *store.OpStats, b store.OpStats) { a.Calls += b.Calls; a.Attempts += b.Attempts }
+	for _, r := range s.retrying {
+		x := r.Stats()
+		add(&t.Get, x.Get)
+		add(&t.Put, x.Put)
+		add(&t.List, x.List)
+		add(&t.Delete, x.Delete)
+		t.Retries += x.Retries
+		t.Timeouts += x.Timeouts
+		t.GaveUp += x.GaveUp
+		t.Backoff += x.Backoff
+	}
+	return t
 }
 
 func (s *stores) Close() {
@@ -152,7 +175,13 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		if opts.WrapStore != nil {
 			s = opts.WrapStore(t.name, s)
 		}
-		*t.dst = store.WithRetry(s, opts.Retry)
+		policy := opts.Retry
+		if policy.Log == nil {
+			policy.Log = opts.log().With("store", t.name)
+		}
+		rs := store.WithRetry(s, policy)
+		st.retrying = append(st.retrying, rs)
+		*t.dst = rs
 	}
 	return st, nil
 }

@@ -137,6 +137,7 @@ func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
+	defer func() { r.res.Requests = r.st.requests() }()
 	files, err := r.start(ctx)
 	if err != nil {
 		return nil, err
@@ -262,6 +263,7 @@ func summarize(results []*fileResult) inputSummary {
 func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drain, idle bool) (int, error) {
 	now := r.opts.now()
 	t0 := time.Now()
+	req0 := r.st.requests()
 	phase := func(name string) {
 		r.log.Debug("epoch phase", "phase", name, "elapsed", time.Since(t0))
 	}
@@ -308,10 +310,12 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err := r.sides.Settle(ctx, m); err != nil {
 		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}
+	r.retain(ctx, true)
+	req := r.st.requests().Sub(req0)
 	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
 		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
-		"duration", time.Since(t0).Round(time.Millisecond))
-	r.retain(ctx, true)
+		"duration", time.Since(t0).Round(time.Millisecond),
+		"gets", req.Get.Calls, "puts", req.Put.Calls, "lists", req.List.Calls, "deletes", req.Delete.Calls, "retries", req.Retries)
 	return len(files), nil
 }
 
