@@ -74,8 +74,8 @@ type Result struct {
 	// Requests counts the object-store requests of the run, by kind, with
 	// retries and timeouts.
 	Requests store.RetryStats
-	SinkURL      string
-	StateURL     string
+	SinkURL  string
+	StateURL string
 	// UntilReached: the head was already at or past Options.UntilEpoch.
 	UntilReached bool
 }
