@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -295,6 +296,17 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	phase("offsets")
 	m := r.manifest(edit)
+	req := r.st.requests().Sub(req0)
+	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)),
+		Gets: req.Get.Calls, Puts: req.Put.Calls, Lists: req.List.Calls, Deletes: req.Delete.Calls, Retries: req.Retries}
+	for _, f := range files {
+		m.Stats.BytesIn += f.Size
+	}
+	for _, f := range append(m.StateRefs(), m.SinkRefs()...) {
+		if strings.Contains(f.Path, att.ID[:manifest.AttemptPrefixLen]) {
+			m.Stats.BytesWritten += f.Size
+		}
+	}
 	head, err := att.Commit(ctx, m)
 	phase("commit")
 	if errors.Is(err, epoch.ErrSuperseded) {
@@ -311,7 +323,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}
 	r.retain(ctx, true)
-	req := r.st.requests().Sub(req0)
+	req = r.st.requests().Sub(req0)
 	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
 		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
 		"duration", time.Since(t0).Round(time.Millisecond),

@@ -93,7 +93,26 @@ type Manifest struct {
 	// epoch and all before it, one sink-relative path per line. Unlike
 	// Outputs it survives retention, so committed outputs stay known.
 	OutputLog []FileRef `json:"output_log,omitempty"`
-	Checksum  string    `json:"checksum,omitempty"` // see Latest.Checksum
+	// Stats (format 2) is what this epoch cost; informational, never used
+	// to decide anything.
+	Stats    *EpochStats `json:"stats,omitempty"`
+	Checksum string      `json:"checksum,omitempty"` // see Latest.Checksum
+}
+
+// EpochStats is the cost of one epoch, as the writer measured it before the
+// commit: wall time, input, and object-store requests by kind (the manifest
+// create and pointer swap of the commit itself are not included).
+type EpochStats struct {
+	DurationMs   int64 `json:"duration_ms"`
+	FilesIn      int64 `json:"files_in"`
+	BytesIn      int64 `json:"bytes_in"`
+	RowsIn       int64 `json:"rows_in"`
+	BytesWritten int64 `json:"bytes_written"` // outputs, side outputs, state and segments this epoch wrote
+	Gets         int64 `json:"gets"`
+	Puts         int64 `json:"puts"`
+	Lists        int64 `json:"lists"`
+	Deletes      int64 `json:"deletes"`
+	Retries      int64 `json:"retries"`
 }
 
 // SourceState is the source's offsets after an epoch.
