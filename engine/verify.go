@@ -9,73 +9,172 @@ import (
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
+
+// Damage kinds reported by Verify.
+const (
+	DamageMissing    = "missing"
+	DamageSize       = "size mismatch"
+	DamageChecksum   = "checksum mismatch"
+	DamageUnparsable = "unparsable"
+)
+
+// Damage is one damaged object.
+type Damage struct {
+	Object string `json:"object"` // state-relative key, or sink-relative path
+	Kind   string `json:"kind"`   // DamageMissing, DamageSize, DamageChecksum or DamageUnparsable
+	Detail string `json:"detail"`
+}
+
+// String formats the damage on one line.
+func (d Damage) String() string {
+	return oneLine(fmt.Sprintf("%s: %s: %s", d.Object, d.Kind, d.Detail))
+}
 
 // VerifyReport is what Verify checked and found.
 type VerifyReport struct {
 	Head      int64    `json:"head_epoch"`
 	Manifests int      `json:"manifests"`
 	Files     int      `json:"files"`
-	Problems  []string `json:"problems"`
+	Damaged   []Damage `json:"damaged"`
+	// Problems is Damaged, one line each.
+	Problems []string `json:"problems"`
+	// Vanished counts referenced files that were deleted while Verify ran
+	// because retention (a concurrent run) removed the epochs referencing
+	// them: not damage.
+	Vanished int `json:"vanished_during_verify"`
+}
+
+func (r *VerifyReport) add(d Damage) {
+	r.Damaged = append(r.Damaged, d)
+	r.Problems = append(r.Problems, d.String())
 }
 
 // Verify reads, without writing anything, every retained manifest and every
-// file they reference (state, source and output-log segments, outputs and
-// side outputs in the sink) and checks each file's size and checksum. A
-// problem is reported per file; the error is for what could not be checked
-// at all.
+// file they reference (state bases and deltas, source and output-log
+// segments, outputs and side outputs in the sink) and checks each file's
+// size and checksum. Damage (a missing, truncated, altered or unparsable
+// object) is reported per object in the report; an error means the check
+// could not be done (storage unavailable, permissions), never damage.
 func Verify(ctx context.Context, p *spec.Pipeline) (*VerifyReport, error) {
+	return VerifyWith(ctx, p, Options{})
+}
+
+// VerifyWith is Verify with options (Retry, WrapStore and Log are used).
+func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyReport, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &Options{}, false)
+	st, err := openStores(ctx, p, &opts, false)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
 	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	rep := &VerifyReport{Damaged: []Damage{}, Problems: []string{}}
 	head, err := c.Peek(ctx)
 	if err != nil {
-		if errors.Is(err, manifest.ErrCorrupt) {
-			return &VerifyReport{Problems: []string{err.Error()}}, nil
+		if d, ok := classify(manifest.LatestPath, err); ok {
+			rep.add(d)
+			return rep, nil
 		}
 		return nil, err
 	}
-	rep := &VerifyReport{Head: head.Epoch(), Problems: []string{}}
+	rep.Head = head.Epoch()
 	keep := p.State.RetainEpochs
 	if keep < 1 {
 		keep = spec.DefaultRetainEpochs
 	}
 	chain, err := c.Chain(ctx, head, keep)
 	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-		return rep, nil
+		if d, ok := classify("manifest chain", err); ok {
+			rep.add(d)
+			return rep, nil
+		}
+		return nil, err
 	}
 	seen := map[string]bool{}
-	check := func(read func(context.Context, manifest.FileRef) ([]byte, error), f manifest.FileRef) {
+	check := func(m *manifest.Manifest, read func(context.Context, manifest.FileRef) ([]byte, error), f manifest.FileRef) error {
 		if seen[f.Path] {
-			return // shared by several manifests
+			return nil // shared by several manifests
 		}
 		seen[f.Path] = true
 		rep.Files++
-		if _, err := read(ctx, f); err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
+		_, err := read(ctx, f)
+		if err == nil {
+			return nil
 		}
+		d, ok := classify(f.Path, err)
+		if !ok {
+			return fmt.Errorf("verify %s: could not check: %w", f.Path, err)
+		}
+		if d.Kind == DamageMissing && retiredDuringVerify(ctx, c, m) {
+			rep.Vanished++
+			return nil
+		}
+		rep.add(d)
+		return nil
 	}
 	for _, m := range chain {
 		rep.Manifests++
 		for _, f := range m.StateRefs() {
-			check(c.ReadFile, f)
+			if err := check(m, c.ReadFile, f); err != nil {
+				return nil, err
+			}
 		}
 		for _, f := range m.SinkRefs() {
 			if strings.Contains(f.Path, "://") {
 				continue // a side output in a store of its own
 			}
-			check(c.ReadOutput, f)
+			if err := check(m, c.ReadOutput, f); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(chain) > 0 && len(chain) < keep && chain[len(chain)-1].Parent != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("the chain ends at epoch %d, whose parent's manifest is missing", chain[len(chain)-1].Epoch))
+		last := chain[len(chain)-1]
+		if !retiredDuringVerify(ctx, c, last) {
+			rep.add(Damage{Object: last.Parent.ManifestPath(), Kind: DamageMissing,
+				Detail: fmt.Sprintf("the chain ends at epoch %d, whose parent's manifest is missing", last.Epoch)})
+		}
 	}
 	return rep, nil
+}
+
+// classify maps a read error to damage; ok is false for an error that is
+// not about the object (storage unavailable): the check could not be done.
+func classify(object string, err error) (Damage, bool) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Damage{Object: object, Kind: DamageMissing, Detail: err.Error()}, true
+	case !errors.Is(err, manifest.ErrCorrupt):
+		return Damage{}, false
+	}
+	var me *manifest.Error
+	if errors.As(err, &me) && me.Name != "" {
+		object = me.Name
+	}
+	msg := err.Error()
+	kind := DamageUnparsable
+	switch {
+	case strings.Contains(msg, "size mismatch"):
+		kind = DamageSize
+	case strings.Contains(msg, "checksum mismatch"), strings.Contains(msg, "do not match its checksum"):
+		kind = DamageChecksum
+	}
+	return Damage{Object: object, Kind: kind, Detail: msg}, true
+}
+
+// retiredDuringVerify reports whether m's manifest is gone now: retention
+// of a concurrent run removed it (and so, legitimately, its files) while
+// Verify was reading.
+func retiredDuringVerify(ctx context.Context, c *epoch.Committer, m *manifest.Manifest) bool {
+	_, _, err := c.Store.Get(ctx, manifest.ManifestPath(m.Generation, m.Epoch))
+	return errors.Is(err, store.ErrNotFound)
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
