@@ -33,18 +33,29 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	closedBefore := func(end int64) bool { return satAdd(end, w.lateness) <= oldWm }
 	// Every window closing now ends by wm - lateness, so its slices have
 	// closed first windows: collect those slices, by key and start.
-	var sl []int32
+	type sliceRef struct {
+		start     int64
+		kid, slot int32
+	}
+	var refs []sliceRef
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
-			sl = append(sl, int32(s))
+			refs = append(refs, sliceRef{start: info.start, kid: info.kid, slot: int32(s)})
 		}
 	}
-	if len(sl) == 0 {
+	if len(refs) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(sl, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(w.slots[a].kid, w.slots[b].kid), cmp.Compare(w.slots[a].start, w.slots[b].start))
+	slices.SortFunc(refs, func(a, b sliceRef) int {
+		if a.kid != b.kid {
+			return int(a.kid - b.kid)
+		}
+		return cmp.Compare(a.start, b.start)
 	})
+	sl := make([]int32, len(refs))
+	for i, r := range refs {
+		sl[i] = r.slot
+	}
 	var starts []int64
 	var out []int32
 	for i := 0; i < len(sl); {
