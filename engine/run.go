@@ -58,7 +58,7 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 	if r.parallelism, r.k, err = parallelismOf(p, opts); err != nil {
 		return nil, err
 	}
-	r.res.SinkURL, r.res.StateURL = p.Sink.URL, st.stateURL
+	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.stateURL) // printed by the CLI
 	return r, nil
 }
 

@@ -1,0 +1,105 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/internal/faultproxy"
+	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/store"
+)
+
+// stalledEnv is an S3 env whose state and sink go through a fault proxy
+// (the source is read directly).
+func stalledEnv(t *testing.T) (*env, *faultproxy.Proxy) {
+	e := s3Env(t)
+	u, err := url.Parse(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := faultproxy.Start(u.Query().Get("endpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	e.state, e.sink = s3test.Via(e.state, px.URL), s3test.Via(e.sink, px.URL)
+	return e, px
+}
+
+// TestStalledS3: a server that accepts requests and never answers makes
+// `floe run` fail within its deadlines with a one-line message; a trigger
+// worker whose server stalls for a while and then comes back continues and
+// commits exactly the rows of an undisturbed run.
+func TestStalledS3(t *testing.T) {
+	ref := fileEnv(t)
+	for i := range 4 {
+		ref.put(t, fmt.Sprintf("%d.jsonl", i), jsonl(ev(fmt.Sprintf("00:0%d:10", i), "u1", i+1), ev(fmt.Sprintf("00:0%d:20", i), "u2", 1)))
+	}
+	run(t, ref.pipeline(t, windowSpec), engine.Options{Drain: true})
+	want := committedRows(t, ref.pipeline(t, windowSpec))
+
+	e, px := stalledEnv(t)
+	for i := range 2 {
+		e.put(t, fmt.Sprintf("%d.jsonl", i), jsonl(ev(fmt.Sprintf("00:0%d:10", i), "u1", i+1), ev(fmt.Sprintf("00:0%d:20", i), "u2", 1)))
+	}
+	p := e.pipeline(t, windowSpec)
+	policy := store.RetryPolicy{RequestTimeout: 300 * time.Millisecond, MaxElapsed: 1500 * time.Millisecond}
+
+	px.StallAll()
+	t0 := time.Now()
+	_, err := engine.Run(context.Background(), p, engine.Options{Retry: policy})
+	took := time.Since(t0)
+	px.Release()
+	if err == nil || !errors.Is(err, store.ErrTransient) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("stalled server: %v; want a one-line transient error", err)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("stalled server: gave up after %v; the budget is %v", took, policy.MaxElapsed)
+	}
+	t.Logf("stalled run failed after %v: %v", took.Round(time.Millisecond), err)
+
+	// A trigger worker across a stall that ends.
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine.Run(context.Background(), p, engine.Options{Trigger: 50 * time.Millisecond, Stop: stop,
+			Retry: store.RetryPolicy{RequestTimeout: 300 * time.Millisecond, MaxElapsed: 20 * time.Second}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return len(committedRows(t, p)) > 0 })
+	px.StallAll()
+	for i := 2; i < 4; i++ {
+		e.put(t, fmt.Sprintf("%d.jsonl", i), jsonl(ev(fmt.Sprintf("00:0%d:10", i), "u1", i+1), ev(fmt.Sprintf("00:0%d:20", i), "u2", 1)))
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if px.Stalled() == 0 {
+		t.Fatal("no request reached the stalled proxy")
+	}
+	px.Release()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("trigger worker across a stall: %v", err)
+	}
+	run(t, p, engine.Options{Drain: true})
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the stall: %v, want %v", got, want)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met within 30s")
+}
