@@ -2,20 +2,39 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
 
-// Status describes a pipeline's committed head.
+// Health states of a pipeline, as Status.State reports them.
+const (
+	HealthEmpty    = "empty"             // nothing committed yet
+	HealthHealthy  = "healthy"           // caught up: no listed file is waiting
+	HealthBehind   = "behind"            // files are listed and not processed yet
+	HealthDrained  = "drained"           // the input was ended with --drain
+	HealthDamaged  = "damaged"           // the head cannot be read: see floe verify
+	HealthLateData = "drained-new-input" // input arrived after --drain: its rows count as late
+	HealthUnknown  = "unknown"           // the source could not be listed
+)
+
+// Status describes a pipeline's committed head and its health.
 type Status struct {
-	Pipeline    string             `json:"pipeline"`
-	StateURL    string             `json:"state_url"`
+	Pipeline string `json:"pipeline"`
+	StateURL string `json:"state_url"`
+	// State is one of the Health* constants; Health says it for people
+	// ("behind by 3 files (1.2 MiB)"). Both are set by ReadStatus only.
+	State       string             `json:"state,omitempty"`
+	Health      string             `json:"health,omitempty"`
 	Committed   bool               `json:"committed"`
 	Generation  int64              `json:"generation,omitempty"`
 	Epoch       int64              `json:"epoch,omitempty"`
@@ -23,23 +42,152 @@ type Status struct {
 	Watermark   string             `json:"watermark,omitempty"`
 	Counters    *manifest.Counters `json:"counters,omitempty"`
 	FilesSeen   int64              `json:"files_seen"`
+
+	// Health figures (ReadStatus only). Times are RFC 3339, durations in
+	// seconds, relative to Now.
+	Now                 *time.Time `json:"now,omitempty"`
+	LastCommit          *time.Time `json:"last_commit,omitempty"`
+	LastCommitAgeS      *float64   `json:"last_commit_age_s,omitempty"`
+	MaxEventTime        string     `json:"max_event_time,omitempty"`
+	WatermarkLagEventS  *float64   `json:"watermark_lag_event_s,omitempty"` // newest event time seen - watermark
+	WatermarkLagWallS   *float64   `json:"watermark_lag_wall_s,omitempty"`  // now - watermark
+	PendingFiles        *int64     `json:"pending_files,omitempty"`
+	PendingBytes        *int64     `json:"pending_bytes,omitempty"`
+	OldestPending       string     `json:"oldest_pending,omitempty"`
+	OldestPendingTime   *time.Time `json:"oldest_pending_time,omitempty"`
+	OldestPendingAgeS   *float64   `json:"oldest_pending_age_s,omitempty"`
+	ListError           string     `json:"list_error,omitempty"`
+	StateBytes          int64      `json:"state_bytes,omitempty"`     // operator state: bases and deltas
+	StateRows           int64      `json:"state_rows,omitempty"`      // rows of the base files
+	MetadataBytes       int64      `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
+	Operators           []OpState  `json:"operators,omitempty"`       // state per operator and subtask
+	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests on the chain ending at the head
+	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
 }
 
-// Print writes the status as a small table.
+// OpState is one stateful operator's committed state size.
+type OpState struct {
+	ID       string         `json:"id"`
+	Bytes    int64          `json:"bytes"`
+	Rows     int64          `json:"rows"` // rows of the base files
+	Subtasks []SubtaskState `json:"subtasks"`
+}
+
+// SubtaskState is one subtask's share of an operator's state: its base
+// file and the delta files on top of it.
+type SubtaskState struct {
+	Subtask    int   `json:"subtask"`
+	KeyGroupLo int   `json:"kg_lo"`
+	KeyGroupHi int   `json:"kg_hi"`
+	BaseBytes  int64 `json:"base_bytes"`
+	BaseRows   int64 `json:"base_rows"`
+	Deltas     int   `json:"delta_files"`
+	DeltaBytes int64 `json:"delta_bytes"`
+}
+
+// Print writes the status as a small table, the health line first.
 func (s *Status) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if s.Health != "" {
+		fmt.Fprintf(tw, "health\t%s\n", s.Health)
+	}
 	fmt.Fprintf(tw, "pipeline\t%s\nstate\t%s\n", s.Pipeline, s.StateURL)
 	if !s.Committed {
-		fmt.Fprintf(tw, "head\tnothing committed yet\n")
+		if s.State != HealthDamaged {
+			fmt.Fprintf(tw, "head\tnothing committed yet\n")
+		}
+		s.printPending(tw)
 		tw.Flush()
 		return
 	}
+	if s.LastCommit != nil {
+		fmt.Fprintf(tw, "last commit\t%s (%s ago)\n", s.LastCommit.Format(time.RFC3339), fmtAge(*s.LastCommitAgeS))
+	}
 	fmt.Fprintf(tw, "head\tgeneration %d, epoch %d, parallelism %d\n", s.Generation, s.Epoch, s.Parallelism)
-	fmt.Fprintf(tw, "watermark\t%s\n", s.Watermark)
+	wm := s.Watermark
+	var lags []string
+	if s.WatermarkLagEventS != nil {
+		lags = append(lags, fmtAge(*s.WatermarkLagEventS)+" behind the newest event ("+s.MaxEventTime+")")
+	}
+	if s.WatermarkLagWallS != nil {
+		lags = append(lags, fmtAge(*s.WatermarkLagWallS)+" behind the clock")
+	}
+	if len(lags) > 0 {
+		wm += "; " + strings.Join(lags, ", ")
+	}
+	fmt.Fprintf(tw, "watermark\t%s\n", wm)
+	s.printPending(tw)
+	if s.RetainedEpochs > 0 {
+		fmt.Fprintf(tw, "retained epochs\t%d (%d..%d)\n", s.RetainedEpochs, s.OldestRetainedEpoch, s.Epoch)
+	}
+	if s.Now != nil {
+		fmt.Fprintf(tw, "state size\t%s in %d rows (operators), %s (file and output logs)\n", fmtBytes(s.StateBytes), s.StateRows, fmtBytes(s.MetadataBytes))
+		for _, op := range s.Operators {
+			for _, st := range op.Subtasks {
+				fmt.Fprintf(tw, "  op=%s s=%d\tkey groups [%d, %d): base %s, %d rows; %d deltas, %s\n", op.ID, st.Subtask,
+					st.KeyGroupLo, st.KeyGroupHi, fmtBytes(st.BaseBytes), st.BaseRows, st.Deltas, fmtBytes(st.DeltaBytes))
+			}
+		}
+	}
 	c := s.Counters
 	fmt.Fprintf(tw, "files in\t%d\nrows in\t%d\nrows out\t%d\nrows late\t%d\nrows rejected\t%d\nrows filtered\t%d\nwindows emitted\t%d\n",
 		c.FilesIn, c.RowsIn, c.RowsOut, c.RowsLate, c.RowsRejected, c.RowsFiltered, c.Windows)
 	tw.Flush()
+}
+
+func (s *Status) printPending(tw io.Writer) {
+	switch {
+	case s.ListError != "":
+		fmt.Fprintf(tw, "pending\tunknown: %s\n", s.ListError)
+	case s.PendingFiles == nil:
+	case *s.PendingFiles == 0:
+		fmt.Fprintf(tw, "pending\tno files\n")
+	default:
+		fmt.Fprintf(tw, "pending\t%d files, %s; oldest %s", *s.PendingFiles, fmtBytes(*s.PendingBytes), s.OldestPending)
+		if s.OldestPendingAgeS != nil {
+			fmt.Fprintf(tw, " (modified %s ago)", fmtAge(*s.OldestPendingAgeS))
+		}
+		fmt.Fprintln(tw)
+	}
+}
+
+// fmtAge renders seconds as a short duration ("3m12s", "2h5m", "4d3h").
+func fmtAge(sec float64) string {
+	neg := sec < 0
+	if neg {
+		sec = -sec
+	}
+	d := time.Duration(sec * float64(time.Second))
+	var out string
+	switch {
+	case d < time.Minute:
+		out = d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		out = d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		out = strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	default:
+		days := int64(d / (24 * time.Hour))
+		out = fmt.Sprintf("%dd%dh", days, int64((d%(24*time.Hour))/time.Hour))
+	}
+	if neg {
+		return "-" + out
+	}
+	return out
+}
+
+// fmtBytes renders a byte count in binary units.
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // SubtaskPlan is one new subtask's key-group range and the parent state
@@ -97,23 +245,190 @@ func (r *PlanReport) Print(w io.Writer) {
 	}
 }
 
-// ReadStatus reads the committed head (read-only: no roll-forward, no listing
-// of the source, no schema).
+// StatusOptions control ReadStatusWith.
+type StatusOptions struct {
+	// Now is the clock ages are measured against (nil: time.Now).
+	Now func() time.Time
+	// NoList leaves the source unlisted (no pending files).
+	NoList bool
+}
+
+// ReadStatus reads the committed head and the pipeline's health; see
+// ReadStatusWith.
 func ReadStatus(ctx context.Context, p *spec.Pipeline) (*Status, error) {
+	return ReadStatusWith(ctx, p, StatusOptions{})
+}
+
+// ReadStatusWith reads the committed head (as a run would recover it, but
+// writing nothing), the chain of retained manifests and, unless NoList, the
+// source listing, and judges the pipeline's health. It infers no schema and
+// compiles nothing. A head that cannot be read because a document is missing
+// or corrupt is reported as HealthDamaged with a nil error; a storage error
+// is returned.
+func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*Status, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &Options{}, false)
+	now := time.Now().UTC()
+	if so.Now != nil {
+		now = so.Now().UTC()
+	}
+	st, err := openStores(ctx, p, &Options{}, !so.NoList)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	head, err := epoch.NewCommitter(st.state, nil, p.Name, nil).Peek(ctx)
+	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+	head, err := c.Peek(ctx)
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, manifest.ErrCorrupt) {
+			s := &Status{Pipeline: p.Name, StateURL: store.Redact(st.stateURL), State: HealthDamaged, Now: &now,
+				Health: "damaged: " + oneLine(err.Error()) + " (floe verify checks every retained file)"}
+			return s, nil
+		}
 		return nil, err
 	}
-	return headStatus(p, st, head), nil
+	s := headStatus(p, st, head)
+	s.StateURL = store.Redact(s.StateURL)
+	s.Now = &now
+	if m := head.Manifest; m != nil {
+		t := m.CreatedAt.UTC()
+		s.LastCommit, s.LastCommitAgeS = &t, ptr(now.Sub(t).Seconds())
+		maxEv := manifest.NoWatermark
+		for _, in := range m.Source.Inputs {
+			maxEv = max(maxEv, in.MaxEventTime)
+		}
+		if maxEv != manifest.NoWatermark {
+			s.MaxEventTime = fmtWM(maxEv)
+		}
+		if m.Watermark != manifest.NoWatermark && m.Watermark != math.MaxInt64 {
+			if maxEv != manifest.NoWatermark {
+				s.WatermarkLagEventS = ptr(float64(maxEv-m.Watermark) / 1e6)
+			}
+			s.WatermarkLagWallS = ptr(float64(now.UnixMicro()-m.Watermark) / 1e6)
+		}
+		s.stateSizes(m)
+		chain, err := c.Chain(ctx, head, math.MaxInt)
+		if err != nil {
+			return nil, err
+		}
+		s.RetainedEpochs = len(chain)
+		s.OldestRetainedEpoch = chain[len(chain)-1].Epoch
+	}
+	if !so.NoList {
+		if err := s.pending(ctx, p, st, c, head, now); err != nil {
+			return nil, err
+		}
+	}
+	s.judge(head)
+	return s, nil
 }
+
+// pending lists the source and counts the files not processed yet. A
+// listing error is recorded, not returned: the head is still worth showing.
+func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time) error {
+	files, err := listSource(ctx, p, st.source)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.ListError = oneLine(err.Error())
+		return nil
+	}
+	seen := newSeenLog()
+	if m := head.Manifest; m != nil {
+		if err := seen.Load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
+			return err
+		}
+	}
+	var n, bytes int64
+	var oldest *store.ObjectInfo
+	for _, f := range pendingFiles(files, seen.Has) {
+		n++
+		bytes += f.Size
+		if oldest == nil || (!f.ModTime.IsZero() && (oldest.ModTime.IsZero() || f.ModTime.Before(oldest.ModTime))) {
+			oldest = &f
+		}
+	}
+	s.PendingFiles, s.PendingBytes = &n, &bytes
+	if oldest != nil {
+		s.OldestPending = oldest.Key
+		if !oldest.ModTime.IsZero() {
+			t := oldest.ModTime.UTC()
+			s.OldestPendingTime, s.OldestPendingAgeS = &t, ptr(now.Sub(t).Seconds())
+		}
+	}
+	return nil
+}
+
+// stateSizes adds up the head's state files per operator and subtask.
+func (s *Status) stateSizes(m *manifest.Manifest) {
+	for _, op := range m.Operators {
+		o := OpState{ID: op.ID}
+		idx := map[int]int{}
+		sub := func(f manifest.FileRef) *SubtaskState {
+			i, ok := idx[f.Subtask]
+			if !ok {
+				i = len(o.Subtasks)
+				idx[f.Subtask] = i
+				o.Subtasks = append(o.Subtasks, SubtaskState{Subtask: f.Subtask, KeyGroupLo: f.KeyGroupLo, KeyGroupHi: f.KeyGroupHi})
+			}
+			return &o.Subtasks[i]
+		}
+		for _, f := range op.Files {
+			x := sub(f)
+			x.BaseBytes += f.Size
+			x.BaseRows += f.Rows
+			o.Bytes += f.Size
+			o.Rows += f.Rows
+		}
+		for _, f := range op.Deltas {
+			x := sub(f)
+			x.Deltas++
+			x.DeltaBytes += f.Size
+			o.Bytes += f.Size
+		}
+		s.StateBytes += o.Bytes
+		s.StateRows += o.Rows
+		s.Operators = append(s.Operators, o)
+	}
+	for _, f := range append(append([]manifest.FileRef{}, m.Source.Segments...), m.OutputLog...) {
+		s.MetadataBytes += f.Size
+	}
+}
+
+// judge sets State and Health from what was read.
+func (s *Status) judge(head *epoch.Head) {
+	var pending int64
+	if s.PendingFiles != nil {
+		pending = *s.PendingFiles
+	}
+	drained := head.Manifest != nil && head.Manifest.Watermark == math.MaxInt64
+	switch {
+	case drained && pending > 0:
+		s.State = HealthLateData
+		s.Health = fmt.Sprintf("drained, but %d files (%s) arrived after the drain: a run counts their rows late", pending, fmtBytes(*s.PendingBytes))
+	case drained:
+		s.State, s.Health = HealthDrained, "drained: the input was ended with --drain (a later file's rows count as late)"
+	case s.ListError != "":
+		s.State, s.Health = HealthUnknown, "unknown: the source cannot be listed: "+s.ListError
+	case pending > 0:
+		s.State = HealthBehind
+		s.Health = fmt.Sprintf("behind by %d files (%s)", pending, fmtBytes(*s.PendingBytes))
+		if s.OldestPendingAgeS != nil {
+			s.Health += ", the oldest modified " + fmtAge(*s.OldestPendingAgeS) + " ago"
+		}
+	case head.Manifest == nil:
+		s.State, s.Health = HealthEmpty, "nothing committed yet"
+	default:
+		s.State, s.Health = HealthHealthy, "healthy: caught up"
+		if s.LastCommitAgeS != nil {
+			s.Health += ", last commit " + fmtAge(*s.LastCommitAgeS) + " ago"
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func headStatus(p *spec.Pipeline, st *stores, head *epoch.Head) *Status {
 	s := &Status{Pipeline: p.Name, StateURL: st.stateURL}
@@ -148,6 +463,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if err != nil {
 		return nil, err
 	}
+	defer rp.from.close()
 	rep := &PlanReport{Status: *headStatus(p, st, head), ParallelismTo: rp.parallelism, MaxParallelism: rp.k,
 		NewGeneration: rp.newGeneration && head.Manifest != nil, Compatible: rp.refusal == nil}
 	if rep.NewGeneration {

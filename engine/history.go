@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+)
+
+// EpochRecord is one retained epoch as History reports it. A nil field is
+// not known: the epoch's manifest has no stats (written before they were
+// recorded), or the parent needed for a per-epoch difference is gone.
+type EpochRecord struct {
+	Generation  int64     `json:"generation"`
+	Epoch       int64     `json:"epoch"`
+	CommittedAt time.Time `json:"committed_at"`
+	DurationS   *float64  `json:"duration_s"`
+	Files       *int64    `json:"files"`
+	BytesIn     *int64    `json:"bytes_in"`
+	// Rows of this epoch: differences of the manifest's cumulative counters
+	// and its parent's.
+	RowsIn       *int64 `json:"rows_in"`
+	RowsOut      *int64 `json:"rows_out"`
+	RowsLate     *int64 `json:"rows_late"`
+	RowsRejected *int64 `json:"rows_rejected"`
+	OutputFiles  int    `json:"output_files"`
+	BytesWritten *int64 `json:"bytes_written"`
+	// Object-store requests of the epoch before its commit (the manifest
+	// create and pointer swap are not included), and retries among them.
+	Gets      *int64 `json:"gets"`
+	Puts      *int64 `json:"puts"`
+	Lists     *int64 `json:"lists"`
+	Deletes   *int64 `json:"deletes"`
+	Retries   *int64 `json:"retries"`
+	Watermark string `json:"watermark"`
+}
+
+// History returns the retained epochs, newest first, at most limit of them
+// (limit <= 0: all). It reads only manifests (written by no one else's
+// rules): the chain from the head as Peek finds it, through parents, until
+// retention's cut.
+func History(ctx context.Context, p *spec.Pipeline, limit int) ([]EpochRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := openStores(ctx, p, &Options{}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+	head, err := c.Peek(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := int(^uint(0) >> 1)
+	if limit > 0 {
+		n = limit + 1 // one more: the parent of the oldest shown, for its differences
+	}
+	chain, err := c.Chain(ctx, head, n)
+	if err != nil {
+		return nil, err
+	}
+	return epochRecords(chain, limit), nil
+}
+
+// epochRecords turns a chain (newest first) into records; the last manifest
+// serves only as a parent when the chain holds more than limit.
+func epochRecords(chain []*manifest.Manifest, limit int) []EpochRecord {
+	out := make([]EpochRecord, 0, len(chain))
+	for i, m := range chain {
+		if limit > 0 && i == limit {
+			break
+		}
+		r := EpochRecord{Generation: m.Generation, Epoch: m.Epoch, CommittedAt: m.CreatedAt.UTC(),
+			OutputFiles: len(m.Outputs), Watermark: fmtWM(m.Watermark)}
+		var parent *manifest.Counters
+		switch {
+		case i+1 < len(chain):
+			parent = &chain[i+1].Counters
+		case m.Parent == nil:
+			parent = &manifest.Counters{} // the first epoch: counters start at zero
+		}
+		if parent != nil {
+			c := m.Counters
+			r.RowsIn = ptr(c.RowsIn - parent.RowsIn)
+			r.RowsOut = ptr(c.RowsOut - parent.RowsOut)
+			r.RowsLate = ptr(c.RowsLate - parent.RowsLate)
+			r.RowsRejected = ptr(c.RowsRejected - parent.RowsRejected)
+			r.Files = ptr(c.FilesIn - parent.FilesIn)
+		}
+		if s := m.Stats; s != nil {
+			r.DurationS = ptr(float64(s.DurationMs) / 1000)
+			r.Files, r.BytesIn, r.BytesWritten = ptr(s.FilesIn), ptr(s.BytesIn), ptr(s.BytesWritten)
+			r.Gets, r.Puts, r.Lists, r.Deletes, r.Retries = ptr(s.Gets), ptr(s.Puts), ptr(s.Lists), ptr(s.Deletes), ptr(s.Retries)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// PrintHistory writes records as a table, one line per epoch, "-" where a
+// figure is not known.
+func PrintHistory(w io.Writer, recs []EpochRecord) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "gen\tepoch\tcommitted at\tdur\tfiles\tin\tout\tlate\trej\tout files\twritten\tget\tput\tlist\tdel\tretry\twatermark\t")
+	for _, r := range recs {
+		dur := "-"
+		if r.DurationS != nil {
+			dur = strconv.FormatFloat(*r.DurationS, 'f', 2, 64) + "s"
+		}
+		written := "-"
+		if r.BytesWritten != nil {
+			written = fmtBytes(*r.BytesWritten)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Generation, r.Epoch, r.CommittedAt.Format(time.RFC3339), dur, dash(r.Files), dash(r.RowsIn), dash(r.RowsOut),
+			dash(r.RowsLate), dash(r.RowsRejected), r.OutputFiles, written, dash(r.Gets), dash(r.Puts), dash(r.Lists),
+			dash(r.Deletes), dash(r.Retries), r.Watermark)
+	}
+	tw.Flush()
+}
+
+func dash(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}
