@@ -43,6 +43,18 @@ type Options struct {
 	Now func() time.Time
 	// Retry configures store retries (zero: defaults).
 	Retry store.RetryPolicy
+	// FromSavepoint restores a savepoint (a name under the pipeline's
+	// savepoints/, or the URL of a savepoint folder anywhere) into a new
+	// generation; Claim lets that generation reference a named savepoint's
+	// files instead of copying them.
+	FromSavepoint string
+	Claim         bool
+	// RollbackTo restores a retained epoch into a new generation: the epochs
+	// after it are abandoned (their outputs are no longer listed).
+	RollbackTo int64
+	// ResetState starts a new generation with empty operator state, keeping
+	// the source offsets (files already read are not read again).
+	ResetState bool
 	// WrapStore, when set, wraps every store the run opens ("state",
 	// "sink", "source", "late", "rejected"): for fault-injection tests.
 	WrapStore func(name string, s store.Store) store.Store

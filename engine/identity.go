@@ -29,12 +29,16 @@ type identityPlan struct {
 }
 
 // planIdentity reads the sink marker and decides. It writes nothing.
-func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head) (*identityPlan, error) {
+func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation) (*identityPlan, error) {
 	ip := &identityPlan{want: manifest.Identity{
 		State: identityOf(st.stateURL), Sink: identityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
 		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
 	}}
-	if g := head.Generation; g != nil && g.Identity != nil {
+	g := head.Generation
+	if g == nil || g.Identity == nil {
+		g = from // restoring a savepoint into an empty state: its identity
+	}
+	if g != nil && g.Identity != nil {
 		ip.recorded = g.Identity
 		ip.want.ID = g.Identity.ID
 	} else {

@@ -35,6 +35,9 @@ type runPlan struct {
 	restore []subtaskRestore
 	emitted int64
 	share   bool
+	// from is what the run restores: the head, or a savepoint, a retained
+	// epoch (rollback) or the head without operator state (reset).
+	from *restoreSource
 }
 
 type subtaskRestore struct {
@@ -63,6 +66,10 @@ func parallelismOf(p *spec.Pipeline, opts *Options) (int, int, error) {
 func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) (*runPlan, error) {
 	rp := &runPlan{head: head}
 	var err error
+	if rp.from, err = resolveRestore(ctx, p, st, opts, head); err != nil {
+		return nil, err
+	}
+	from := rp.from
 	if rp.parallelism, rp.k, err = parallelismOf(p, opts); err != nil {
 		return nil, err
 	}
@@ -81,10 +88,10 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	if rp.plan, err = compile(p, src); err != nil {
 		return nil, err
 	}
-	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head); err != nil {
+	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head, from.generation); err != nil {
 		return nil, err
 	}
-	hg := head.Generation
+	hg := from.generation
 	switch {
 	case hg != nil && hg.MaxParallelism != rp.k:
 		rp.refusal = fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", rp.k, hg.MaxParallelism)
@@ -97,6 +104,8 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		rp.refusal = rp.identity.refusal
 	}
 	switch {
+	case from.kind != "":
+		rp.newGeneration, rp.reason = true, from.describe()
 	case hg == nil:
 		rp.newGeneration, rp.reason = true, "first generation"
 	case hg.Parallelism != rp.parallelism:
@@ -107,14 +116,17 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {
 		var parent, deltas []manifest.FileRef
-		if m := head.Manifest; m != nil {
+		if m := from.manifest; m != nil && from.kind != manifest.RestoreReset {
 			for _, op := range m.Operators {
 				if op.ID == rp.plan.window.ID {
 					parent, deltas, rp.emitted = op.Files, op.Deltas, op.EmittedThrough
 				}
 			}
 		}
-		rp.share = !rp.newGeneration && hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
+		// Unchanged state files are shared by reference when they resolve in
+		// the state root and the layout is the same.
+		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
+		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.claim)
 		for s := 0; s < rp.parallelism; s++ {
 			lo, hi := keygroup.Range(s, rp.parallelism, rp.k)
 			sr := subtaskRestore{lo: lo, hi: hi}
@@ -137,6 +149,13 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 // generationRecord is the _generation.json the plan starts.
 func (rp *runPlan) generationRecord() manifest.Generation {
 	id := rp.identity.want
-	return manifest.Generation{Parallelism: rp.parallelism, MaxParallelism: rp.k, Plan: rp.plan.ops,
+	g := manifest.Generation{Parallelism: rp.parallelism, MaxParallelism: rp.k, Plan: rp.plan.ops,
 		PlanHash: rp.plan.hash, Identity: &id}
+	if f := rp.from; f.kind != "" {
+		g.RestoredFrom = &manifest.RestoredFrom{Kind: f.kind, Savepoint: f.savepoint, Claimed: f.claim}
+		if f.manifest != nil {
+			g.Parent = &manifest.Ref{Generation: f.manifest.Generation, Epoch: f.manifest.Epoch}
+		}
+	}
+	return g
 }

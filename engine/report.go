@@ -33,13 +33,16 @@ type Status struct {
 	StateURL string `json:"state_url"`
 	// State is one of the Health* constants; Health says it for people
 	// ("behind by 3 files (1.2 MiB)"). Both are set by ReadStatus only.
-	State       string             `json:"state,omitempty"`
-	Health      string             `json:"health,omitempty"`
-	Committed   bool               `json:"committed"`
-	Generation  int64              `json:"generation,omitempty"`
-	Epoch       int64              `json:"epoch,omitempty"`
-	Parallelism int                `json:"parallelism,omitempty"`
-	Watermark   string             `json:"watermark,omitempty"`
+	State       string `json:"state,omitempty"`
+	Health      string `json:"health,omitempty"`
+	Committed   bool   `json:"committed"`
+	Generation  int64  `json:"generation,omitempty"`
+	Epoch       int64  `json:"epoch,omitempty"`
+	Parallelism int    `json:"parallelism,omitempty"`
+	Watermark   string `json:"watermark,omitempty"`
+	// WatermarkUS is the watermark in microseconds (ReadStatus only;
+	// math.MinInt64: none yet, math.MaxInt64: drained).
+	WatermarkUS *int64             `json:"watermark_us,omitempty"`
 	Counters    *manifest.Counters `json:"counters,omitempty"`
 	FilesSeen   int64              `json:"files_seen"`
 
@@ -63,6 +66,8 @@ type Status struct {
 	Operators           []OpState  `json:"operators,omitempty"`       // state per operator and subtask
 	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests on the chain ending at the head
 	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
+	// LastEpoch is what the head epoch cost (nil: not recorded).
+	LastEpoch *manifest.EpochStats `json:"last_epoch,omitempty"`
 }
 
 // OpState is one stateful operator's committed state size.
@@ -119,6 +124,10 @@ func (s *Status) Print(w io.Writer) {
 	s.printPending(tw)
 	if s.RetainedEpochs > 0 {
 		fmt.Fprintf(tw, "retained epochs\t%d (%d..%d)\n", s.RetainedEpochs, s.OldestRetainedEpoch, s.Epoch)
+	}
+	if e := s.LastEpoch; e != nil {
+		fmt.Fprintf(tw, "last epoch\t%.2fs, %d files, %d rows, %s written; %d GET, %d PUT, %d LIST, %d DELETE, %d retries\n",
+			float64(e.DurationMs)/1000, e.FilesIn, e.RowsIn, fmtBytes(e.BytesWritten), e.Gets, e.Puts, e.Lists, e.Deletes, e.Retries)
 	}
 	if s.Now != nil {
 		fmt.Fprintf(tw, "state size\t%s in %d rows (operators), %s (file and output logs)\n", fmtBytes(s.StateBytes), s.StateRows, fmtBytes(s.MetadataBytes))
@@ -251,6 +260,9 @@ type StatusOptions struct {
 	Now func() time.Time
 	// NoList leaves the source unlisted (no pending files).
 	NoList bool
+	// HeadOnly reads the head and nothing else: no listing, no chain of
+	// retained epochs (for frequent callers such as a metrics writer).
+	HeadOnly bool
 }
 
 // ReadStatus reads the committed head and the pipeline's health; see
@@ -273,6 +285,9 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	if so.Now != nil {
 		now = so.Now().UTC()
 	}
+	if so.HeadOnly {
+		so.NoList = true
+	}
 	st, err := openStores(ctx, p, &Options{}, !so.NoList)
 	if err != nil {
 		return nil, err
@@ -292,6 +307,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	s.StateURL = store.Redact(s.StateURL)
 	s.Now = &now
 	if m := head.Manifest; m != nil {
+		s.WatermarkUS = ptr(m.Watermark)
 		t := m.CreatedAt.UTC()
 		s.LastCommit, s.LastCommitAgeS = &t, ptr(now.Sub(t).Seconds())
 		maxEv := manifest.NoWatermark
@@ -308,12 +324,15 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			s.WatermarkLagWallS = ptr(float64(now.UnixMicro()-m.Watermark) / 1e6)
 		}
 		s.stateSizes(m)
-		chain, err := c.Chain(ctx, head, math.MaxInt)
-		if err != nil {
-			return nil, err
+		s.LastEpoch = m.Stats
+		if !so.HeadOnly {
+			chain, err := c.Chain(ctx, head, math.MaxInt)
+			if err != nil {
+				return nil, err
+			}
+			s.RetainedEpochs = len(chain)
+			s.OldestRetainedEpoch = chain[len(chain)-1].Epoch
 		}
-		s.RetainedEpochs = len(chain)
-		s.OldestRetainedEpoch = chain[len(chain)-1].Epoch
 	}
 	if !so.NoList {
 		if err := s.pending(ctx, p, st, c, head, now); err != nil {

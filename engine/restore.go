@@ -41,12 +41,17 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	r.outputs = newOutputLog()
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
-	if m := rp.head.Manifest; m != nil {
-		if err := r.seen.Load(ctx, r.c, m.Source.Inline, m.Source.Segments); err != nil {
+	from := rp.from
+	if m := from.manifest; m != nil {
+		if err := r.seen.LoadFrom(ctx, from.store, m.Source.Inline, m.Source.Segments, from.prefix); err != nil {
 			return err
 		}
-		if err := r.outputs.Load(ctx, r.c, nil, m.OutputLog); err != nil {
+		if err := r.outputs.LoadFrom(ctx, from.store, nil, m.OutputLog, from.prefix); err != nil {
 			return err
+		}
+		if !from.shared {
+			r.seen.Rebase()
+			r.outputs.Rebase()
 		}
 		for k, v := range m.Source.Inputs {
 			r.inputs[k] = v
@@ -73,7 +78,7 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 				return err
 			}
 			read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
-				data, err := r.c.ReadFile(gctx, f)
+				data, err := from.read(gctx, f)
 				if err != nil {
 					return nil, err
 				}
@@ -109,7 +114,12 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 				}
 			}
 			if rp.share && len(sr.files) == 1 {
-				r.state[s] = subState{base: sr.files[0], deltas: sr.deltas} // unchanged state can be shared
+				// Unchanged state can be shared by reference.
+				st := subState{base: from.ref(sr.files[0])}
+				for _, d := range sr.deltas {
+					st.deltas = append(st.deltas, from.ref(d))
+				}
+				r.state[s] = st
 			}
 			r.subtasks[s] = w
 			return nil

@@ -48,6 +48,13 @@ type runner struct {
 	started     time.Time
 	sides       *epoch.SideSweeper
 	pf          *prefetcher
+	// epochFloor is the lowest epoch number the next attempt may take: a
+	// restore into an empty state continues the restored epoch numbers.
+	epochFloor int64
+	// mustCommit: the run restores something other than the head (a
+	// savepoint, a rollback, a reset), which takes effect only once an epoch
+	// of the new generation is committed, with or without new input.
+	mustCommit bool
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -87,6 +94,7 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rp.from.close()
 	if rp.refusal != nil {
 		return nil, rp.refusal
 	}
@@ -103,6 +111,12 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 		r.log.Info("new generation", "generation", g.Generation, "reason", rp.reason, "parallelism", r.parallelism)
 	} else {
 		r.gen = head.Generation
+	}
+	if f := rp.from; f.kind != "" {
+		r.mustCommit = true
+		if f.manifest != nil {
+			r.epochFloor = f.manifest.Epoch + 1
+		}
 	}
 	if err := rp.identity.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity); err != nil {
 		return nil, err
@@ -165,6 +179,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 		batch := r.dc.selectFiles(pend)
 		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
+		if len(batch) == 0 && !drainNow && r.mustCommit {
+			// Commit the restored state as it is.
+			if _, err := r.epoch(ctx, nil, pend, false, false); err != nil {
+				return &r.res, err
+			}
+			continue
+		}
 		if len(batch) == 0 && !drainNow {
 			if r.opts.Trigger == 0 {
 				break
@@ -284,7 +305,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	phase("process")
-	att := r.c.Begin(r.head, r.gen.Generation)
+	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
 	w, err := r.write(ctx, att, out, in.rejects)
 	if err != nil {
 		return 0, err
@@ -319,6 +340,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	r.apply(edit, head)
+	r.mustCommit = false
 	if err := r.sides.Settle(ctx, m); err != nil {
 		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}

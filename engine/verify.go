@@ -94,6 +94,18 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 		}
 		return nil, err
 	}
+	// Outputs of epochs a rollback or restore abandoned are no longer
+	// committed (the head's output log does not list them) and may be gone.
+	outLog := newOutputLog()
+	if head.Manifest != nil {
+		if err := outLog.Load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
+			if d, ok := classify("output log", err); ok {
+				rep.add(d)
+				return rep, nil
+			}
+			return nil, err
+		}
+	}
 	seen := map[string]bool{}
 	check := func(m *manifest.Manifest, read func(context.Context, manifest.FileRef) ([]byte, error), f manifest.FileRef) error {
 		if seen[f.Path] {
@@ -126,6 +138,9 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 		for _, f := range m.SinkRefs() {
 			if strings.Contains(f.Path, "://") {
 				continue // a side output in a store of its own
+			}
+			if f.Kind == "" && !outLog.Has(f.Path) {
+				continue // an output of an abandoned epoch
 			}
 			if err := check(m, c.ReadOutput, f); err != nil {
 				return nil, err

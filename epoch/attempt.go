@@ -25,7 +25,11 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 	}
 	want.FormatVersion = manifest.FormatVersion
 	want.Pipeline = c.Pipeline
-	want.Parent = head.Ref()
+	if want.Parent == nil {
+		want.Parent = head.Ref()
+	} else {
+		base = max(base, want.Parent.Generation) // restored from elsewhere (a savepoint, a rollback)
+	}
 	if want.Attempt == "" {
 		want.Attempt = c.attemptID()
 	}
@@ -87,7 +91,14 @@ type Attempt struct {
 
 // Begin starts an attempt at the epoch after head in generation gen.
 func (c *Committer) Begin(head *Head, gen int64) *Attempt {
-	return &Attempt{c: c, ID: c.attemptID(), Generation: gen, Epoch: head.Epoch() + 1, head: head}
+	return c.BeginAt(head, gen, head.Epoch()+1)
+}
+
+// BeginAt starts an attempt at epoch (at least head's next) in generation
+// gen: a pipeline restored from a savepoint into an empty state continues
+// the savepoint's epoch numbers.
+func (c *Committer) BeginAt(head *Head, gen, epoch int64) *Attempt {
+	return &Attempt{c: c, ID: c.attemptID(), Generation: gen, Epoch: max(epoch, head.Epoch()+1), head: head}
 }
 
 func (a *Attempt) put(ctx context.Context, s store.Store, key string, data []byte) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -274,10 +275,10 @@ func (c *Committer) nextOnChain(ctx context.Context, cur *manifest.Manifest) (*m
 		m, err := c.ReadManifest(ctx, g, epoch)
 		if errors.Is(err, store.ErrNotFound) {
 			if cur == nil && g == gen {
-				// A fresh pipeline's first generation may not exist yet.
-				if _, _, gerr := c.Store.Get(ctx, manifest.GenerationPath(g)); errors.Is(gerr, store.ErrNotFound) {
-					return nil, nil
-				}
+				// A fresh pipeline's first generation may not exist yet,
+				// and a pipeline restored from a savepoint into an empty
+				// state starts at a later generation and epoch.
+				return c.firstOnChain(ctx)
 			}
 			continue
 		}
@@ -288,6 +289,37 @@ func (c *Committer) nextOnChain(ctx context.Context, cur *manifest.Manifest) (*m
 			return m, nil
 		}
 	}
+}
+
+// firstOnChain finds, without a pointer, the first committed manifest of a
+// pipeline: the manifest without a parent of the lowest generation (then
+// epoch). Only a pipeline whose pointer was never written gets here, so the
+// listing is of a nearly empty state.
+func (c *Committer) firstOnChain(ctx context.Context) (*manifest.Manifest, error) {
+	objs, err := c.Store.List(ctx, "gen=")
+	if err != nil {
+		return nil, fmt.Errorf("find the first manifest: list: %w", err)
+	}
+	var cands []manifest.KeyInfo
+	for _, o := range objs {
+		if info, ok := manifest.ParseKey(o.Key); ok && info.Kind == manifest.KeyManifest {
+			cands = append(cands, info)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		return a.Generation < b.Generation || a.Generation == b.Generation && a.Epoch < b.Epoch
+	})
+	for _, k := range cands {
+		m, err := c.ReadManifest(ctx, k.Generation, k.Epoch)
+		if err != nil {
+			return nil, err
+		}
+		if m.Parent == nil {
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 func sameRef(a, b *manifest.Ref) bool {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/store"
 )
 
 // MaxSegments bounds the segment references one manifest carries for one
@@ -53,6 +54,13 @@ func NewSegLog(name string, inline int) *SegLog {
 
 // Load reads a committed log: inline entries and verified segments.
 func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs []manifest.FileRef) error {
+	return l.LoadFrom(ctx, c.Store, inline, segs, "")
+}
+
+// LoadFrom reads a committed log whose segments resolve in s (a savepoint
+// folder, say), recording them with prefix prepended (the path that
+// resolves them in the state root; see Rebase when there is none).
+func (l *SegLog) LoadFrom(ctx context.Context, s store.Store, inline []string, segs []manifest.FileRef, prefix string) error {
 	for i, s := range inline {
 		if l.Check != nil {
 			if err := l.Check(s); err != nil {
@@ -63,7 +71,7 @@ func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs [
 	}
 	l.inlined = len(inline) > 0
 	for _, ref := range segs {
-		data, err := c.ReadFile(ctx, ref)
+		data, err := readVerified(ctx, s, ref)
 		if err != nil {
 			return fmt.Errorf("%s log: %w", l.name, err)
 		}
@@ -80,8 +88,18 @@ func (l *SegLog) Load(ctx context.Context, c *Committer, inline []string, segs [
 			l.add(line)
 		}
 	}
-	l.segs = append([]manifest.FileRef(nil), segs...)
+	l.segs = make([]manifest.FileRef, len(segs))
+	for i, r := range segs {
+		r.Path = prefix + r.Path
+		l.segs[i] = r
+	}
 	return nil
+}
+
+// Rebase makes the next Prepare write every entry anew (inline or one
+// segment): for a log loaded from a place the state root cannot reference.
+func (l *SegLog) Rebase() {
+	l.segs, l.inlined = nil, true
 }
 
 func (l *SegLog) add(s string) {

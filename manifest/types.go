@@ -48,10 +48,13 @@ type Generation struct {
 	PlanHash       string   `json:"plan_hash"`
 	// Identity is what the pipeline is (sink, side outputs, state, id);
 	// nil in generations written before it was recorded.
-	Identity  *Identity `json:"identity,omitempty"`
-	Attempt   string    `json:"attempt"`
-	CreatedAt time.Time `json:"created_at"`
-	Checksum  string    `json:"checksum,omitempty"` // see Latest.Checksum
+	Identity *Identity `json:"identity,omitempty"`
+	// RestoredFrom (format 2) says where the state came from when it is not
+	// the previous head: a savepoint, a rollback, a reset.
+	RestoredFrom *RestoredFrom `json:"restored_from,omitempty"`
+	Attempt      string        `json:"attempt"`
+	CreatedAt    time.Time     `json:"created_at"`
+	Checksum     string        `json:"checksum,omitempty"` // see Latest.Checksum
 }
 
 // OpPlan describes one stateful operator of a generation's plan.

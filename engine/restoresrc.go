@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// restoreSource is the committed epoch a run restores from: normally the
+// head; with Options.FromSavepoint a savepoint, with Options.RollbackTo a
+// retained epoch, with Options.ResetState the head without operator state.
+type restoreSource struct {
+	kind       string // "" (the head), or a manifest.Restore* kind
+	savepoint  string // name or URL
+	claim      bool
+	manifest   *manifest.Manifest
+	generation *manifest.Generation
+	// store is where the manifest's references resolve; prefix is prepended
+	// to them to make them state-root relative (claimed named savepoints),
+	// "" when they cannot be shared (a savepoint elsewhere, not claimed).
+	store  store.Store
+	prefix string
+	shared bool // references resolve in the state root (with prefix)
+	owned  store.Store
+}
+
+func (f *restoreSource) describe() string {
+	switch f.kind {
+	case manifest.RestoreSavepoint:
+		if f.claim {
+			return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d, claimed)", f.savepoint, f.manifest.Generation, f.manifest.Epoch)
+		}
+		return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d)", f.savepoint, f.manifest.Generation, f.manifest.Epoch)
+	case manifest.RestoreRollback:
+		return fmt.Sprintf("rollback to epoch %d", f.manifest.Epoch)
+	case manifest.RestoreReset:
+		return "reset state"
+	}
+	return ""
+}
+
+func (f *restoreSource) close() {
+	if f != nil && f.owned != nil {
+		f.owned.Close()
+	}
+}
+
+// ref makes a reference of the source's manifest usable in the new
+// generation's manifests (state-root relative).
+func (f *restoreSource) ref(r manifest.FileRef) manifest.FileRef {
+	r.Path = f.prefix + r.Path
+	return r
+}
+
+// read reads a file the source's manifest references.
+func (f *restoreSource) read(ctx context.Context, r manifest.FileRef) ([]byte, error) {
+	return epoch.ReadFileFrom(ctx, f.store, r)
+}
+
+// savepointURL returns where a savepoint NAME or URL lives and, for a
+// name, its folder relative to the state root.
+func savepointURL(p *spec.Pipeline, st *stores, nameOrURL string) (u, rel string, err error) {
+	if strings.Contains(nameOrURL, "://") || strings.HasPrefix(nameOrURL, "/") {
+		if strings.HasPrefix(nameOrURL, "/") {
+			nameOrURL = (&url.URL{Scheme: "file", Path: nameOrURL}).String()
+		}
+		return nameOrURL, "", nil
+	}
+	if err := manifest.ValidateSavepointName(nameOrURL); err != nil {
+		return "", "", err
+	}
+	base, err := url.Parse(st.stateURL)
+	if err != nil {
+		return "", "", err
+	}
+	base.Path = path.Join(base.Path, strings.TrimSuffix(manifest.SavepointDir(nameOrURL), "/"))
+	return base.String(), manifest.SavepointDir(nameOrURL), nil
+}
+
+// SavepointURL returns the URL of the named savepoint's folder.
+func SavepointURL(p *spec.Pipeline, name string) (string, error) {
+	stateURL, err := PipelineStateURL(p)
+	if err != nil {
+		return "", err
+	}
+	u, _, err := savepointURL(p, &stores{stateURL: stateURL}, name)
+	return u, err
+}
+
+// resolveRestore reads what the run restores from, per the options.
+func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) (*restoreSource, error) {
+	n := 0
+	for _, set := range []bool{opts.FromSavepoint != "", opts.RollbackTo > 0, opts.ResetState} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, fmt.Errorf("--from-savepoint, --rollback-to and --reset-state exclude each other")
+	}
+	if opts.Claim && opts.FromSavepoint == "" {
+		return nil, fmt.Errorf("--claim applies to --from-savepoint only")
+	}
+	head0 := &restoreSource{manifest: head.Manifest, generation: head.Generation, store: st.state, shared: true}
+	switch {
+	case opts.FromSavepoint != "":
+		u, rel, err := savepointURL(p, st, opts.FromSavepoint)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Claim && rel == "" {
+			return nil, fmt.Errorf("--claim needs a savepoint of this pipeline by name (under %s); a savepoint elsewhere is restored by copy", manifest.SavepointsDir)
+		}
+		s, err := store.Open(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("savepoint %s: %w", store.Redact(opts.FromSavepoint), err)
+		}
+		s = store.WithRetry(s, opts.Retry)
+		r, err := epoch.ReadSavepoint(ctx, s)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("savepoint %s: %w", store.Redact(opts.FromSavepoint), err)
+		}
+		if r.Manifest.Pipeline != p.Name {
+			s.Close()
+			return nil, fmt.Errorf("savepoint %s belongs to pipeline %q, not %q", store.Redact(opts.FromSavepoint), r.Manifest.Pipeline, p.Name)
+		}
+		f := &restoreSource{kind: manifest.RestoreSavepoint, savepoint: store.Redact(opts.FromSavepoint), claim: opts.Claim,
+			manifest: r.Manifest, generation: r.Generation, store: s, owned: s}
+		if opts.Claim {
+			f.prefix, f.shared = rel, true
+		}
+		return f, nil
+	case opts.RollbackTo > 0:
+		if head.Manifest == nil {
+			return nil, fmt.Errorf("rollback: nothing is committed")
+		}
+		if opts.RollbackTo >= head.Epoch() {
+			return nil, fmt.Errorf("rollback to epoch %d: the head is epoch %d; pick an older retained epoch", opts.RollbackTo, head.Epoch())
+		}
+		c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+		chain, err := c.Chain(ctx, head, int(head.Epoch()))
+		if err != nil {
+			return nil, err
+		}
+		var retained []int64
+		for _, m := range chain {
+			retained = append(retained, m.Epoch)
+			if m.Epoch == opts.RollbackTo {
+				g, err := c.ReadGeneration(ctx, m.Generation)
+				if err != nil {
+					return nil, err
+				}
+				return &restoreSource{kind: manifest.RestoreRollback, manifest: m, generation: g, store: st.state, shared: true}, nil
+			}
+		}
+		return nil, fmt.Errorf("rollback to epoch %d: not retained (retained epochs: %v)", opts.RollbackTo, retained)
+	case opts.ResetState:
+		if head.Manifest == nil {
+			return head0, nil // nothing to reset
+		}
+		head0.kind = manifest.RestoreReset
+		return head0, nil
+	}
+	return head0, nil
+}

@@ -1,0 +1,199 @@
+package engine_test
+
+import (
+	"context"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/store"
+)
+
+var spGen = datagen.Options{Rows: 3000, Files: 8, Users: 30, Span: 16 * time.Minute, Seed: 21, OutOfOrder: 10 * time.Second, LateFraction: 0.02}
+
+// spRef returns the rows of an uninterrupted, drained run over spGen.
+func spRef(t *testing.T) []string {
+	ref := fileEnv(t)
+	genData(t, ref, spGen)
+	p := ref.pipeline(t, windowSpec)
+	run(t, p, engine.Options{Drain: true})
+	return committedRows(t, p)
+}
+
+// copyAll copies every object under one store URL to another (as aws s3
+// sync or cp -r would).
+func copyAll(t *testing.T, from, to string) {
+	ctx := context.Background()
+	src, err := store.Open(ctx, from)
+	must(t, err)
+	defer src.Close()
+	dst, err := store.Open(ctx, to)
+	must(t, err)
+	defer dst.Close()
+	objs, err := src.List(ctx, "")
+	must(t, err)
+	for _, o := range objs {
+		data, _, err := src.Get(ctx, o.Key)
+		must(t, err)
+		_, err = dst.Put(ctx, o.Key, data, store.PutOptions{})
+		must(t, err)
+	}
+}
+
+// deleteAll deletes every object under a store URL.
+func deleteAll(t *testing.T, u string) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, u)
+	must(t, err)
+	defer s.Close()
+	objs, err := s.List(ctx, "")
+	must(t, err)
+	for _, o := range objs {
+		must(t, s.Delete(ctx, o.Key))
+	}
+}
+
+func withPath(t *testing.T, u, sub string) string {
+	x, err := url.Parse(u)
+	must(t, err)
+	x.Path = strings.TrimSuffix(x.Path, "/") + "/" + sub
+	return x.String()
+}
+
+// TestSavepointPortable: a savepoint copied to another place restores after
+// the pipeline's whole state is deleted; the committed outputs equal an
+// uninterrupted run's, nothing of the abandoned epochs counted twice.
+func TestSavepointPortable(t *testing.T) {
+	want := spRef(t)
+	bothEnvs(t, func(t *testing.T, newEnv func(testing.TB) *env) {
+		ctx := context.Background()
+		e := newEnv(t)
+		genData(t, e, spGen)
+		p := e.pipeline(t, windowSpec)
+		run(t, p, engine.Options{UntilEpoch: 3})
+		sp, err := engine.CreateSavepoint(ctx, p, "before-deploy", 0)
+		if err != nil || sp.Epoch != 3 || !sp.Complete {
+			t.Fatalf("create: %+v %v", sp, err)
+		}
+		if _, err := engine.CreateSavepoint(ctx, p, "before-deploy", 0); err == nil {
+			t.Fatal("a second savepoint of the same name was accepted")
+		}
+		run(t, p, engine.Options{UntilEpoch: 6}) // run on: epochs 4-6 will be abandoned
+		spURL, err := engine.SavepointURL(p, "before-deploy")
+		must(t, err)
+		elsewhere := withPath(t, e.late, "moved-savepoint") // another prefix / folder
+		copyAll(t, spURL, elsewhere)
+		stateURL, err := engine.PipelineStateURL(p)
+		must(t, err)
+		deleteAll(t, stateURL)
+
+		res := run(t, p, engine.Options{FromSavepoint: elsewhere, Drain: true})
+		if res.FirstEpoch != 4 {
+			t.Fatalf("restored run started at epoch %d, want 4 (the savepoint's next)", res.FirstEpoch)
+		}
+		if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+			t.Fatalf("restored from a moved savepoint: %d rows, want %d\n%s", len(got), len(want),
+				diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+		}
+		rep, err := engine.Verify(ctx, p)
+		if err != nil || len(rep.Damaged) > 0 {
+			t.Fatalf("verify: %v %v", err, rep.Problems)
+		}
+	})
+}
+
+// TestRollback: rolling back to a retained epoch and running on gives the
+// rows of a run that never went past it.
+func TestRollback(t *testing.T) {
+	want := spRef(t)
+	e := fileEnv(t)
+	genData(t, e, spGen)
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{UntilEpoch: 6})
+	if _, err := engine.Run(context.Background(), p, engine.Options{RollbackTo: 99}); err == nil || !strings.Contains(err.Error(), "head is epoch") {
+		t.Fatalf("rollback past the head: %v", err)
+	}
+	res := run(t, p, engine.Options{RollbackTo: 3, Drain: true})
+	if res.Generation != 2 || res.FirstEpoch != 7 {
+		t.Fatalf("rollback: generation %d first epoch %d; want a new generation from epoch 7", res.Generation, res.FirstEpoch)
+	}
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rollback to 3: %d rows, want %d", len(got), len(want))
+	}
+	rep, err := engine.Verify(context.Background(), p)
+	if err != nil || len(rep.Damaged) > 0 {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
+
+// TestSavepointClaim: without claim the savepoint can be deleted right
+// after the restore; with claim, 20 epochs with retain_epochs 2 keep the
+// savepoint files the new generation still references, and verify is clean.
+func TestSavepointClaim(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	putGrowing(t, e, 10)
+	tmpl := strings.Replace(growingSpec, "parallelism: 2}", "parallelism: 2, retain_epochs: 2}", 1)
+	p := e.pipeline(t, tmpl)
+	run(t, p, engine.Options{})
+	for _, name := range []string{"a", "b"} {
+		if _, err := engine.CreateSavepoint(ctx, p, name, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No claim: delete the savepoint at once; the pipeline does not need it.
+	run(t, p, engine.Options{FromSavepoint: "a"})
+	must(t, engine.DeleteSavepoint(ctx, p, "a"))
+	putGrowing(t, e, 14)
+	run(t, p, engine.Options{})
+	if rep, err := engine.Verify(ctx, p); err != nil || len(rep.Damaged) > 0 {
+		t.Fatalf("verify after deleting an unclaimed savepoint: %v %v", err, rep.Problems)
+	}
+	// Claim: the new generation shares the savepoint's files. (Its seen set
+	// is the savepoint's: the files read after it are read again.)
+	head := headChain(t, p, 1)[0].Epoch
+	run(t, p, engine.Options{FromSavepoint: "b", Claim: true, UntilEpoch: head + 1})
+	list, err := engine.ListSavepoints(ctx, p)
+	if err != nil || len(list) != 1 || !list[0].Claimed || !list[0].Complete {
+		t.Fatalf("list after a claim: %+v %v", list, err)
+	}
+	if err := engine.DeleteSavepoint(ctx, p, "b"); err == nil || !strings.Contains(err.Error(), "claimed") {
+		t.Fatalf("delete of a claimed savepoint: %v", err)
+	}
+	putGrowing(t, e, 34)
+	for range 20 {
+		run(t, p, engine.Options{UntilEpoch: headChain(t, p, 1)[0].Epoch + 1})
+		if rep, err := engine.Verify(ctx, p); err != nil || len(rep.Damaged) > 0 {
+			t.Fatalf("verify while running on a claimed savepoint: %v %v", err, rep.Problems)
+		}
+	}
+	ref := fileEnv(t)
+	putGrowing(t, ref, 34)
+	pr := ref.pipeline(t, tmpl)
+	run(t, pr, engine.Options{Drain: true})
+	run(t, p, engine.Options{Drain: true})
+	if got, want := committedRows(t, p), committedRows(t, pr); !reflect.DeepEqual(got, want) {
+		t.Fatalf("claimed restore: %d rows, want %d", len(got), len(want))
+	}
+}
+
+// TestResetState: a reset starts a new generation with empty windows and
+// keeps the offsets: files already read are not read again.
+func TestResetState(t *testing.T) {
+	e := fileEnv(t)
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u1", 2)))
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{}) // the window of u1 stays open (watermark 00:00:20)
+	e.put(t, "2.jsonl", jsonl(ev("00:00:30", "u1", 4)))
+	res := run(t, p, engine.Options{ResetState: true, Drain: true})
+	if res.Files != 1 || res.Generation != 2 {
+		t.Fatalf("reset: %d files read in generation %d; want only the new file, generation 2", res.Files, res.Generation)
+	}
+	if got := committedRows(t, p); len(got) != 1 || !strings.Contains(got[0], "clicks=1,total_bytes=4") {
+		t.Fatalf("after a reset: %v; want one window holding only the row read after it", got)
+	}
+}
