@@ -70,7 +70,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), verifyCmd(stdout))
+	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), verifyCmd(stdout),
+		savepointCmd(stdout), rollbackCmd(stdout))
 	return root
 }
 
@@ -113,6 +114,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet       bool
 		verbose     bool
 		cpuProfile  string
+		rf          *restoreFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC.yaml",
@@ -177,6 +179,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}()
 			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh}
+			if err := rf.apply(&opts); err != nil {
+				return err
+			}
 			var bar *progressbar.ProgressBar
 			if tty {
 				opts.Progress = func(pr engine.Progress) {
@@ -227,6 +232,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
+	rf = addRestoreFlags(cmd)
 	return cmd
 }
 

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floe-dev/floe/engine"
+)
+
+// restoreFlags are the flags of `floe run` that restore something other
+// than the head.
+type restoreFlags struct {
+	fromSavepoint string
+	claim         bool
+	resetState    bool
+	yes           bool
+}
+
+func addRestoreFlags(cmd *cobra.Command) *restoreFlags {
+	rf := &restoreFlags{}
+	f := cmd.Flags()
+	f.StringVar(&rf.fromSavepoint, "from-savepoint", "", "start a new generation from a savepoint: a name (floe savepoint list) or the URL of a savepoint folder anywhere")
+	f.BoolVar(&rf.claim, "claim", false, "with --from-savepoint NAME: reference the savepoint's files instead of copying them (it can be deleted once retention releases them)")
+	f.BoolVar(&rf.resetState, "reset-state", false, "start a new generation with empty operator state (open windows are dropped); files already read are not read again; needs --yes")
+	f.BoolVar(&rf.yes, "yes", false, "confirm --reset-state")
+	return rf
+}
+
+func (rf *restoreFlags) apply(opts *engine.Options) error {
+	if rf.resetState && !rf.yes {
+		return fmt.Errorf("--reset-state drops every open window of the pipeline; add --yes to confirm")
+	}
+	opts.FromSavepoint, opts.Claim, opts.ResetState = rf.fromSavepoint, rf.claim, rf.resetState
+	return nil
+}
+
+func savepointCmd(stdout io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "savepoint",
+		Short: "create, list and delete savepoints: portable copies of a committed epoch",
+	}
+	var epochN int64
+	var asJSON bool
+	create := &cobra.Command{
+		Use:   "create SPEC.yaml NAME",
+		Short: "copy a committed epoch (default: the head) into <state>/<pipeline>/savepoints/NAME/",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			sp, err := engine.CreateSavepoint(cmd.Context(), p, args[1], epochN)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(stdout).Encode(sp)
+			}
+			fmt.Fprintf(stdout, "savepoint %s: epoch %d (generation %d), %d files, %d bytes\n  %s\nrestore with: floe run %s --from-savepoint %s\n",
+				sp.Name, sp.Epoch, sp.Generation, sp.Files, sp.Bytes, sp.URL, args[0], sp.Name)
+			return nil
+		},
+	}
+	create.Flags().Int64Var(&epochN, "epoch", 0, "a retained epoch instead of the head")
+	create.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	var listJSON bool
+	list := &cobra.Command{
+		Use:   "list SPEC.yaml",
+		Short: "list the pipeline's savepoints",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			sps, err := engine.ListSavepoints(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if listJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(sps)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "name\tepoch\tgeneration\twatermark\tbytes\tcreated\tclaimed")
+			for _, s := range sps {
+				if !s.Complete {
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tincomplete (create it again to finish, or delete it)\t-\n", s.Name)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%v\n", s.Name, s.Epoch, s.Generation, s.Watermark, s.Bytes, s.CreatedAt, s.Claimed)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&listJSON, "json", false, "machine-readable output")
+	del := &cobra.Command{
+		Use:   "delete SPEC.yaml NAME",
+		Short: "delete a savepoint (refused while retained epochs reference it)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			if err := engine.DeleteSavepoint(cmd.Context(), p, args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "deleted savepoint %s\n", args[1])
+			return nil
+		},
+	}
+	root.AddCommand(create, list, del)
+	return root
+}
+
+func rollbackCmd(stdout io.Writer) *cobra.Command {
+	var to int64
+	cmd := &cobra.Command{
+		Use:   "rollback SPEC.yaml --to-epoch N",
+		Short: "start a new generation from a retained epoch; the epochs after it are abandoned (their outputs are no longer listed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to < 1 {
+				return fmt.Errorf("--to-epoch N is required (a retained epoch; floe status shows the head)")
+			}
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := engine.ReadStatus(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			// Commit the restored state as one epoch and stop: the next
+			// run continues as usual (with a corrected spec, say).
+			res, err := engine.Run(cmd.Context(), p, engine.Options{RollbackTo: to, UntilEpoch: st.Epoch + 1})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "rolled back to epoch %d: generation %d committed epoch %d from it; run the pipeline as usual to continue\n",
+				to, res.Generation, res.LastEpoch)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&to, "to-epoch", 0, "the retained epoch to restore")
+	return cmd
+}
