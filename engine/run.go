@@ -129,7 +129,9 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
-	_, err = r.c.Retain(ctx, head, r.gcOptions(false))
+	// Sink cleanup judges outputs by the restored output log; while a
+	// restore is not committed the head's log is the truth, so it waits.
+	_, err = r.c.Retain(ctx, head, r.gcOptions(r.mustCommit))
 	phase("cleanup")
 	return rp.files, err
 }

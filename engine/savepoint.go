@@ -45,6 +45,12 @@ func openForSavepoints(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.C
 // else; a crash leaves an incomplete savepoint that the same command
 // completes.
 func CreateSavepoint(ctx context.Context, p *spec.Pipeline, name string, epochN int64) (*SavepointInfo, error) {
+	return CreateSavepointTo(ctx, p, name, epochN, nil)
+}
+
+// CreateSavepointTo is CreateSavepoint writing through dst (nil: the named
+// savepoint's folder), e.g. a store with injected faults.
+func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epochN int64, dst store.Store) (*SavepointInfo, error) {
 	st, c, head, err := openForSavepoints(ctx, p)
 	if err != nil {
 		return nil, err
@@ -75,12 +81,15 @@ func CreateSavepoint(ctx context.Context, p *spec.Pipeline, name string, epochN 
 	if err != nil {
 		return nil, err
 	}
-	dst, err := store.Open(ctx, u)
-	if err != nil {
-		return nil, err
+	if dst == nil {
+		s, err := store.Open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		dst = store.WithRetry(s, store.RetryPolicy{})
 	}
-	defer dst.Close()
-	sp, err := c.CreateSavepoint(ctx, m, name, store.WithRetry(dst, store.RetryPolicy{}))
+	sp, err := c.CreateSavepoint(ctx, m, name, dst)
 	if err != nil {
 		return nil, err
 	}
