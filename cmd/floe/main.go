@@ -72,6 +72,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), verifyCmd(stdout),
 		savepointCmd(stdout), rollbackCmd(stdout))
+	root.AddCommand(stateCmd(stdout))
 	return root
 }
 
