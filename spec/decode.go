@@ -330,7 +330,7 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
-		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs"}
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -397,6 +397,8 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			s.LateURL = d.url(v, fp)
 		case "inputs":
 			s.Inputs = InputsMode(d.str(v, fp))
+		case "start_from":
+			s.StartFrom = d.str(v, fp)
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {

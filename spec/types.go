@@ -149,6 +149,11 @@ type Source struct {
 	// per device or region; an input idle longer than the idle timeout
 	// stops holding the watermark back).
 	Inputs InputsMode
+	// StartFrom says where a pipeline starts reading: "earliest" (the
+	// default: every file), "latest" (its first run marks every file
+	// present then as read, without reading it), or an RFC 3339 time (a
+	// file whose rows are all older is skipped).
+	StartFrom string
 }
 
 // InputsMode selects how source files map to watermark inputs.
@@ -330,4 +335,26 @@ type State struct {
 	MaxParallelism int
 	// RetainEpochs is how many committed epochs retention keeps (>= 1).
 	RetainEpochs int
+}
+
+// Start-from modes of Source.StartFrom.
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// StartTime interprets StartFrom: latest, or the time before which a file
+// whose rows are all older is skipped (ok false: earliest).
+func (s *Source) StartTime() (t time.Time, latest bool, err error) {
+	switch s.StartFrom {
+	case "", StartEarliest:
+		return time.Time{}, false, nil
+	case StartLatest:
+		return time.Time{}, true, nil
+	}
+	t, err = time.Parse(time.RFC3339Nano, s.StartFrom)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("invalid value %q (allowed: earliest, latest, or an RFC 3339 time such as 2026-01-01T00:00:00Z)", s.StartFrom)
+	}
+	return t, false, nil
 }

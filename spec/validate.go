@@ -209,6 +209,9 @@ func (p *Pipeline) validateSource(c *collector) {
 	if s.Watermark.IdleTimeout < 0 {
 		c.add("source.watermark.idle_timeout", "must not be negative")
 	}
+	if _, _, err := s.StartTime(); err != nil {
+		c.add("source.start_from", "%v", err)
+	}
 	if s.Inputs != InputsSingle && s.Inputs != InputsDirectory {
 		c.add("source.inputs", "invalid value %q (allowed: directory, or leave it out for one input)", s.Inputs)
 	}
