@@ -4,14 +4,16 @@
 //	floe outputs pipeline.yaml
 //	floe plan pipeline.yaml [--parallelism N]
 //	floe status pipeline.yaml [--json]
+//	floe history pipeline.yaml [--limit N] [--json]
 //
-// Exit codes: 0 success, 1 a finding, 2 could not run.
+// Exit codes: 0 success, 1 a finding (verify, status of a damaged pipeline,
+// an incompatible plan), 2 could not run, 3 fenced or superseded by another
+// writer of the same pipeline (someone else is running it).
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/floe-dev/floe/engine"
@@ -48,13 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	code := 2
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
 	fmt.Fprintln(stderr, "floe: "+oneLine(err.Error()))
-	return code
+	return exitCode(err)
 }
 
 // oneLine keeps a multi-problem error readable on one line per problem but
@@ -70,7 +66,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), verifyCmd(stdout),
+	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), historyCmd(stdout), verifyCmd(stdout),
 		savepointCmd(stdout), rollbackCmd(stdout))
 	root.AddCommand(stateCmd(stdout))
 	return root
@@ -115,6 +111,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet       bool
 		verbose     bool
 		cpuProfile  string
+		metricsFile string
 		rf          *restoreFlags
 	)
 	cmd := &cobra.Command{
@@ -157,7 +154,13 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if verbose {
 				level = slog.LevelDebug
 			}
-			log, err := newLogger(logFormat, stderr, level)
+			ui := &runUI{}
+			logOut := stderr
+			if tty {
+				ui.progress = newProgressLine(stderr, terminalWidth(stderr.(*os.File)), trigger)
+				logOut = ui.progress // log lines go above the progress line
+			}
+			log, err := newLogger(logFormat, logOut, level)
 			if err != nil {
 				return err
 			}
@@ -183,43 +186,19 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err := rf.apply(&opts); err != nil {
 				return err
 			}
-			var bar *progressbar.ProgressBar
-			if tty {
-				opts.Progress = func(pr engine.Progress) {
-					if bar == nil {
-						bar = progressbar.NewOptions64(pr.FilesPending, progressbar.OptionSetWriter(stderr),
-							progressbar.OptionShowCount(), progressbar.OptionSetWidth(20), progressbar.OptionClearOnFinish(),
-							progressbar.OptionSetDescription("files"))
-					}
-					bar.ChangeMax64(pr.FilesPending)
-					el := time.Since(pr.Started).Seconds()
-					bar.Describe(fmt.Sprintf("epoch %d  rows %d (%.0f/s)  watermark %s  files", pr.Epoch, pr.RowsDone,
-						float64(pr.RowsDone)/max(el, 1e-3), engine.FormatWatermark(pr.Watermark)))
-					_ = bar.Set64(pr.FilesDone)
-				}
+			if metricsFile != "" {
+				ui.metrics = newMetricsFile(metricsFile, p, log)
 			}
+			opts.Progress = ui.onProgress()
+			opts.WrapStore = testWrapStore
+			ui.start(ctx)
 			res, err := engine.Run(ctx, p, opts)
-			if bar != nil {
-				_ = bar.Finish()
-			}
 			if err != nil && ctx.Err() != nil {
-				return fmt.Errorf("aborted on a second signal: the epoch in progress was not committed (the next run redoes it)")
+				err = fmt.Errorf("aborted on a second signal: the epoch in progress was not committed (the next run redoes it)")
 			}
-			if err != nil {
-				return err
-			}
-			if res.Epochs == 0 && res.UntilReached {
-				fmt.Fprintf(stdout, "nothing to do: pipeline %s is already at epoch %d (--until-epoch %d)\n", p.Name, res.LastEpoch, untilEpoch)
-			} else if res.Epochs == 0 {
-				fmt.Fprintf(stdout, "nothing new: pipeline %s is caught up at epoch %d (watermark %s)\n",
-					p.Name, res.LastEpoch, engine.FormatWatermark(res.Watermark))
-			} else {
-				fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in (%d rejected), %d rows out, %d late; watermark %s\n",
-					res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate,
-					engine.FormatWatermark(res.Watermark))
-			}
-			fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, args[0], res.StateURL)
-			return nil
+			ui.finish(res, err)
+			runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -233,6 +212,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
+	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch, at the end), e.g. for node_exporter's textfile collector")
 	rf = addRestoreFlags(cmd)
 	return cmd
 }
@@ -326,34 +306,6 @@ func verifyCmd(stdout io.Writer) *cobra.Command {
 			if len(rep.Problems) > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("verify found %d damaged or missing files", len(rep.Problems))}
 			}
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
-	return cmd
-}
-
-func statusCmd(stdout io.Writer) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status SPEC.yaml",
-		Short: "print the committed head: generation, epoch, watermark, counters",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := loadSpec(args[0])
-			if err != nil {
-				return err
-			}
-			st, err := engine.ReadStatus(cmd.Context(), p)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			st.Print(stdout)
 			return nil
 		},
 	}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// metricsFile writes a run's metrics in the Prometheus text format to a file
+// (for node_exporter's textfile collector): at the start, after every
+// committed epoch and when the run ends, each time atomically (a temporary
+// file renamed over the old one), so a scrape never reads half a file.
+//
+// Pipeline counters (rows, files, ...) are the committed head's cumulative
+// counters, so they only grow across runs; request counters are this
+// process's. After each epoch the head is read back (a few small GETs of
+// the state, in the background: the run does not wait for them).
+type metricsFile struct {
+	path string
+	p    *spec.Pipeline
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	d    metricDescs
+	read func(context.Context) (*engine.Status, error)
+
+	mu         sync.Mutex
+	head       *engine.Status  // last head read back
+	progress   engine.Progress // last progress of the run
+	haveProg   bool
+	epochs     int64            // committed by this run
+	startEpoch int64            // the head's epoch when the run started (-1: not read)
+	reqs       store.RetryStats // this process's requests (epoch stats until the run's total is known)
+	seen       map[int64]bool   // epochs whose stats were added to reqs
+	started    time.Time        // this run
+	ended      time.Time        // zero while running
+	exitCode   int
+
+	kick chan struct{}
+	done chan struct{}
+}
+
+func newMetricsFile(path string, p *spec.Pipeline, log *slog.Logger) *metricsFile {
+	m := &metricsFile{path: path, p: p, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+		d: newMetricDescs(p.Name), seen: map[int64]bool{}, startEpoch: -1, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	m.read = func(ctx context.Context) (*engine.Status, error) {
+		return engine.ReadStatusWith(ctx, p, engine.StatusOptions{HeadOnly: true})
+	}
+	m.reg.MustRegister(m)
+	return m
+}
+
+// start reads the head and writes the file once, then keeps it up to date
+// in the background until finish.
+func (m *metricsFile) start(ctx context.Context) {
+	m.refresh(ctx)
+	go func() {
+		defer close(m.done)
+		for range m.kick {
+			m.refresh(ctx)
+		}
+	}()
+}
+
+// observe records a progress snapshot; a new epoch schedules a refresh.
+func (m *metricsFile) observe(pr engine.Progress) {
+	m.mu.Lock()
+	newEpoch := !m.haveProg || pr.Epoch != m.progress.Epoch
+	if m.startEpoch >= 0 {
+		m.epochs = pr.Epoch - m.startEpoch // epoch numbers are consecutive across generations
+	}
+	m.progress, m.haveProg = pr, true
+	m.mu.Unlock()
+	if newEpoch {
+		select {
+		case m.kick <- struct{}{}:
+		default: // a refresh is already due; it will see this epoch
+		}
+	}
+}
+
+// finish records how the run ended and writes the file a last time.
+func (m *metricsFile) finish(ctx context.Context, res *engine.Result, code int) {
+	close(m.kick)
+	<-m.done
+	m.mu.Lock()
+	if res != nil {
+		m.epochs = int64(res.Epochs)
+		m.reqs = res.Requests
+	}
+	m.ended, m.exitCode = time.Now(), code
+	m.mu.Unlock()
+	m.refresh(ctx)
+}
+
+// refresh reads the head back and writes the file.
+func (m *metricsFile) refresh(ctx context.Context) {
+	st, err := m.read(ctx)
+	if err != nil {
+		m.log.Warn("metrics: reading the head failed; writing the figures known", "error", err)
+	}
+	m.mu.Lock()
+	if m.startEpoch < 0 && st != nil && !m.haveProg {
+		m.startEpoch = st.Epoch
+	}
+	if st != nil && st.Committed {
+		m.head = st
+		if e := st.LastEpoch; e != nil && m.ended.IsZero() && !m.seen[st.Epoch] && m.haveProg {
+			m.seen[st.Epoch] = true
+			m.reqs.Get.Calls += e.Gets
+			m.reqs.Put.Calls += e.Puts
+			m.reqs.List.Calls += e.Lists
+			m.reqs.Delete.Calls += e.Deletes
+			m.reqs.Retries += e.Retries
+		}
+	}
+	m.mu.Unlock()
+	if err := prometheus.WriteToTextfile(m.path, m.reg); err != nil {
+		m.log.Warn("metrics: writing the metrics file failed", "file", m.path, "error", err)
+	}
+}
+
+// metricDescs are the metrics a metricsFile writes.
+type metricDescs struct {
+	descHeadEpoch    *prometheus.Desc
+	descHeadGen      *prometheus.Desc
+	descFilesIn      *prometheus.Desc
+	descRowsIn       *prometheus.Desc
+	descRowsOut      *prometheus.Desc
+	descRowsLate     *prometheus.Desc
+	descRowsRejected *prometheus.Desc
+	descRowsFiltered *prometheus.Desc
+	descWindows      *prometheus.Desc
+	descWatermark    *prometheus.Desc
+	descLastCommit   *prometheus.Desc
+	descStateBytes   *prometheus.Desc
+	descEpochDur     *prometheus.Desc
+	descEpochs       *prometheus.Desc
+	descPending      *prometheus.Desc
+	descRequests     *prometheus.Desc
+	descRetries      *prometheus.Desc
+	descRunStart     *prometheus.Desc
+	descRunEnd       *prometheus.Desc
+	descRunExit      *prometheus.Desc
+}
+
+func newMetricDescs(pipeline string) metricDescs {
+	labels := prometheus.Labels{"pipeline": pipeline}
+	d := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, variable, labels)
+	}
+	return metricDescs{
+		descHeadEpoch:    d("floe_head_epoch", "Epoch of the committed head."),
+		descHeadGen:      d("floe_head_generation", "Generation of the committed head."),
+		descFilesIn:      d("floe_files_in_total", "Input files processed over the pipeline's life."),
+		descRowsIn:       d("floe_rows_in_total", "Input rows over the pipeline's life (rejected included)."),
+		descRowsOut:      d("floe_rows_out_total", "Rows written to the sink over the pipeline's life."),
+		descRowsLate:     d("floe_rows_late_total", "Rows later than the allowed lateness over the pipeline's life."),
+		descRowsRejected: d("floe_rows_rejected_total", "Input rows rejected over the pipeline's life."),
+		descRowsFiltered: d("floe_rows_filtered_total", "Input rows dropped by filters over the pipeline's life."),
+		descWindows:      d("floe_windows_emitted_total", "Windows emitted over the pipeline's life."),
+		descWatermark:    d("floe_watermark_seconds", "Watermark of the committed head, Unix seconds (+Inf once drained)."),
+		descLastCommit:   d("floe_last_commit_timestamp_seconds", "When the head epoch was committed, Unix seconds."),
+		descStateBytes:   d("floe_state_bytes", "Bytes of operator state (bases and deltas) the head references."),
+		descEpochDur:     d("floe_last_epoch_duration_seconds", "Wall time of the head epoch, before its commit."),
+		descEpochs:       d("floe_run_epochs_committed_total", "Epochs committed by this run."),
+		descPending:      d("floe_pending_files", "Files this run listed and has not processed yet (lag)."),
+		descRequests:     d("floe_store_requests_total", "Object-store requests of this run, by kind (retries not counted).", "kind"),
+		descRetries:      d("floe_store_retries_total", "Object-store requests of this run that were retried."),
+		descRunStart:     d("floe_run_start_timestamp_seconds", "When this run started, Unix seconds."),
+		descRunEnd:       d("floe_run_end_timestamp_seconds", "When this run ended, Unix seconds (absent while it runs)."),
+		descRunExit:      d("floe_run_exit_code", "Exit code of this run: 0 ok, 2 failed, 3 fenced (absent while it runs)."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metricsFile) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
+
+// Collect implements prometheus.Collector.
+func (m *metricsFile) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, t, v, lv...)
+	}
+	if h := m.head; h != nil {
+		emit(m.d.descHeadEpoch, prometheus.GaugeValue, float64(h.Epoch))
+		emit(m.d.descHeadGen, prometheus.GaugeValue, float64(h.Generation))
+		c := h.Counters
+		emit(m.d.descFilesIn, prometheus.CounterValue, float64(c.FilesIn))
+		emit(m.d.descRowsIn, prometheus.CounterValue, float64(c.RowsIn))
+		emit(m.d.descRowsOut, prometheus.CounterValue, float64(c.RowsOut))
+		emit(m.d.descRowsLate, prometheus.CounterValue, float64(c.RowsLate))
+		emit(m.d.descRowsRejected, prometheus.CounterValue, float64(c.RowsRejected))
+		emit(m.d.descRowsFiltered, prometheus.CounterValue, float64(c.RowsFiltered))
+		emit(m.d.descWindows, prometheus.CounterValue, float64(c.Windows))
+		if wm := h.WatermarkUS; wm != nil && *wm != math.MinInt64 {
+			v := math.Inf(1)
+			if *wm != math.MaxInt64 {
+				v = float64(*wm) / 1e6
+			}
+			emit(m.d.descWatermark, prometheus.GaugeValue, v)
+		}
+		if h.LastCommit != nil {
+			emit(m.d.descLastCommit, prometheus.GaugeValue, float64(h.LastCommit.UnixMilli())/1e3)
+		}
+		emit(m.d.descStateBytes, prometheus.GaugeValue, float64(h.StateBytes))
+		if e := h.LastEpoch; e != nil {
+			emit(m.d.descEpochDur, prometheus.GaugeValue, float64(e.DurationMs)/1e3)
+		}
+	}
+	emit(m.d.descEpochs, prometheus.CounterValue, float64(m.epochs))
+	if m.haveProg {
+		emit(m.d.descPending, prometheus.GaugeValue, float64(max(0, m.progress.FilesPending-m.progress.FilesDone)))
+	}
+	for _, k := range []struct {
+		kind string
+		n    int64
+	}{{"get", m.reqs.Get.Calls}, {"put", m.reqs.Put.Calls}, {"list", m.reqs.List.Calls}, {"delete", m.reqs.Delete.Calls}} {
+		emit(m.d.descRequests, prometheus.CounterValue, float64(k.n), k.kind)
+	}
+	emit(m.d.descRetries, prometheus.CounterValue, float64(m.reqs.Retries))
+	emit(m.d.descRunStart, prometheus.GaugeValue, float64(m.started.UnixMilli())/1e3)
+	if !m.ended.IsZero() {
+		emit(m.d.descRunEnd, prometheus.GaugeValue, float64(m.ended.UnixMilli())/1e3)
+		emit(m.d.descRunExit, prometheus.GaugeValue, float64(m.exitCode))
+	}
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// Exit codes. Cron (or a Kubernetes Job's backoff policy) can act on them:
+// 3 means another writer of the same pipeline is running, not a failure.
+const (
+	exitOK      = 0 // success: caught up, stopped cleanly, no damage found
+	exitFinding = 1 // verify/status/plan found something (damage, incompatible plan)
+	exitFailed  = 2 // could not run: bad spec, storage error, ...
+	exitFenced  = 3 // fenced or superseded by another writer of the pipeline
+)
+
+// exitCode returns the process exit code for err (nil: exitOK).
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, engine.ErrFenced), errors.Is(err, epoch.ErrSuperseded):
+		return exitFenced
+	}
+	return exitFailed
+}
+
+// runReport prints what a run committed. On success it is the closing
+// summary on stdout; on a failure (or an abort) it goes to stderr, before
+// the one-line reason, and says what this run committed before it stopped:
+// the next run continues from there.
+func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, untilEpoch int64, res *engine.Result, runErr error) {
+	if runErr != nil {
+		switch {
+		case res == nil:
+			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
+		case errors.Is(runErr, epoch.ErrSuperseded):
+			// The epoch being committed is on the chain, but another writer
+			// has gone past it: the reason below names it.
+			fmt.Fprintf(stderr, "pipeline %s: another writer committed on top of this run's last epoch; before it, this run finished %d epochs (%d files, %d rows in, %d rows out)\n",
+				p.Name, res.Epochs, res.Files, res.Rows+res.RowsRejected, res.RowsOut)
+		case res.Epochs == 0:
+			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing; the head is epoch %d\n", p.Name, res.LastEpoch)
+		default:
+			fmt.Fprintf(stderr, "pipeline %s: before stopping, this run committed epochs %d..%d: %d files, %d rows in (%d rejected), %d rows out, %d late; the next run continues from epoch %d\n",
+				p.Name, res.FirstEpoch, res.LastEpoch, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate, res.LastEpoch)
+		}
+		return
+	}
+	switch {
+	case res.Epochs == 0 && res.UntilReached:
+		fmt.Fprintf(stdout, "nothing to do: pipeline %s is already at epoch %d (--until-epoch %d)\n", p.Name, res.LastEpoch, untilEpoch)
+	case res.Epochs == 0:
+		fmt.Fprintf(stdout, "nothing new: pipeline %s is caught up at epoch %d (watermark %s)\n",
+			p.Name, res.LastEpoch, engine.FormatWatermark(res.Watermark))
+	default:
+		fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in (%d rejected), %d rows out, %d late; watermark %s\n",
+			res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate,
+			engine.FormatWatermark(res.Watermark))
+	}
+	fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, specPath, res.StateURL)
+}
+
+// runUI is what a run shows and writes besides its summary: the progress
+// line on a terminal and the metrics file.
+type runUI struct {
+	progress *progressLine
+	metrics  *metricsFile
+}
+
+// onProgress is the engine's Progress callback (nil when there is nothing
+// to show).
+func (u *runUI) onProgress() func(engine.Progress) {
+	if u.progress == nil && u.metrics == nil {
+		return nil
+	}
+	return func(pr engine.Progress) {
+		if u.progress != nil {
+			u.progress.update(pr)
+		}
+		if u.metrics != nil {
+			u.metrics.observe(pr)
+		}
+	}
+}
+
+func (u *runUI) start(ctx context.Context) {
+	if u.metrics != nil {
+		u.metrics.start(ctx)
+	}
+	if u.progress != nil && u.progress.trigger > 0 {
+		u.progress.startTicker()
+	}
+}
+
+func (u *runUI) finish(res *engine.Result, err error) {
+	if u.progress != nil {
+		u.progress.finish()
+	}
+	if u.metrics != nil {
+		u.metrics.finish(context.Background(), res, exitCode(err))
+	}
+}
+
+func statusCmd(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status SPEC.yaml",
+		Short: "print the pipeline's health, then its committed head, lag, state size and counters (reads only; exit 1 when damaged)",
+		Long: `status reads the committed head (writing nothing), the retained manifests and the
+source listing. The first line is the health: healthy, behind by N files, drained,
+drained with input that arrived after the drain, damaged (the pointer names a manifest
+that is missing or corrupt: exit 1), or unknown (the source cannot be listed).
+--json prints the same fields; times are RFC 3339, durations (_s) in seconds.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := engine.ReadStatus(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(st); err != nil {
+					return err
+				}
+			} else {
+				st.Print(stdout)
+			}
+			if st.State == engine.HealthDamaged {
+				return &exitError{code: exitFinding, err: errors.New(st.Health)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+func historyCmd(stdout io.Writer) *cobra.Command {
+	var (
+		asJSON bool
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "history SPEC.yaml",
+		Short: "print one line per retained epoch, newest first: rows, bytes written and object-store requests it cost",
+		Long: `history reads the retained manifests (writing nothing) and prints, newest first, each
+epoch's generation, number, commit time, duration, input files, rows in / out / late /
+rejected, output files, bytes written (outputs, side outputs, state, logs), and the
+object-store requests it made before its commit (GET, PUT, LIST, DELETE) with the
+retries among them. "-" marks a figure the manifest does not record (epochs written by
+an older floe; rows of the oldest retained epoch when its parent was removed).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: must be at least 0", limit)
+			}
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			recs, err := engine.History(cmd.Context(), p, limit)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(recs)
+			}
+			if len(recs) == 0 {
+				fmt.Fprintf(stdout, "pipeline %s: nothing committed yet\n", p.Name)
+				return nil
+			}
+			engine.PrintHistory(stdout, recs)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "machine-readable output (a JSON array)")
+	f.IntVar(&limit, "limit", 0, "show at most the N newest epochs (0: every retained epoch)")
+	f.IntVar(&limit, "last", 0, "same as --limit")
+	return cmd
+}
+
+// testWrapStore, when set by a test, wraps every store a run opens (see
+// engine.Options.WrapStore): a second writer can be made to commit at an
+// exact point of a run.
+var testWrapStore func(name string, s store.Store) store.Store
