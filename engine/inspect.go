@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -339,10 +340,11 @@ func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *mani
 			for c := nk + 2; c < int(rec.NumCols()); c++ {
 				row.Values = append(row.Values, cellValue(rec.Column(c), i))
 			}
-			row.ident = fmt.Sprintf("%x/%d/%d", buf, start, end)
+			row.ident = string(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(buf, uint64(start)), uint64(end)))
 			op.Rows = append(op.Rows, row)
 		}
 		rec.Release()
+		r.subtasks[s] = nil // the state is decoded: let it go
 	}
 	if op.schema == nil {
 		w, err := operators.NewWindow(*ws, x.pl.windowIn, k)
