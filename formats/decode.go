@@ -80,6 +80,9 @@ type Reject struct {
 // Decode decodes one whole input file in format "jsonl" (or "json"), "csv" or
 // "parquet". file names the input in rejects and errors. A returned error is
 // a whole-file (or configuration) problem; per-row problems are in Rejects.
+// JSON-lines and CSV files compressed with gzip or zstd are decompressed
+// first, recognised by their magic bytes whatever their name (see
+// DetectCompression); line numbers in rejects count decompressed lines.
 func Decode(format string, file string, data []byte, opts DecodeOptions) (*Decoded, error) {
 	if opts.Mem == nil {
 		opts.Mem = memory.DefaultAllocator
@@ -89,8 +92,16 @@ func Decode(format string, file string, data []byte, opts DecodeOptions) (*Decod
 	}
 	switch strings.ToLower(format) {
 	case "jsonl", "json", "ndjson":
+		data, err := decompress(file, data)
+		if err != nil {
+			return nil, err
+		}
 		return decodeJSONL(file, data, opts)
 	case "csv":
+		data, err := decompress(file, data)
+		if err != nil {
+			return nil, err
+		}
 		return decodeCSV(file, data, opts)
 	case "parquet":
 		return decodeParquet(file, data, opts)
