@@ -435,6 +435,24 @@ state: {url: "{{state}}", parallelism: 3}
 			if v.Epoch != 8 || v.Parallelism != 2 {
 				t.Fatalf("head epoch %d parallelism %d", v.Epoch, v.Parallelism)
 			}
+			// --key on two key columns: the values joined by ",".
+			key := v.Ops[0].Rows[len(v.Ops[0].Rows)/2].Key
+			text := key[0].(string) + "," + key[1].(string)
+			sel := readState(t, p, engine.StateQuery{Keys: []string{text}})
+			var want int
+			for _, r := range v.Ops[0].Rows {
+				if r.KeyText() == text {
+					want++
+				}
+			}
+			if len(sel.Ops[0].Rows) != want || want == 0 {
+				t.Fatalf("--key %s: %d rows, want %d", text, len(sel.Ops[0].Rows), want)
+			}
+			for _, r := range sel.Ops[0].Rows {
+				if r.Key[0] != key[0] || r.Key[1] != key[1] {
+					t.Fatalf("--key %s selected %v", text, r.Key)
+				}
+			}
 			before := committedRows(t, p)
 			run(t, p, engine.Options{Parallelism: 4, Drain: true})
 			assertCatIsDrain(t, p, v, before)
