@@ -354,7 +354,7 @@ func TestProgressLine(t *testing.T) {
 	pl.mu.Lock()
 	pl.draw() // what the ticker does every second
 	pl.mu.Unlock()
-	if got := scr.text(); len(got) != 1 || !strings.HasPrefix(got[0], "epoch 4  caught up") || len([]rune(got[0])) > 39 {
+	if got := scr.text(); len(got) != 1 || !strings.HasPrefix(got[0], "epoch 4  caught up, idle 12s") || len([]rune(got[0])) > 39 {
 		t.Fatalf("trigger mode, caught up: %q", got)
 	}
 	pl.update(engine.Progress{Epoch: 5, FilesDone: 6, FilesPending: 9, RowsDone: 2000, Watermark: wm, Started: start})

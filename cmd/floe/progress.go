@@ -85,8 +85,8 @@ func (p *progressLine) text() string {
 	pr := p.last
 	wm := engine.FormatWatermark(pr.Watermark)
 	if pr.FilesDone >= pr.FilesPending && p.trigger > 0 {
-		return fmt.Sprintf("epoch %d  caught up  wm %s  waiting %s (next check every %s)  files %d  rows %s",
-			pr.Epoch, wm, p.now().Sub(p.at).Round(time.Second), p.trigger, pr.FilesDone, count(pr.RowsDone))
+		return fmt.Sprintf("epoch %d  caught up, idle %s  files %d  rows %s  wm %s",
+			pr.Epoch, p.now().Sub(p.at).Round(time.Second), pr.FilesDone, count(pr.RowsDone), wm)
 	}
 	el := p.now().Sub(pr.Started).Seconds()
 	return fmt.Sprintf("epoch %d  files %d/%d  rows %s (%s/s)  wm %s",
