@@ -55,6 +55,12 @@ type Options struct {
 	// ResetState starts a new generation with empty operator state, keeping
 	// the source offsets (files already read are not read again).
 	ResetState bool
+	// Reprocess makes this run read again input files it has read before,
+	// in a new generation with the same state: every file rejected whole in
+	// the retained epochs (ReprocessRejected) and/or the files whose key or
+	// base name matches ReprocessFiles (a path.Match glob).
+	ReprocessRejected bool
+	ReprocessFiles    string
 	// WrapStore, when set, wraps every store the run opens ("state",
 	// "sink", "source", "late", "rejected"): for fault-injection tests.
 	WrapStore func(name string, s store.Store) store.Store

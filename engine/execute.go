@@ -118,7 +118,7 @@ func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (
 // write puts the epoch's outputs, side outputs and changed state files, all
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
-func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []formats.Reject) (*written, error) {
+func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []rejectRecord) (*written, error) {
 	w := &written{state: append([]subState(nil), r.state...)}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
@@ -166,7 +166,7 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	}
 	if len(rejects) > 0 {
 		wg.Go(func() error {
-			data, err := formats.EncodeRejects(rejects)
+			data, err := encodeRejects(rejects)
 			if err != nil {
 				return err
 			}

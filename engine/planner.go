@@ -126,7 +126,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// Unchanged state files are shared by reference when they resolve in
 		// the state root and the layout is the same.
 		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
-		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.claim)
+		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
 		for s := 0; s < rp.parallelism; s++ {
 			lo, hi := keygroup.Range(s, rp.parallelism, rp.k)
 			sr := subtaskRestore{lo: lo, hi: hi}

@@ -53,6 +53,9 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 			r.seen.Rebase()
 			r.outputs.Rebase()
 		}
+		if n := r.seen.Remove(from.forget); n > 0 {
+			r.log.Info("reprocess: these input files will be read again", "files", n)
+		}
 		for k, v := range m.Source.Inputs {
 			r.inputs[k] = v
 		}

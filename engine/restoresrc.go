@@ -29,6 +29,8 @@ type restoreSource struct {
 	prefix string
 	shared bool // references resolve in the state root (with prefix)
 	owned  store.Store
+	// forget are input files to read again (reprocess).
+	forget []string
 }
 
 func (f *restoreSource) describe() string {
@@ -42,6 +44,8 @@ func (f *restoreSource) describe() string {
 		return fmt.Sprintf("rollback to epoch %d", f.manifest.Epoch)
 	case manifest.RestoreReset:
 		return "reset state"
+	case manifest.RestoreReprocess:
+		return fmt.Sprintf("reprocess %d files", len(f.forget))
 	}
 	return ""
 }
@@ -97,13 +101,13 @@ func SavepointURL(p *spec.Pipeline, name string) (string, error) {
 // resolveRestore reads what the run restores from, per the options.
 func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) (*restoreSource, error) {
 	n := 0
-	for _, set := range []bool{opts.FromSavepoint != "", opts.RollbackTo > 0, opts.ResetState} {
+	for _, set := range []bool{opts.FromSavepoint != "", opts.RollbackTo > 0, opts.ResetState, opts.ReprocessRejected || opts.ReprocessFiles != ""} {
 		if set {
 			n++
 		}
 	}
 	if n > 1 {
-		return nil, fmt.Errorf("--from-savepoint, --rollback-to and --reset-state exclude each other")
+		return nil, fmt.Errorf("--from-savepoint, --rollback-to, --reset-state and reprocessing exclude each other")
 	}
 	if opts.Claim && opts.FromSavepoint == "" {
 		return nil, fmt.Errorf("--claim applies to --from-savepoint only")
@@ -162,6 +166,19 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 			}
 		}
 		return nil, fmt.Errorf("rollback to epoch %d: not retained (retained epochs: %v)", opts.RollbackTo, retained)
+	case opts.ReprocessRejected || opts.ReprocessFiles != "":
+		if head.Manifest == nil {
+			return head0, nil // nothing was read yet
+		}
+		forget, err := filesToReprocess(ctx, p, st, opts, head)
+		if err != nil {
+			return nil, err
+		}
+		if len(forget) == 0 {
+			return nil, fmt.Errorf("reprocess: no processed input file matches (nothing rejected whole in the retained epochs, or no file matches %q)", opts.ReprocessFiles)
+		}
+		head0.kind, head0.forget = manifest.RestoreReprocess, forget
+		return head0, nil
 	case opts.ResetState:
 		if head.Manifest == nil {
 			return head0, nil // nothing to reset
@@ -170,4 +187,67 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 		return head0, nil
 	}
 	return head0, nil
+}
+
+// filesToReprocess returns the processed input files to read again: those
+// rejected whole in the retained epochs and/or those matching the glob.
+func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) ([]string, error) {
+	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	seen := newSeenLog()
+	if err := seen.Load(ctx, c, head.Manifest.Source.Inline, head.Manifest.Source.Segments); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	if g := opts.ReprocessFiles; g != "" {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("reprocess --files %q: %w", g, err)
+		}
+		for _, k := range seen.Entries() {
+			full, _ := path.Match(g, k)
+			base, _ := path.Match(g, path.Base(k))
+			if full || base {
+				want[k] = true
+			}
+		}
+	}
+	if opts.ReprocessRejected {
+		chain, err := c.Chain(ctx, head, keepOf(p))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range chain {
+			for _, f := range m.SideOutputs {
+				if f.Kind != manifest.SideOutputRejected {
+					continue
+				}
+				s, key := st.sink, f.Path
+				if strings.Contains(f.Path, "://") {
+					if st.rejected == nil {
+						continue // rejected_url was removed from the spec
+					}
+					s, key = st.rejected, path.Base(f.Path)
+				}
+				data, err := epoch.ReadFileFrom(ctx, s, manifest.FileRef{Path: key, Size: f.Size, Checksum: f.Checksum})
+				if err != nil {
+					return nil, fmt.Errorf("reprocess: rejected rows of epoch %d: %w", m.Epoch, err)
+				}
+				rejects, err := decodeRejects(data)
+				if err != nil {
+					return nil, fmt.Errorf("reprocess: rejected rows %s: %w", f.Path, err)
+				}
+				for _, rj := range rejects {
+					if rj.WholeFile && seen.Has(rj.File) {
+						want[rj.File] = true
+					}
+				}
+			}
+		}
+	}
+	var out []string
+	for _, k := range seen.Entries() {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/epoch"
-	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
@@ -55,6 +54,9 @@ type runner struct {
 	// savepoint, a rollback, a reset), which takes effect only once an epoch
 	// of the new generation is committed, with or without new input.
 	mustCommit bool
+	// skipRead: the epoch marks its files read without reading them
+	// (start_from: latest on a new pipeline).
+	skipRead bool
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -166,6 +168,16 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	pend := r.dc.interleave(pendingFiles(files, r.seen.Has))
 	known := int64(len(pend))
+	if _, latest, _ := r.p.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
+		r.skipRead = true
+		n, err := r.epoch(ctx, pend, pend, false, false)
+		r.skipRead = false
+		if err != nil {
+			return &r.res, err
+		}
+		r.log.Info("start_from: latest: files present at the start marked read without reading them", "files", n)
+		pend = pend[n:]
+	}
 	r.pf = newPrefetcher(ctx, r)
 	defer r.pf.stop()
 	for {
@@ -264,7 +276,7 @@ func (r *runner) progress(known int64) {
 // inputSummary is what an epoch's decoded files add up to.
 type inputSummary struct {
 	rows, filtered int64
-	rejects        []formats.Reject
+	rejects        []rejectRecord
 	obs            []fileObs
 }
 
@@ -273,7 +285,9 @@ func summarize(results []*fileResult) inputSummary {
 	for _, res := range results {
 		in.rows += res.rows
 		in.filtered += res.filtered
-		in.rejects = append(in.rejects, res.rejects...)
+		for _, rj := range res.rejects {
+			in.rejects = append(in.rejects, rejectRecord{Reject: rj, WholeFile: res.wholeFile})
+		}
 		in.obs = append(in.obs, fileObs{key: res.key, maxTS: res.maxTS})
 	}
 	return in

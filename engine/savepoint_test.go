@@ -307,3 +307,54 @@ func TestRestoreGoldenSavepoint(t *testing.T) {
 		t.Fatalf("golden savepoint: %d rows, want %d", len(got), len(want))
 	}
 }
+
+// TestStartFromAndReprocess: start_from latest skips the files present at
+// the first run; start_from <time> skips files whose rows are all older;
+// reprocess --rejected reads again a file rejected whole once the spec is
+// fixed, with exact row counts.
+func TestStartFromAndReprocess(t *testing.T) {
+	e := fileEnv(t)
+	e.put(t, "old-1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u2", 1)))
+	e.put(t, "old-2.jsonl", jsonl(ev("00:00:30", "u1", 1)))
+	latest := strings.Replace(windowSpec, "max_files_per_epoch: 1,", "max_files_per_epoch: 1, start_from: latest,", 1)
+	p := e.pipeline(t, latest)
+	res := run(t, p, engine.Options{})
+	if res.Files != 2 || res.Rows != 0 {
+		t.Fatalf("start_from latest, first run: %d files %d rows; want 2 files marked read, 0 rows", res.Files, res.Rows)
+	}
+	e.put(t, "new-1.jsonl", jsonl(ev("00:01:10", "u3", 5)))
+	res = run(t, p, engine.Options{Drain: true})
+	if res.Rows != 1 || len(committedRows(t, p)) != 1 {
+		t.Fatalf("start_from latest, then a new file: %d rows, outputs %v", res.Rows, committedRows(t, p))
+	}
+
+	f := fileEnv(t)
+	f.put(t, "a.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u1", 1)))
+	f.put(t, "b.jsonl", jsonl(ev("00:00:50", "u1", 1), ev("00:02:10", "u2", 7)))
+	byTime := strings.Replace(windowSpec, "max_files_per_epoch: 1,", `max_files_per_epoch: 1, start_from: "2024-01-01T00:01:00Z",`, 1)
+	pt := f.pipeline(t, byTime)
+	run(t, pt, engine.Options{Drain: true})
+	if got := committedRows(t, pt); len(got) != 2 {
+		t.Fatalf("start_from time: %v; want b.jsonl's two windows only (a.jsonl is all older)", got)
+	}
+
+	g := fileEnv(t)
+	g.put(t, "good.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	// bytes as text: with bytes declared int64 and on_error reject, every
+	// row of bad.jsonl is rejected... make the file undecodable instead.
+	g.put(t, "bad.jsonl", []byte("\x00\x01 not json at all\n"))
+	pr := g.pipeline(t, windowSpec)
+	res = run(t, pr, engine.Options{})
+	if res.RowsRejected == 0 {
+		t.Fatalf("the bad file was not rejected: %+v", res)
+	}
+	g.put(t, "bad.jsonl", jsonl(ev("00:00:40", "u1", 2), ev("00:00:50", "u9", 3))) // fixed in place
+	res = run(t, pr, engine.Options{ReprocessRejected: true, Drain: true})
+	if res.Files != 1 || res.Rows != 2 || res.Generation != 2 {
+		t.Fatalf("reprocess --rejected: %d files %d rows generation %d; want bad.jsonl read again (2 rows) in generation 2", res.Files, res.Rows, res.Generation)
+	}
+	got := committedRows(t, pr)
+	if len(got) != 2 || !strings.Contains(strings.Join(got, ";"), "clicks=2,total_bytes=3") {
+		t.Fatalf("after reprocessing: %v; want u1 with 2 clicks (3 bytes) and u9", got)
+	}
+}

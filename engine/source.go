@@ -88,6 +88,9 @@ type fileResult struct {
 	batches  []arrow.RecordBatch // after the stateless stages
 	sels     [][][]int32         // window: per batch, per subtask, the rows it owns
 	rejects  []formats.Reject
+	// wholeFile: no row of the file was accepted (all rejected, or the file
+	// could not be decoded at all).
+	wholeFile bool
 }
 
 func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
@@ -112,9 +115,10 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 		// not stop the pipeline. Store errors above still fail the epoch.
 		r.log.Warn("rejecting an undecodable source file", "file", f.Key, "error", err)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64,
-			rejects: []formats.Reject{{File: f.Key, Line: 0, Reason: "whole file rejected: " + err.Error()}}}, nil
+			rejects: []formats.Reject{{File: f.Key, Line: 0, Reason: "whole file rejected: " + err.Error()}}, wholeFile: true}, nil
 	}
 	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
+	res.wholeFile = d.Rows == 0 && len(d.Rejects) > 0 // no row of it was accepted
 	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
 		rj := d.Rejects[0]
 		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
@@ -127,6 +131,13 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 				res.maxTS = int64(v)
 			}
 		}
+	}
+	if start, _, _ := r.p.Source.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() {
+		// start_from: every row of the file is older: skip it (it counts as
+		// read, its rows as filtered).
+		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
+	}
+	for _, b := range d.Batches {
 		out, dropped, err := runStages(r.plan.pre, b, r.mem)
 		if err != nil {
 			return nil, fmt.Errorf("source file %s: %w", f.Key, err)
@@ -153,6 +164,14 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 // results of the files the epoch takes.
 func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	results := make([]*fileResult, 0, len(files))
+	if r.skipRead {
+		// start_from: latest: the files present at the start are marked
+		// read without reading them.
+		for _, f := range files {
+			results = append(results, &fileResult{key: f.Key, maxTS: math.MinInt64})
+		}
+		return results, nil
+	}
 	wave := len(files)
 	if r.p.Source.MaxRowsPerEpoch > 0 {
 		wave = runtime.GOMAXPROCS(0)

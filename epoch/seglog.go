@@ -96,6 +96,30 @@ func (l *SegLog) LoadFrom(ctx context.Context, s store.Store, inline []string, s
 	return nil
 }
 
+// Remove drops entries (for input files to be read again) and rebases the
+// log, so the next Prepare writes the rest anew.
+func (l *SegLog) Remove(drop []string) int {
+	gone := map[string]bool{}
+	for _, x := range drop {
+		if l.set[x] {
+			gone[x] = true
+			delete(l.set, x)
+		}
+	}
+	if len(gone) == 0 {
+		return 0
+	}
+	kept := l.entries[:0]
+	for _, x := range l.entries {
+		if !gone[x] {
+			kept = append(kept, x)
+		}
+	}
+	l.entries = kept
+	l.Rebase()
+	return len(gone)
+}
+
 // Rebase makes the next Prepare write every entry anew (inline or one
 // segment): for a log loaded from a place the state root cannot reference.
 func (l *SegLog) Rebase() {

@@ -44,7 +44,7 @@ func (s *Savepoint) sum() *string { return &s.Checksum }
 // RestoredFrom records, in a generation, the state it started from when that
 // is not simply the previous head.
 type RestoredFrom struct {
-	// Kind is "savepoint", "rollback" or "reset".
+	// Kind is "savepoint", "rollback", "reset" or "reprocess".
 	Kind string `json:"kind"`
 	// Savepoint is the savepoint's name or URL (Kind savepoint).
 	Savepoint string `json:"savepoint,omitempty"`
@@ -58,6 +58,9 @@ const (
 	RestoreSavepoint = "savepoint"
 	RestoreRollback  = "rollback"
 	RestoreReset     = "reset"
+	// RestoreReprocess: the head's state, with named input files to be read
+	// again.
+	RestoreReprocess = "reprocess"
 )
 
 // ValidateSavepointName checks a savepoint name: 1 to 128 characters from

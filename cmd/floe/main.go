@@ -67,7 +67,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), historyCmd(stdout), verifyCmd(stdout),
-		savepointCmd(stdout), rollbackCmd(stdout))
+		savepointCmd(stdout), rollbackCmd(stdout), reprocessCmd(stdout))
 	root.AddCommand(stateCmd(stdout))
 	return root
 }

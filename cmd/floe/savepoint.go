@@ -152,3 +152,32 @@ func rollbackCmd(stdout io.Writer) *cobra.Command {
 	cmd.Flags().Int64Var(&to, "to-epoch", 0, "the retained epoch to restore")
 	return cmd
 }
+
+func reprocessCmd(stdout io.Writer) *cobra.Command {
+	var rejected bool
+	var files string
+	cmd := &cobra.Command{
+		Use:   "reprocess SPEC.yaml (--rejected | --files GLOB)",
+		Short: "read again input files already processed (every file rejected whole in the retained epochs, or those matching GLOB), in a new generation with the same state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !rejected && files == "" {
+				return fmt.Errorf("say what to read again: --rejected (files no row of which was accepted) or --files GLOB")
+			}
+			p, err := loadSpec(args[0])
+			if err != nil {
+				return err
+			}
+			res, err := engine.Run(cmd.Context(), p, engine.Options{ReprocessRejected: rejected, ReprocessFiles: files})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "generation %d: committed epochs %d..%d, %d files read (again), %d rows in (%d rejected), %d rows out\n",
+				res.Generation, res.FirstEpoch, res.LastEpoch, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&rejected, "rejected", false, "every input file none of whose rows was accepted (rejected whole) in the retained epochs")
+	cmd.Flags().StringVar(&files, "files", "", "input files whose key or base name matches this glob (path.Match syntax)")
+	return cmd
+}
