@@ -51,6 +51,13 @@ type AggSpec struct {
 	Name   string  // output column name
 	Func   AggFunc // the function
 	Column string  // input column; empty only for count()
+	// RenamedFrom, when set, is the aggregate's name in the state being
+	// restored (spec `renamed_from:`): PlanStateEvolution keeps that
+	// aggregate's state under Name. It does not change the window's state
+	// layout or fingerprint, and is ignored when the restored state has no
+	// aggregate of that name but has one named Name (the rename happened in
+	// an earlier run).
+	RenamedFrom string
 }
 
 // String returns the aggregate as an expression, e.g. "sum(bytes)".
