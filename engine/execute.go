@@ -132,18 +132,36 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		if len(bs) == 0 {
 			continue
 		}
-		wg.Go(func() error {
-			data, ext, err := r.encodeOutput(bs)
-			if err != nil {
-				return err
+		groups := map[string][]arrow.RecordBatch{"": bs}
+		if r.table != nil {
+			// An Iceberg table's data files live under data/, one day
+			// each in a day-partitioned table.
+			groups = map[string][]arrow.RecordBatch{"data": bs}
+			if r.table.partCol >= 0 {
+				byDay, err := splitByDay(bs, r.table.partCol, r.mem)
+				if err != nil {
+					return nil, err
+				}
+				groups = map[string][]arrow.RecordBatch{}
+				for day, g := range byDay {
+					groups["data/day="+day] = g
+				}
 			}
-			ref, err := att.WriteOutput(wctx, "", s, ext, data, out.outRows[s])
-			if err != nil {
-				return err
-			}
-			add(&w.outRefs, ref)
-			return nil
-		})
+		}
+		for dir, g := range groups {
+			wg.Go(func() error {
+				data, ext, err := r.encodeOutput(g)
+				if err != nil {
+					return err
+				}
+				ref, err := att.WriteOutput(wctx, dir, s, ext, data, countRows(g))
+				if err != nil {
+					return err
+				}
+				add(&w.outRefs, ref)
+				return nil
+			})
+		}
 	}
 	for s, bs := range out.lateRows {
 		if len(bs) == 0 || r.st.late == nil {
@@ -201,7 +219,10 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	if err := wg.Wait(); err != nil {
 		return nil, err
 	}
-	sort.Slice(w.outRefs, func(i, j int) bool { return w.outRefs[i].Subtask < w.outRefs[j].Subtask })
+	sort.Slice(w.outRefs, func(i, j int) bool {
+		a, b := w.outRefs[i], w.outRefs[j]
+		return a.Subtask < b.Subtask || a.Subtask == b.Subtask && a.Path < b.Path
+	})
 	sort.Slice(w.sideRefs, func(i, j int) bool { return w.sideRefs[i].Path < w.sideRefs[j].Path })
 	for _, o := range w.outRefs {
 		w.rowsOut += o.Rows

@@ -57,6 +57,8 @@ type runner struct {
 	// skipRead: the epoch marks its files read without reading them
 	// (start_from: latest on a new pipeline).
 	skipRead bool
+	// table is the Iceberg table of an iceberg sink (nil otherwise).
+	table *tableSink
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -71,11 +73,14 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 	return r, nil
 }
 
+// keep is how many epochs retention keeps: the spec's retain_epochs, and
+// every epoch an Iceberg table has not yet published.
 func (r *runner) keep() int {
-	if r.p.State.RetainEpochs > 0 {
-		return r.p.State.RetainEpochs
+	n := keepOf(r.p)
+	if r.table != nil && r.head != nil {
+		n = max(n, int(r.head.Epoch()-r.table.published)+1)
 	}
-	return spec.DefaultRetainEpochs
+	return n
 }
 
 // start recovers the head, plans the run (refusing it before anything is
@@ -128,6 +133,12 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 		return nil, err
 	}
 	phase("restore")
+	if r.p.Sink.Type == spec.SinkIceberg && (rp.from.kind == manifest.RestoreSavepoint || rp.from.kind == manifest.RestoreRollback) {
+		return nil, fmt.Errorf("%s on an iceberg sink is not supported yet: the table has published the epochs it would abandon", rp.from.describe())
+	}
+	if err := r.openTable(ctx); err != nil {
+		return nil, err
+	}
 	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
@@ -357,6 +368,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	r.apply(edit, head)
 	r.mustCommit = false
+	if err := r.publish(ctx); err != nil {
+		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
+	}
 	if err := r.sides.Settle(ctx, m); err != nil {
 		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}

@@ -526,18 +526,24 @@ func ParseAggregate(name, text string) (Aggregate, error) {
 }
 
 func (d *decoder) sink(n *node, path string, s *Sink) {
-	f := d.fields(n, path, "type", "url", "format")
+	f := d.fields(n, path, "type", "url", "format", "partition_by")
 	if f == nil {
 		return
 	}
 	if v := f["type"]; v != nil {
 		s.Type = SinkType(d.str(v, join(path, "type")))
 	}
+	if v := f["partition_by"]; v != nil {
+		s.PartitionBy = d.str(v, join(path, "partition_by"))
+	}
 	if v := f["url"]; v != nil {
 		s.URL = d.url(v, join(path, "url"))
 	}
 	if v := f["format"]; v != nil {
 		s.Format = Format(d.str(v, join(path, "format")))
+	}
+	if s.Type == SinkIceberg && s.Format == "" {
+		s.Format = Parquet // an Iceberg table's data files are Parquet
 	}
 }
 

@@ -49,6 +49,9 @@ type SinkType string
 const (
 	// SinkFiles writes output files under a URL prefix.
 	SinkFiles SinkType = "files"
+	// SinkIceberg commits each epoch's output files to an Iceberg table at
+	// the sink URL, exactly once, on object storage alone.
+	SinkIceberg SinkType = "iceberg"
 )
 
 // Format is a file format.
@@ -322,6 +325,9 @@ type Sink struct {
 	Type   SinkType
 	URL    string
 	Format Format
+	// PartitionBy (Iceberg sinks): "day(<timestamp column>)" (the default:
+	// the window start's day when the output has one) or "none".
+	PartitionBy string
 }
 
 // State is where the pipeline's manifests and operator state live.

@@ -330,10 +330,20 @@ func (p *Pipeline) validateSink(c *collector) {
 	s := &p.Sink
 	switch s.Type {
 	case "":
-		c.add("sink.type", "required (allowed: files)")
+		c.add("sink.type", "required (allowed: files, iceberg)")
 	case SinkFiles:
+		if s.PartitionBy != "" {
+			c.add("sink.partition_by", "applies to iceberg sinks only")
+		}
+	case SinkIceberg:
+		if s.Format != Parquet {
+			c.add("sink.format", "an iceberg sink writes parquet (leave format out)")
+		}
+		if pb := s.PartitionBy; pb != "" && pb != "none" && !(strings.HasPrefix(pb, "day(") && strings.HasSuffix(pb, ")") && len(pb) > 5) {
+			c.add("sink.partition_by", "invalid value %q (allowed: none, day(<timestamp column>))", pb)
+		}
 	default:
-		c.add("sink.type", "invalid value %q (allowed: files)", s.Type)
+		c.add("sink.type", "invalid value %q (allowed: files, iceberg)", s.Type)
 	}
 	checkURLField(c, "sink.url", s.URL, true)
 	if s.URL != "" && s.URL == p.Source.URL {

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/iceberg"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+)
+
+// An Iceberg sink: outputs are written as usual (attempt-tagged Parquet
+// files, listed in the manifest) under <table>/data/, and every committed
+// epoch is then published to the table, in order, in one Iceberg commit
+// that also records the epoch in the table property floe.<pipeline id>.epoch
+// (see package iceberg). Publishing follows floe's own commit, so a crash
+// between the two leaves an epoch committed but not published; the next
+// run publishes it before anything else. Retention keeps the manifests of
+// unpublished epochs.
+
+// tableSink is an open Iceberg table and how far it is published.
+type tableSink struct {
+	t          *iceberg.Table
+	pipelineID string
+	published  int64
+	partCol    int // index in the output schema of the day-partition column, -1 for none
+}
+
+// icebergPartition resolves sink.partition_by against the output schema:
+// the column index of day(col), or -1. The default is the window start's
+// day when the output has a window_start timestamp.
+func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, error) {
+	pb := p.Sink.PartitionBy
+	if pb == "" {
+		if idx := out.FieldIndices("window_start"); len(idx) == 1 && out.Field(idx[0]).Type.ID() == arrow.TIMESTAMP {
+			return "day(window_start)", idx[0], nil
+		}
+		return "", -1, nil
+	}
+	if pb == "none" {
+		return "", -1, nil
+	}
+	col := strings.TrimSuffix(strings.TrimPrefix(pb, "day("), ")")
+	idx := out.FieldIndices(col)
+	if len(idx) != 1 || out.Field(idx[0]).Type.ID() != arrow.TIMESTAMP {
+		return "", -1, fmt.Errorf("sink.partition_by %s: the output has no timestamp column %q (columns: %v)", pb, col, fieldNames(out))
+	}
+	return pb, idx[0], nil
+}
+
+func fieldNames(s *arrow.Schema) []string {
+	out := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// openTable opens the Iceberg table of an iceberg sink and publishes every
+// committed epoch it lacks.
+func (r *runner) openTable(ctx context.Context) error {
+	if r.p.Sink.Type != spec.SinkIceberg {
+		return nil
+	}
+	pb, col, err := icebergPartition(r.p, r.plan.output)
+	if err != nil {
+		return err
+	}
+	t, err := iceberg.Open(ctx, r.st.sink, identityOf(r.p.Sink.URL), iceberg.Options{Schema: r.plan.output, PartitionBy: pb, Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("iceberg sink %s: %w", identityOf(r.p.Sink.URL), err)
+	}
+	id := r.p.Name
+	if r.gen.Identity != nil {
+		id = r.gen.Identity.ID
+	}
+	ts := &tableSink{t: t, pipelineID: id, partCol: col}
+	if ts.published, err = t.PublishedEpoch(ctx, id); err != nil {
+		return fmt.Errorf("iceberg sink: %w", err)
+	}
+	r.table = ts
+	return r.publish(ctx)
+}
+
+// publish adds every committed epoch after the table's published one, up to
+// the head, in order.
+func (r *runner) publish(ctx context.Context) error {
+	ts := r.table
+	if ts == nil || r.head.Epoch() <= ts.published {
+		return nil
+	}
+	chain, err := r.c.Chain(ctx, r.head, int(r.head.Epoch()-ts.published))
+	if err != nil {
+		return err
+	}
+	var todo []*manifest.Manifest
+	for _, m := range chain {
+		if m.Epoch > ts.published {
+			todo = append(todo, m)
+		}
+	}
+	if n := len(todo); n == 0 || todo[n-1].Parent != nil && todo[n-1].Parent.Epoch > ts.published {
+		return fmt.Errorf("iceberg sink: epochs after %d are committed but not published, and their manifests are gone", ts.published)
+	}
+	for i := len(todo) - 1; i >= 0; i-- {
+		m := todo[i]
+		files := make([]iceberg.DataFile, 0, len(m.Outputs))
+		for _, o := range m.Outputs {
+			files = append(files, iceberg.DataFile{Path: o.Path, Size: o.Size, Rows: o.Rows})
+		}
+		summary := map[string]string{"manifest": manifest.ManifestPath(m.Generation, m.Epoch), "attempt": m.Attempt}
+		t0 := time.Now()
+		if err := ts.t.Publish(ctx, ts.pipelineID, m.Epoch, summary, files); err != nil {
+			return fmt.Errorf("iceberg sink: publish epoch %d: %w", m.Epoch, err)
+		}
+		ts.published = m.Epoch
+		r.log.Info("published to iceberg", "epoch", m.Epoch, "files", len(files), "duration", time.Since(t0).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// splitByDay splits output batches by the UTC day of column col, for a
+// day-partitioned table: each returned group holds one day's rows, keyed by
+// the day ("2006-01-02").
+func splitByDay(bs []arrow.RecordBatch, col int, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+	out := map[string][]arrow.RecordBatch{}
+	ctx := compute.WithAllocator(context.Background(), mem)
+	for _, b := range bs {
+		ts := b.Column(col).(*array.Timestamp)
+		days := map[int64]bool{}
+		for i := 0; i < ts.Len(); i++ {
+			if ts.IsValid(i) {
+				days[floorDay(int64(ts.Value(i)))] = true
+			}
+		}
+		if len(days) == 1 && ts.NullN() == 0 {
+			for d := range days {
+				out[dayName(d)] = append(out[dayName(d)], b)
+			}
+			continue
+		}
+		for d := range days {
+			mb := array.NewBooleanBuilder(mem)
+			for i := 0; i < ts.Len(); i++ {
+				mb.Append(ts.IsValid(i) && floorDay(int64(ts.Value(i))) == d)
+			}
+			mask := mb.NewArray()
+			mb.Release()
+			part, err := compute.FilterRecordBatch(ctx, b, mask, compute.DefaultFilterOptions())
+			mask.Release()
+			if err != nil {
+				return nil, err
+			}
+			out[dayName(d)] = append(out[dayName(d)], part)
+		}
+		if ts.NullN() > 0 {
+			return nil, fmt.Errorf("partition column %s has nulls", b.Schema().Field(col).Name)
+		}
+	}
+	return out, nil
+}
+
+const dayMicros = int64(24 * time.Hour / time.Microsecond)
+
+func floorDay(us int64) int64 {
+	d := us / dayMicros
+	if us%dayMicros < 0 {
+		d--
+	}
+	return d
+}
+
+func dayName(d int64) string { return time.UnixMicro(d * dayMicros).UTC().Format("2006-01-02") }

@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/store"
+)
+
+var tableGen = datagen.Options{Rows: 2400, Files: 6, Users: 20, Span: 50 * time.Hour, Seed: 31, OutOfOrder: 10 * time.Second}
+
+// icebergSpec is windowSpec with an Iceberg sink (partitioned by the window
+// start's day, the default) and hourly windows over two days.
+var icebergSpec = strings.NewReplacer("tumbling: 1m", "tumbling: 1h",
+	"sink:  {type: files, url: \"{{sink}}\", format: parquet}", "sink:  {type: iceberg, url: \"{{sink}}\"}").Replace(windowSpec)
+
+// tableRows reads the table at a local directory with iceberg-go's own
+// catalog-less reader and local file system (none of floe's code), and
+// returns its rows and every snapshot's floe.epoch summary.
+func tableRows(t *testing.T, dir string) ([]string, []string) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "metadata"))
+	must(t, err)
+	best := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(e.Name(), "v"), ".metadata.json")); err == nil && n > best {
+			best = n
+		}
+	}
+	loc := "file://" + filepath.Join(dir, "metadata", fmt.Sprintf("v%d.metadata.json", best))
+	ctx := context.Background()
+	tbl, err := table.NewFromLocation(ctx, table.Identifier{"t"}, loc,
+		func(context.Context) (icebergio.IO, error) { return icebergio.LocalFS{}, nil }, nil)
+	must(t, err)
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	must(t, err)
+	defer at.Release()
+	var rows []string
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rows = append(rows, recordRows(tr.RecordBatch())...)
+	}
+	sort.Strings(rows)
+	var epochs []string
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.Summary != nil {
+			epochs = append(epochs, s.Summary.Properties["floe.epoch"])
+		}
+	}
+	return rows, epochs
+}
+
+// TestIcebergSink: every committed epoch lands in the table exactly once,
+// also when the run crashes at any sink call (including between floe's
+// commit and the table's); the table, read by iceberg-go alone, holds the
+// rows of a files-sink run, and each snapshot names one epoch.
+func TestIcebergSink(t *testing.T) {
+	ref := fileEnv(t)
+	genData(t, ref, tableGen)
+	pref := ref.pipeline(t, strings.Replace(windowSpec, "tumbling: 1m", "tumbling: 1h", 1))
+	run(t, pref, engine.Options{Drain: true})
+	want := committedRows(t, pref)
+	sort.Strings(want)
+
+	e := fileEnv(t)
+	genData(t, e, tableGen)
+	p := e.pipeline(t, icebergSpec)
+	run(t, p, engine.Options{Drain: true})
+	sinkDir := strings.TrimPrefix(e.sink, "file://")
+	got, epochs := tableRows(t, sinkDir)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("table: %d rows, files sink: %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+	if days, _ := filepath.Glob(filepath.Join(sinkDir, "data", "day=*")); len(days) < 2 {
+		t.Fatalf("data files not partitioned by day: %v", days)
+	}
+	t.Logf("%d rows, snapshots of epochs %v", len(got), epochs)
+
+	for at := 0; ; at++ {
+		e := fileEnv(t)
+		genData(t, e, tableGen)
+		p := e.pipeline(t, icebergSpec)
+		_, err := engine.Run(context.Background(), p, engine.Options{Drain: true, Retry: store.RetryPolicy{MaxAttempts: 1},
+			WrapStore: func(n string, s store.Store) store.Store {
+				if n != "sink" {
+					return s
+				}
+				return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: store.CrashAfter}}})
+			}})
+		if err == nil {
+			t.Logf("crashed at each of %d sink calls", at)
+			break
+		}
+		if !errors.Is(err, store.ErrCrashed) {
+			t.Fatalf("crash at sink call %d: %v", at, err)
+		}
+		run(t, p, engine.Options{Drain: true})
+		got, epochs := tableRows(t, strings.TrimPrefix(e.sink, "file://"))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("crash at sink call %d: table has %d rows, want %d", at, len(got), len(want))
+		}
+		seen := map[string]bool{}
+		for _, ep := range epochs {
+			if ep == "" || seen[ep] {
+				t.Fatalf("crash at sink call %d: snapshot epochs %v: each snapshot must name one epoch, once", at, epochs)
+			}
+			seen[ep] = true
+		}
+	}
+}
