@@ -251,6 +251,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// Final cleanup of orphans of the epochs this run committed.
 	if r.res.Epochs > 0 {
 		r.retain(ctx, false)
+		r.maintainTable(ctx)
 	}
 	r.res.LastEpoch = r.head.Epoch()
 	r.res.Watermark = r.wm

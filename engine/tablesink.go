@@ -126,6 +126,23 @@ func (r *runner) publish(ctx context.Context) error {
 	return nil
 }
 
+// maintainTable expires old snapshots and removes metadata files of expired
+// versions and of losing commits (never data files, never files floe did not
+// write), once per run that published something. Failures are logged: the
+// next run tries again.
+func (r *runner) maintainTable(ctx context.Context) {
+	if r.table == nil || r.res.Epochs == 0 {
+		return
+	}
+	rep, err := r.table.t.Maintain(ctx, iceberg.MaintainOptions{})
+	if err != nil {
+		r.log.Warn("iceberg maintenance failed; the next run tries again", "error", err)
+		return
+	}
+	r.log.Info("iceberg maintenance", "expired_snapshots", rep.ExpiredSnapshots, "deleted_versions", rep.DeletedVersions,
+		"deleted_manifests", rep.DeletedManifests)
+}
+
 // splitByDay splits output batches by the UTC day of column col, for a
 // day-partitioned table: each returned group holds one day's rows, keyed by
 // the day ("2006-01-02").
