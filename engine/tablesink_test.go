@@ -92,6 +92,28 @@ func TestIcebergSink(t *testing.T) {
 	}
 	t.Logf("%d rows, snapshots of epochs %v", len(got), epochs)
 
+	// Two runs of the pipeline at once: one is fenced (or finds nothing
+	// left), the table still holds each epoch once.
+	c := fileEnv(t)
+	genData(t, c, tableGen)
+	pc := c.pipeline(t, icebergSpec)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := engine.Run(context.Background(), pc, engine.Options{})
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, engine.ErrFenced) && !strings.Contains(err.Error(), "another") {
+			t.Fatalf("concurrent run: %v", err)
+		}
+	}
+	run(t, pc, engine.Options{Drain: true})
+	if got, epochs := tableRows(t, strings.TrimPrefix(c.sink, "file://")); !reflect.DeepEqual(got, want) || !uniqueEpochs(epochs) {
+		t.Fatalf("two concurrent runs: %d rows (want %d), snapshot epochs %v", len(got), len(want), epochs)
+	}
+
 	for at := 0; ; at++ {
 		e := fileEnv(t)
 		genData(t, e, tableGen)
@@ -123,4 +145,15 @@ func TestIcebergSink(t *testing.T) {
 			seen[ep] = true
 		}
 	}
+}
+
+func uniqueEpochs(epochs []string) bool {
+	seen := map[string]bool{}
+	for _, e := range epochs {
+		if e == "" || seen[e] {
+			return false
+		}
+		seen[e] = true
+	}
+	return true
 }
