@@ -45,18 +45,20 @@ type Expr struct {
 	col    int            // the column of a bare column reference, else -1
 	dt     arrow.DataType // result type
 	used   []int          // referenced columns, ascending
+	nvars  int            // let variables: slots in env.vars
 }
 
 // Compile parses src with expr-lang's parser and type-checks it against schema.
 // See the package documentation for the language and its null semantics.
-func Compile(src string, schema *arrow.Schema) (*Expr, error) {
-	return compile("expression", src, schema)
+// Options add user-defined functions ([WithFunctions]).
+func Compile(src string, schema *arrow.Schema, opts ...Option) (*Expr, error) {
+	return compile("expression", src, schema, makeOptions(opts))
 }
 
 // CompileFilter is Compile for a predicate: the expression must be boolean
 // (or the nil literal), and errors read `filter "...": ...`.
-func CompileFilter(src string, schema *arrow.Schema) (*Expr, error) {
-	e, err := compile("filter", src, schema)
+func CompileFilter(src string, schema *arrow.Schema, opts ...Option) (*Expr, error) {
+	e, err := compile("filter", src, schema, makeOptions(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,9 @@ func (e *Expr) Eval(rec arrow.RecordBatch, mem memory.Allocator) (arrow.Array, e
 
 func (e *Expr) evalVec(rec arrow.RecordBatch) (*vec, error) {
 	en := &env{rec: rec, n: int(rec.NumRows()), cols: make(map[int]*vec, len(e.used))}
+	if e.nvars > 0 {
+		en.vars = make([]*vec, e.nvars)
+	}
 	v, err := e.root.eval(en)
 	if err != nil {
 		return nil, fmt.Errorf("expression %q: %w", e.src, err)
@@ -139,9 +144,12 @@ type compiler struct {
 	src    string
 	schema *arrow.Schema
 	used   map[int]bool
+	opts   options
+	scope  map[string]node // let variables in scope
+	nvars  int             // let variables allocated
 }
 
-func compile(ctx, src string, schema *arrow.Schema) (*Expr, error) {
+func compile(ctx, src string, schema *arrow.Schema, opts options) (*Expr, error) {
 	if schema == nil {
 		return nil, &Error{Context: ctx, Src: src, Msg: "nil schema"}
 	}
@@ -154,7 +162,7 @@ func compile(ctx, src string, schema *arrow.Schema) (*Expr, error) {
 		}
 		return nil, e
 	}
-	c := &compiler{ctx: ctx, src: src, schema: schema, used: map[int]bool{}}
+	c := &compiler{ctx: ctx, src: src, schema: schema, used: map[int]bool{}, opts: opts}
 	out := &Expr{src: src, schema: schema, col: -1}
 	if idx, ok, err := c.columnRef(tree.Node); err != nil {
 		return nil, err
@@ -166,7 +174,7 @@ func compile(ctx, src string, schema *arrow.Schema) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.root, out.dt = root, root.typ().arrowType()
+	out.root, out.dt, out.nvars = root, root.typ().arrowType(), c.nvars
 	for i := range c.used {
 		out.used = append(out.used, i)
 	}
@@ -277,6 +285,11 @@ func (c *compiler) build(n ast.Node) (node, error) {
 	case *ast.StringNode:
 		return constOf(tString, func(v *vec) { v.s[0] = n.Value }), nil
 	case *ast.IdentifierNode, *ast.MemberNode:
+		if id, ok := n.(*ast.IdentifierNode); ok {
+			if v, ok := c.scope[id.Value]; ok {
+				return v, nil
+			}
+		}
 		idx, ok, err := c.columnRef(n)
 		if err != nil {
 			return nil, err
@@ -305,7 +318,11 @@ func (c *compiler) build(n ast.Node) (node, error) {
 	case *ast.ArrayNode:
 		return nil, c.errAt(n, "a list literal is only allowed on the right of in")
 	case *ast.ConditionalNode:
-		return nil, c.errAt(n, "conditional expressions are not supported")
+		return c.conditional(n)
+	case *ast.VariableDeclaratorNode:
+		return c.let(n)
+	case *ast.SequenceNode:
+		return nil, c.errAt(n, "a sequence of expressions (a; b) is not supported; use let name = value; expression")
 	}
 	return nil, c.errAt(n, "%T (%s) is not supported", n, n)
 }
@@ -663,75 +680,6 @@ func (c *compiler) in(n *ast.BinaryNode, x node) (node, error) {
 		}
 	}
 	return c.done(n, in, x)
-}
-
-var functions = "abs, coalesce, is_null, len, lower, timestamp, upper"
-
-func (c *compiler) call(n ast.Node, name string, args []ast.Node) (node, error) {
-	if name == "now" {
-		return nil, c.errAt(n, "now() is not supported: it is non-deterministic, so a re-run epoch could keep different rows; "+
-			`compare event-time columns with timestamp("2024-01-01T00:00:00Z") instead`)
-	}
-	arity := map[string]int{"abs": 1, "is_null": 1, "len": 1, "lower": 1, "upper": 1, "timestamp": 1, "coalesce": -1}
-	want, ok := arity[name]
-	if !ok {
-		return nil, c.errAt(n, "unknown function %s() (supported: %s)", name, functions)
-	}
-	if want >= 0 && len(args) != want {
-		return nil, c.errAt(n, "%s() takes %d argument(s), got %d", name, want, len(args))
-	}
-	if len(args) == 0 {
-		return nil, c.errAt(n, "%s() needs at least one argument", name)
-	}
-	xs := make([]node, len(args))
-	for i, a := range args {
-		x, err := c.build(a)
-		if err != nil {
-			return nil, err
-		}
-		xs[i] = x
-	}
-	x := xs[0]
-	t := x.typ()
-	switch name {
-	case "is_null":
-		return c.done(n, &isNullNode{x: x}, x)
-	case "coalesce":
-		return c.coalesce(n, xs)
-	case "timestamp":
-		k, ok := x.(*constNode)
-		if !ok || t.k != kString || k.v.isNullConst() {
-			return nil, c.errAt(n, `timestamp() takes a literal string like timestamp("2024-01-01T00:00:00Z")`)
-		}
-		ts, ok := stringTimestamp(k)
-		if !ok {
-			_, err := parseTimestamp(k.v.s[0])
-			return nil, c.errAt(n, "%v", err)
-		}
-		return ts, nil
-	case "lower", "upper", "len":
-		x, err := c.expect(n, x, tString, name+"()")
-		if err != nil {
-			return nil, err
-		}
-		switch name {
-		case "lower":
-			return c.done(n, &unaryNode{x: x, t: tString, fn: lower}, x)
-		case "upper":
-			return c.done(n, &unaryNode{x: x, t: tString, fn: upper}, x)
-		}
-		return c.done(n, &unaryNode{x: x, t: tInt, fn: strLen}, x)
-	default: // abs
-		switch t.k {
-		case kInt:
-			return c.done(n, &unaryNode{x: x, t: tInt, fn: absI}, x)
-		case kFloat:
-			return c.done(n, &unaryNode{x: x, t: tFloat, fn: absF}, x)
-		case kNull:
-			return x, nil
-		}
-		return nil, c.errAt(n, "abs() needs a number, got %s", t)
-	}
 }
 
 func (c *compiler) coalesce(n ast.Node, xs []node) (node, error) {

@@ -21,6 +21,7 @@ type env struct {
 	rec  arrow.RecordBatch
 	n    int
 	cols map[int]*vec
+	vars []*vec // values of let variables, by slot
 }
 
 // plen is the physical length of v: 1 for a constant, else n.

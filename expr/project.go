@@ -26,7 +26,9 @@ type Projection struct {
 }
 
 // CompileProjection compiles items against schema. Output names must be unique.
-func CompileProjection(items []ProjectItem, schema *arrow.Schema) (*Projection, error) {
+// Options add user-defined functions ([WithFunctions]).
+func CompileProjection(items []ProjectItem, schema *arrow.Schema, opts ...Option) (*Projection, error) {
+	o := makeOptions(opts)
 	if schema == nil {
 		return nil, fmt.Errorf("projection: nil schema")
 	}
@@ -59,7 +61,7 @@ func CompileProjection(items []ProjectItem, schema *arrow.Schema) (*Projection, 
 		if it.Name != "" {
 			ctx = fmt.Sprintf("projection %q", it.Name)
 		}
-		e, err := compile(ctx, it.Expr, schema)
+		e, err := compile(ctx, it.Expr, schema, o)
 		if err != nil {
 			return nil, err
 		}
