@@ -10,7 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -68,6 +71,18 @@ type Status struct {
 	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
 	// LastEpoch is what the head epoch cost (nil: not recorded).
 	LastEpoch *manifest.EpochStats `json:"last_epoch,omitempty"`
+	// Table (iceberg sinks): the epoch published to the table and its
+	// current snapshot.
+	Table *TableStatus `json:"table,omitempty"`
+}
+
+// TableStatus is an Iceberg sink's state.
+type TableStatus struct {
+	Location       string `json:"location"`
+	PublishedEpoch int64  `json:"published_epoch"`
+	SnapshotID     int64  `json:"snapshot_id,omitempty"`
+	Snapshots      int    `json:"snapshots"`
+	Error          string `json:"error,omitempty"`
 }
 
 // OpState is one stateful operator's committed state size.
@@ -128,6 +143,13 @@ func (s *Status) Print(w io.Writer) {
 	if e := s.LastEpoch; e != nil {
 		fmt.Fprintf(tw, "last epoch\t%.2fs, %d files, %d rows, %s written; %d GET, %d PUT, %d LIST, %d DELETE, %d retries\n",
 			float64(e.DurationMs)/1000, e.FilesIn, e.RowsIn, fmtBytes(e.BytesWritten), e.Gets, e.Puts, e.Lists, e.Deletes, e.Retries)
+	}
+	if t := s.Table; t != nil {
+		if t.Error != "" {
+			fmt.Fprintf(tw, "iceberg table\t%s: %s\n", t.Location, t.Error)
+		} else {
+			fmt.Fprintf(tw, "iceberg table\t%s: published through epoch %d, snapshot %d (%d snapshots kept)\n", t.Location, t.PublishedEpoch, t.SnapshotID, t.Snapshots)
+		}
 	}
 	if s.Now != nil {
 		fmt.Fprintf(tw, "state size\t%s in %d rows (operators), %s (file and output logs)\n", fmtBytes(s.StateBytes), s.StateRows, fmtBytes(s.MetadataBytes))
@@ -339,8 +361,38 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			return nil, err
 		}
 	}
+	if p.Sink.Type == spec.SinkIceberg && head.Generation != nil {
+		s.Table = tableStatus(ctx, p, st, head)
+	}
 	s.judge(head)
 	return s, nil
+}
+
+// tableStatus reads an Iceberg sink's published epoch and current snapshot;
+// a failure is shown, not returned.
+func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.Head) *TableStatus {
+	ts := &TableStatus{Location: identityOf(p.Sink.URL)}
+	t, err := iceberg.Open(ctx, st.sink, ts.Location, iceberg.Options{})
+	if err == nil {
+		id := p.Name
+		if g := head.Generation; g.Identity != nil {
+			id = g.Identity.ID
+		}
+		ts.PublishedEpoch, err = t.PublishedEpoch(ctx, id)
+	}
+	if err == nil {
+		var tbl *table.Table
+		if tbl, err = t.Current(ctx); err == nil && tbl != nil {
+			if snap := tbl.CurrentSnapshot(); snap != nil {
+				ts.SnapshotID = snap.SnapshotID
+			}
+			ts.Snapshots = len(tbl.Metadata().Snapshots())
+		}
+	}
+	if err != nil {
+		ts.Error = oneLine(err.Error())
+	}
+	return ts
 }
 
 // pending lists the source and counts the files not processed yet. A

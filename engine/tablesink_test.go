@@ -91,6 +91,10 @@ func TestIcebergSink(t *testing.T) {
 		t.Fatalf("data files not partitioned by day: %v", days)
 	}
 	t.Logf("%d rows, snapshots of epochs %v", len(got), epochs)
+	st, err := engine.ReadStatus(context.Background(), p)
+	if err != nil || st.Table == nil || st.Table.PublishedEpoch != st.Epoch || st.Table.SnapshotID == 0 {
+		t.Fatalf("status of an iceberg sink: %+v %v; want the head epoch published", st.Table, err)
+	}
 
 	// Two runs of the pipeline at once: one is fenced (or finds nothing
 	// left), the table still holds each epoch once.
