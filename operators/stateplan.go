@@ -147,7 +147,10 @@ func UnmarshalStatePlan(data []byte) (WindowSpec, *arrow.Schema, error) {
 	if p.Version != StatePlanVersion {
 		return fail("version %d is not readable by this floe (it reads version %d); use the floe release that wrote it, or a newer one", p.Version, StatePlanVersion)
 	}
-	spec := WindowSpec{ID: p.ID, EventTime: p.EventTime, Keys: p.Keys}
+	spec := WindowSpec{ID: p.ID, EventTime: p.EventTime}
+	if len(p.Keys) > 0 {
+		spec.Keys = p.Keys
+	}
 	switch p.Kind {
 	case "tumbling":
 		spec.Kind = Tumbling
