@@ -122,7 +122,7 @@ func pickRows(out *vec, valid, pending []bool, cond, v *vec) int {
 func (c *compiler) conditional(n *ast.ConditionalNode) (node, error) {
 	what := "?:"
 	if !n.Ternary {
-		what = "if"
+		what = "if/else"
 	}
 	cond, err := c.build(n.Cond)
 	if err != nil {
@@ -154,7 +154,7 @@ func (c *compiler) caseOf(n ast.Node, what string, conds, vals []node, els node,
 		}
 		u, ok := commonType(t, v.typ())
 		if !ok {
-			return nil, c.errAt(at[i], "%s: the values have no common type: %s and %s (int64 and float64 meet at float64; timestamps at the finer unit)", what, t, v.typ())
+			return nil, c.errAt(at[i], "the values of %s have no common type: %s and %s (int64 and float64 meet at float64; timestamps at the finer unit)", what, t, v.typ())
 		}
 		t = u
 	}

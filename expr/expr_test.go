@@ -253,7 +253,7 @@ func TestCompileErrors(t *testing.T) {
 		{"lower(bytes) == 'x'", "lower() argument 1 (s) needs string, got int64 (at 1:7)"},
 		{"len(page, page) > 1", "len() takes 1 argument(s), got 2"},
 		{"bytes.x > 1", "field and index access"},
-		{"bytes > 1 ? page : false", "?:: the values have no common type: string and bool"},
+		{"bytes > 1 ? page : false", "the values of ?: have no common type: string and bool"},
 		{"bytes + 1", `filter "bytes + 1": must be a boolean expression, got int64`},
 		{"event_time > timestamp('nope')", "is not RFC 3339"},
 		{"event_time > timestamp(page)", "timestamp() takes a literal string"},
