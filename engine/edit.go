@@ -89,6 +89,7 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 // apply folds a committed edit into the runner and the run's result.
 func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.head, r.wm = head, e.watermark
+	r.res.Watermark = e.watermark
 	r.seen.Apply(e.seen)
 	r.outputs.Apply(e.outputs)
 	r.inputs = e.inputs

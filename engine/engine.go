@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -74,6 +75,15 @@ type Progress struct {
 	RowsDone     int64
 	Watermark    int64 // microseconds; math.MinInt64 = none
 	Started      time.Time
+	// Generation, Counters (the pipeline's lifetime totals at the head) and
+	// CommittedAt describe the head; Requests counts this run's
+	// object-store requests so far.
+	Generation  int64
+	Counters    manifest.Counters
+	CommittedAt time.Time
+	Requests    store.RetryStats
+	// Waiting is set when a --trigger run is caught up and waits for input.
+	Waiting bool
 }
 
 // Result summarises a run.

@@ -59,6 +59,8 @@ type runner struct {
 	skipRead bool
 	// table is the Iceberg table of an iceberg sink (nil otherwise).
 	table *tableSink
+	// progressWaiting marks the progress report of a waiting trigger run.
+	progressWaiting bool
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -170,7 +172,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	defer func() { r.res.Requests = r.st.requests() }()
 	files, err := r.start(ctx)
 	if err != nil {
-		return nil, err
+		return &r.res, err
 	}
 	r.res.Generation = r.gen.Generation
 	r.res.LastEpoch = r.head.Epoch()
@@ -179,6 +181,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	pend := r.dc.interleave(pendingFiles(files, r.seen.Has))
 	known := int64(len(pend))
+	r.warnAfterDrain(pend)
 	if _, latest, _ := r.p.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
 		r.skipRead = true
 		n, err := r.epoch(ctx, pend, pend, false, false)
@@ -215,6 +218,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			if r.opts.Trigger == 0 {
 				break
 			}
+			r.waiting(known)
 			select {
 			case <-ctx.Done():
 				continue
@@ -227,6 +231,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			}
 			pend = r.dc.interleave(pendingFiles(files, r.seen.Has))
 			known = r.res.Files + int64(len(pend))
+			r.warnAfterDrain(pend)
 			if len(pend) == 0 {
 				// Idle: let the idle timeout advance the watermark.
 				if _, err := r.epoch(ctx, nil, nil, false, true); err != nil {
@@ -267,6 +272,19 @@ func (r *runner) retain(ctx context.Context, skipSink bool) {
 	}
 }
 
+// warnAfterDrain says so when input arrives for a pipeline whose input was
+// ended with --drain: every window was emitted, so the new rows are late.
+func (r *runner) warnAfterDrain(pend []store.ObjectInfo) {
+	if r.wm == math.MaxInt64 && len(pend) > 0 {
+		late := "they are dropped (set source.late_url to keep them)"
+		if r.p.Source.LateURL != "" {
+			late = "they go to source.late_url"
+		}
+		r.log.Warn("new input after --drain: every window was emitted, so the rows of these files count as late; "+late+
+			" (floe rollback --to-epoch or a savepoint taken before the drain reopens the windows)", "files", len(pend), "first", pend[0].Key)
+	}
+}
+
 // stopping reports whether Options.Stop was closed.
 func (r *runner) stopping() bool {
 	select {
@@ -281,8 +299,25 @@ func (r *runner) progress(known int64) {
 	if r.opts.Progress == nil {
 		return
 	}
-	r.opts.Progress(Progress{Epoch: r.head.Epoch(), FilesDone: r.res.Files, FilesPending: known,
-		RowsDone: r.res.Rows, Watermark: r.wm, Started: r.started})
+	pr := Progress{Epoch: r.head.Epoch(), FilesDone: r.res.Files, FilesPending: known, Waiting: r.progressWaiting,
+		RowsDone: r.res.Rows, Watermark: r.wm, Started: r.started, Counters: r.counters, Requests: r.st.requests()}
+	if r.gen != nil {
+		pr.Generation = r.gen.Generation
+	}
+	if m := r.head.Manifest; m != nil {
+		pr.CommittedAt = m.CreatedAt
+	}
+	r.opts.Progress(pr)
+}
+
+// waiting reports a caught-up --trigger run to the progress callback.
+func (r *runner) waiting(known int64) {
+	if r.opts.Progress == nil {
+		return
+	}
+	r.progressWaiting = true
+	r.progress(known)
+	r.progressWaiting = false
 }
 
 // inputSummary is what an epoch's decoded files add up to.

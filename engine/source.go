@@ -119,6 +119,10 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 	}
 	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
 	res.wholeFile = d.Rows == 0 && len(d.Rejects) > 0 // no row of it was accepted
+	if res.wholeFile {
+		r.log.Warn("every row of a source file was rejected (a wrong column type?); fix the spec, then `floe reprocess --rejected` reads it again",
+			"file", f.Key, "rows", len(d.Rejects), "first_reason", d.Rejects[0].Reason)
+	}
 	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
 		rj := d.Rejects[0]
 		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
