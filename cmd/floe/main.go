@@ -113,6 +113,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		cpuProfile  string
 		metricsFile string
 		rf          *restoreFlags
+		sf          *storeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run SPEC.yaml",
@@ -186,6 +187,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err := rf.apply(&opts); err != nil {
 				return err
 			}
+			if err := sf.apply(&opts); err != nil {
+				return err
+			}
 			if metricsFile != "" {
 				ui.metrics = newMetricsFile(metricsFile, p, log)
 			}
@@ -214,6 +218,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	_ = f.MarkHidden("cpuprofile")
 	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch, at the end), e.g. for node_exporter's textfile collector")
 	rf = addRestoreFlags(cmd)
+	sf = addStoreFlags(cmd)
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -180,4 +181,26 @@ func reprocessCmd(stdout io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&rejected, "rejected", false, "every input file none of whose rows was accepted (rejected whole) in the retained epochs")
 	cmd.Flags().StringVar(&files, "files", "", "input files whose key or base name matches this glob (path.Match syntax)")
 	return cmd
+}
+
+// storeFlags bound object-store requests (see store.RetryPolicy).
+type storeFlags struct {
+	requestTimeout time.Duration
+	retryBudget    time.Duration
+}
+
+func addStoreFlags(cmd *cobra.Command) *storeFlags {
+	sf := &storeFlags{}
+	f := cmd.Flags()
+	f.DurationVar(&sf.requestTimeout, "request-timeout", 0, "longest wait for an object-store response (and between body bytes); 0: 30s")
+	f.DurationVar(&sf.retryBudget, "retry-budget", 0, "how long failing object-store requests are retried, with backoff, before the run gives up; 0: 45s")
+	return sf
+}
+
+func (sf *storeFlags) apply(opts *engine.Options) error {
+	if sf.requestTimeout < 0 || sf.retryBudget < 0 {
+		return fmt.Errorf("--request-timeout and --retry-budget must not be negative")
+	}
+	opts.Retry.RequestTimeout, opts.Retry.IdleTimeout, opts.Retry.MaxElapsed = sf.requestTimeout, sf.requestTimeout, sf.retryBudget
+	return nil
 }
