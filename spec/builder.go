@@ -116,3 +116,11 @@ func (w *Window) Agg(name string, fn AggFunc, column string) *Window {
 	w.Aggregates = append(w.Aggregates, Aggregate{Name: name, Func: fn, Column: column})
 	return w
 }
+
+// AggRenamed appends the aggregate name = fn(column) that was called
+// renamedFrom before (`renamed_from:`): restored state of renamedFrom is
+// kept under name.
+func (w *Window) AggRenamed(name string, fn AggFunc, column, renamedFrom string) *Window {
+	w.Aggregates = append(w.Aggregates, Aggregate{Name: name, Func: fn, Column: column, RenamedFrom: renamedFrom})
+	return w
+}

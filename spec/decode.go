@@ -488,17 +488,7 @@ func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Win
 		case "aggregates":
 			names, vals := d.pairs(v, fp)
 			for i, name := range names {
-				ap := join(fp, name)
-				text := d.str(vals[i], ap)
-				if d.c.hasFailed(ap) {
-					w.Aggregates = append(w.Aggregates, Aggregate{Name: name})
-					continue
-				}
-				a, err := ParseAggregate(name, text)
-				if err != nil {
-					d.c.decodeErr(vals[i].pos, ap, "%s", reQuote(err, text))
-				}
-				w.Aggregates = append(w.Aggregates, a)
+				w.Aggregates = append(w.Aggregates, d.aggregate(vals[i], join(fp, name), name))
 			}
 		case "id":
 			id := d.str(v, fp)
@@ -511,6 +501,46 @@ func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Win
 		}
 	}
 	return w
+}
+
+// aggregateFields are the fields of the mapping form of an aggregate.
+var aggregateFields = []string{"expr", "renamed_from"}
+
+// aggregate decodes one aggregate: the string form "func(column)", or the
+// mapping form {expr: "func(column)", renamed_from: old_name}. Problems of
+// the expression are reported at the aggregate's path (ap), as for the
+// string form, with the position of the expression.
+func (d *decoder) aggregate(n *node, ap, name string) Aggregate {
+	exprNode, renamed := n, ""
+	if n.kind == kindMap {
+		f := d.fields(n, ap, aggregateFields...)
+		if r := f["renamed_from"]; r != nil {
+			rp := join(ap, "renamed_from")
+			if renamed = d.str(r, rp); renamed == "" && !d.c.hasFailed(rp) {
+				d.c.decodeErr(r.pos, rp, "empty: name the aggregate's previous name, or leave renamed_from out")
+			}
+		}
+		if exprNode = f["expr"]; exprNode == nil {
+			if !d.c.hasFailed(ap) {
+				d.c.decodeErr(n.pos, ap, "the mapping form needs expr, e.g. {expr: \"sum(bytes)\", renamed_from: old_name}")
+			}
+			return Aggregate{Name: name, RenamedFrom: renamed}
+		}
+	}
+	if exprNode.kind != kindScalar || exprNode.sType == scalarNull {
+		d.c.decodeErr(exprNode.pos, ap, "expected a string such as \"sum(bytes)\", or a mapping {expr: \"sum(bytes)\", renamed_from: old_name}, got %s", exprNode.describe())
+		return Aggregate{Name: name, RenamedFrom: renamed}
+	}
+	text := exprNode.str
+	if d.c.hasFailed(ap) {
+		return Aggregate{Name: name, RenamedFrom: renamed}
+	}
+	a, err := ParseAggregate(name, text)
+	if err != nil {
+		d.c.decodeErr(exprNode.pos, ap, "%s", reQuote(err, text))
+	}
+	a.RenamedFrom = renamed
+	return a
 }
 
 // ParseAggregate parses the spec form of an aggregate, "func(column)" or

@@ -315,6 +315,11 @@ type Aggregate struct {
 	Name   string
 	Func   AggFunc
 	Column string
+	// RenamedFrom is the aggregate's previous name (`renamed_from:`): when
+	// the pipeline restores state written before the rename, that
+	// aggregate's state is kept under Name instead of starting empty. It
+	// may stay in the spec after the rename has run.
+	RenamedFrom string
 }
 
 // String returns the spec form, e.g. "sum(bytes)".

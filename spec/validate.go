@@ -311,11 +311,25 @@ func validateWindow(c *collector, wp string, w *Window) {
 	if len(w.Aggregates) == 0 {
 		c.add(ap, "required: at least one name: \"func(column)\"")
 	}
+	renamedBy := map[string]string{}
 	for j, a := range w.Aggregates {
 		fp := ap + "." + a.Name
 		if a.Name == "" {
 			c.add(index(ap, j), "empty aggregate name")
 			continue
+		}
+		if a.RenamedFrom != "" { // an empty renamed_from in a file is refused by the decoder
+			rp := fp + ".renamed_from"
+			switch prev, dup := renamedBy[a.RenamedFrom]; {
+			case strings.TrimSpace(a.RenamedFrom) == "":
+				c.add(rp, "empty: name the aggregate's previous name, or leave renamed_from out")
+			case a.RenamedFrom == a.Name:
+				c.add(rp, "is the aggregate's own name; name its previous name, or leave renamed_from out")
+			case dup:
+				c.add(rp, "%s is also the renamed_from of %s: one old aggregate can become only one new one", a.RenamedFrom, prev)
+			default:
+				renamedBy[a.RenamedFrom] = a.Name
+			}
 		}
 		if c.hasFailed(fp) {
 			continue // ParseAggregate reported it
