@@ -1,7 +1,7 @@
 // Package operators holds floe's keyed operators: key groups and partitioning,
 // event-time windows (tumbling, sliding, session) and their aggregates, all on
 // Apache Arrow record batches. It is pure computation: no I/O, no clocks, no
-// object store. The caller (the epoch package) decides when to Process,
+// object store. The caller (package engine) decides when to Process,
 // Advance, Snapshot and Restore, and persists what Snapshot returns.
 //
 // # Key groups
@@ -60,4 +60,20 @@
 //  5. Restore(base) then ApplyDelta of every SnapshotDelta since, in order,
 //     gives exactly the state Snapshot would give (delta.go); change
 //     tracking costs O(windows changed), never O(state).
+//  6. State evolution (evolve.go) is exact: state of spec A migrated by
+//     PlanStateEvolution(A, B).Migrate, restored at RestoreWatermark and
+//     fed the rest of a stream emits, for every aggregate B keeps from A,
+//     what a window of B fed the whole stream emits, and for an added
+//     aggregate its identity plus the rows that arrived after the change
+//     (TestEvolutionProperty, every window kind, base + delta).
+//
+// # State evolution
+//
+// PlanStateEvolution decides, aggregate by aggregate, whether state written
+// under one WindowSpec can be restored by a window of another, and returns
+// the one-line changes or the reasons it cannot; Migrate converts state
+// batches column by column. MarshalStatePlan records what the decision
+// needs (the spec and the types of the columns it reads) in a versioned,
+// golden-tested JSON form that UnmarshalStatePlan reads back. The rules, and
+// how the caller tells "same layout" from "evolvable", are in evolve.go.
 package operators
