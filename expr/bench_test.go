@@ -113,3 +113,36 @@ func BenchmarkPredicate(b *testing.B) {
 	}
 	reportRows(b, n, cpu0)
 }
+
+func benchEval(b *testing.B, src string) {
+	const n = 100_000
+	rec := clickBatch(b, n)
+	defer rec.Release()
+	e, err := Compile(src, clickSchema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem := memory.NewGoAllocator()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		arr, err := e.Eval(rec, mem)
+		if err != nil {
+			b.Fatal(err)
+		}
+		arr.Release()
+	}
+	reportRows(b, n, cpu0)
+}
+
+// BenchmarkEvalCase is a CASE-based banding (the Nexmark price-band shape).
+func BenchmarkEvalCase(b *testing.B) {
+	benchEval(b, `case(bytes < 100, 'small', bytes < 500, 'medium', 'large')`)
+}
+
+func BenchmarkEvalStringFuncs(b *testing.B) {
+	benchEval(b, `concat(upper(substring(page, 1, 4)), '-', split_part(user_id, '-', 2))`)
+}
+
+func BenchmarkEvalDateTrunc(b *testing.B) { benchEval(b, `date_trunc('hour', event_time)`) }
+
+func BenchmarkEvalFormatTime(b *testing.B) { benchEval(b, `format_time(event_time, '%F %T')`) }

@@ -70,7 +70,7 @@ type udf struct {
 	fn     reflect.Value
 	in     []kind // kInt, kFloat, kString, kBool or kTimestamp
 	out    kind
-	withOK bool // the result is (T, bool)
+	withOK bool                        // the result is (T, bool)
 	fast   func(args []*vec, out *vec) // typed path for common signatures, or nil
 }
 
