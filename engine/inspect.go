@@ -268,28 +268,8 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *manifest.Generation) (*WindowState, error) {
 	ws := x.pl.window
 	p, k := g.Parallelism, g.MaxParallelism
-	rp := &runPlan{plan: x.pl, parallelism: p, k: k, emitted: manifest.NoWatermark}
-	var bases, deltas []manifest.FileRef
-	for _, o := range m.Operators {
-		if o.ID == ws.ID {
-			bases, deltas, rp.emitted = o.Files, o.Deltas, o.EmittedThrough
-		}
-	}
-	// The restore sources of each subtask: the rule of planRun (bases, then
-	// deltas in order, overlapping the subtask's key-group range).
-	overlapping := func(fs []manifest.FileRef, lo, hi int) []manifest.FileRef {
-		var out []manifest.FileRef
-		for _, f := range fs {
-			if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	for s := range p {
-		lo, hi := keygroup.Range(s, p, k)
-		rp.restore = append(rp.restore, subtaskRestore{lo: lo, hi: hi, files: overlapping(bases, lo, hi), deltas: overlapping(deltas, lo, hi)})
-	}
+	rp := &runPlan{plan: x.pl, parallelism: p, k: k}
+	rp.restore, rp.emitted, _ = restoreSources(m, ws.ID, p, k) // the rule planRun uses
 	// Only the keyed state is needed: the processed-file set and the
 	// output log (which the run also loads) are left out of the head.
 	hm := *m

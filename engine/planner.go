@@ -115,35 +115,52 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	}
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {
-		var parent, deltas []manifest.FileRef
-		if m := from.manifest; m != nil && from.kind != manifest.RestoreReset {
-			for _, op := range m.Operators {
-				if op.ID == rp.plan.window.ID {
-					parent, deltas, rp.emitted = op.Files, op.Deltas, op.EmittedThrough
-				}
-			}
+		m := from.manifest
+		if from.kind == manifest.RestoreReset {
+			m = nil
 		}
+		var nParent int
+		rp.restore, rp.emitted, nParent = restoreSources(m, rp.plan.window.ID, rp.parallelism, rp.k)
 		// Unchanged state files are shared by reference when they resolve in
 		// the state root and the layout is the same.
-		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && len(parent) == rp.parallelism
+		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && nParent == rp.parallelism
 		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
-		for s := 0; s < rp.parallelism; s++ {
-			lo, hi := keygroup.Range(s, rp.parallelism, rp.k)
-			sr := subtaskRestore{lo: lo, hi: hi}
-			for _, f := range parent {
-				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
-					sr.files = append(sr.files, f)
-				}
-			}
-			for _, f := range deltas {
-				if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
-					sr.deltas = append(sr.deltas, f)
-				}
-			}
-			rp.restore = append(rp.restore, sr)
-		}
 	}
 	return rp, nil
+}
+
+// restoreSources is the one rule for what a subtask restores: for each of
+// p subtasks (k key groups), the base files and then the deltas of operator
+// opID in m (nil: nothing) that overlap its key-group range, in order. It
+// also returns the operator's emitted-through watermark and how many base
+// files m has.
+func restoreSources(m *manifest.Manifest, opID string, p, k int) ([]subtaskRestore, int64, int) {
+	emitted := manifest.NoWatermark
+	var bases, deltas []manifest.FileRef
+	if m != nil {
+		for _, op := range m.Operators {
+			if op.ID == opID {
+				bases, deltas, emitted = op.Files, op.Deltas, op.EmittedThrough
+			}
+		}
+	}
+	out := make([]subtaskRestore, 0, p)
+	for s := 0; s < p; s++ {
+		lo, hi := keygroup.Range(s, p, k)
+		sr := subtaskRestore{lo: lo, hi: hi}
+		for _, f := range bases {
+			if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
+				sr.files = append(sr.files, f)
+			}
+		}
+		for _, f := range deltas {
+			if f.KeyGroupHi > lo && f.KeyGroupLo < hi {
+				sr.deltas = append(sr.deltas, f)
+			}
+		}
+		out = append(out, sr)
+	}
+	return out, emitted, len(bases)
 }
 
 // generationRecord is the _generation.json the plan starts.
