@@ -26,6 +26,66 @@
 //   - Others: abs(x), coalesce(a, b, ...) and a ?? b, is_null(x).
 //   - now() is rejected: an epoch that is re-run must keep the same rows.
 //
+// # Conditionals and let
+//
+//   - c ? a : b (nestable), if c { a } else if d { b } else { e }, and
+//     case(c1, v1, c2, v2, ..., [else]) like SQL's searched CASE. The first
+//     branch whose condition is true wins; a false or null condition falls
+//     through (SQL CASE WHEN); without else the result is null. The values
+//     meet at one type: int64 with float64 at float64, timestamps at the
+//     finer unit, nil with anything; other mixes are compile errors.
+//     Every branch is evaluated over the whole batch and rows are picked
+//     after, so a branch must be safe on rows it does not pick (every
+//     built-in is: errors are nulls, never failures).
+//   - let x = value; body binds x (evaluated once per batch) in body; it
+//     shadows a column of that name ($env["x"] still reads the column).
+//
+// # Functions
+//
+// Every function returns null when any argument is null (except coalesce,
+// is_null and case). Arguments that must be constant are checked at compile
+// time; errors name the function and the argument:
+// `substring() argument 2 (start) needs int64, got string`.
+//
+// Strings (positions count characters, i.e. runes, from 1, as in SQL):
+//   - length(s) (= len), lower, upper, trim(s[, chars]), ltrim, rtrim.
+//   - substring(s, start[, len]): characters start .. start+len-1 that exist
+//     (substring('héllo', 2, 3) = 'éll'; a start below 1 still counts from
+//     there, so substring(s, 0, 2) is one character); a negative len is null
+//     (a compile error when constant).
+//   - concat(s, ...): null if any argument is null (unlike PostgreSQL's
+//     concat, which skips nulls: wrap an argument in coalesce(x, "")).
+//   - split_part(s, sep, n): field n counting from 1, or from -1 at the end;
+//     "" when there is no such field; n = 0 is null; an empty sep does not split.
+//   - replace(s, from, to): every occurrence; an empty from changes nothing.
+//   - starts_with(s, prefix), ends_with(s, suffix). contains has no function
+//     form: contains is an operator in expr-lang, so write s contains 'x'.
+//   - regexp_match(s, pattern) and regexp_extract(s, pattern[, group]): RE2
+//     syntax; the pattern must be a constant and is compiled once (an invalid
+//     one is a compile error naming the argument). regexp_extract returns the
+//     group (default 0, the whole match) of the first match, and null when
+//     nothing matches or the group took no part in the match.
+//
+// Dates and times take timestamps of any unit and compute in UTC (a column's
+// time zone label does not change results):
+//   - date_trunc(unit, ts): unit 'second', 'minute', 'hour', 'day', 'week'
+//     (weeks start on Monday), 'month', 'quarter' or 'year'; the result has
+//     the type of ts.
+//   - extract(field, ts) and date_part(field, ts): int64 'year', 'quarter',
+//     'month', 'day', 'doy' (1-366), 'dow' (0 = Sunday .. 6), 'isodow'
+//     (1 = Monday .. 7), 'hour', 'minute', 'second', 'epoch' (whole seconds).
+//   - format_time(ts, layout): strftime layouts (chosen over Go's reference
+//     layouts because SQL users know them): %Y %m %d %H %M %S, %f
+//     (microseconds, 6 digits), %j (day of year), %y, %a %A (weekday), %b %B
+//     (month), %p %I (12-hour clock), %u (1-7, Monday first), %w (0-6, Sunday
+//     first), %s (Unix seconds), %Z (UTC), %z (+0000), %F (%Y-%m-%d), %T
+//     (%H:%M:%S), %%. Other directives are compile errors.
+//   - unit, field and layout must be constants.
+//
+// User-defined scalar functions are Go funcs registered in a [Functions] set
+// and passed to the compilers with [WithFunctions]; see [Functions] for the
+// accepted signatures and the determinism contract.
+//
 // # Nulls
 //
 // SQL semantics: an operation with a null operand is null, with these
