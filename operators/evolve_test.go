@@ -837,13 +837,16 @@ func TestLatenessChangeProperty(t *testing.T) {
 	}
 	for _, shape := range shapes {
 		flawSeen := false
-		for iter := range 20 {
+		for iter := range 40 {
 			rng := rand.New(rand.NewPCG(seed, uint64(iter)))
 			a := shape
 			a.ID, a.Keys, a.EventTime, a.Aggregates = "w", []string{"user"}, "ts", mustAggs(t, "c", "count()")
 			a.AllowedLateness = time.Duration(rng.IntN(30)) * us
 			b := a
-			b.AllowedLateness = time.Duration(rng.IntN(80)) * us
+			b.AllowedLateness = time.Duration(rng.IntN(30)) * us // odd iterations: raised or lowered
+			if iter%2 == 0 {
+				b.AllowedLateness = a.AllowedLateness + time.Duration(20+rng.IntN(60))*us // raised
+			}
 			rows := evolveStream(rng, 300)
 			var batches [][]erow
 			for lo := 0; lo < len(rows); lo += 20 {
