@@ -3,8 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -140,4 +148,233 @@ func keepOf(p *spec.Pipeline) int {
 		return p.State.RetainEpochs
 	}
 	return spec.DefaultRetainEpochs
+}
+
+// ImportSavepoint validates a savepoint folder at dirURL whose state files
+// were changed offline (with DuckDB, pandas, a Go program) and stores it as
+// the named savepoint: every state file must have the operator's state
+// schema (as the spec compiles it) and keep its rows in its key-group range;
+// sizes, checksums and row counts are recomputed, so the stored savepoint's
+// manifest matches the edited files. The folder's other files (segments,
+// generation record) are copied as they are, verified.
+func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string) (*SavepointInfo, error) {
+	if err := manifest.ValidateSavepointName(name); err != nil {
+		return nil, err
+	}
+	st, c, head, err := openForSavepoints(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	_, _ = c, head
+	src, err := store.Open(ctx, dirURL)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", store.Redact(dirURL), err)
+	}
+	defer src.Close()
+	read := func(key string) ([]byte, error) {
+		data, _, err := src.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("import: read %s: %w", key, err)
+		}
+		return data, nil
+	}
+	mdata, err := read(manifest.SavepointManifestFile)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.DecodeManifest(manifest.SavepointManifestFile, mdata)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	gdata, err := read(manifest.SavepointGenFile)
+	if err != nil {
+		return nil, err
+	}
+	g, err := manifest.DecodeGeneration(manifest.SavepointGenFile, gdata)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	if m.Pipeline != p.Name || g.Generation != m.Generation {
+		return nil, fmt.Errorf("import: the folder holds epoch %d of pipeline %q (generation record %d), not a savepoint of %q", m.Epoch, m.Pipeline, g.Generation, p.Name)
+	}
+	schema, err := stateSchemaOf(ctx, p, st)
+	if err != nil {
+		return nil, err
+	}
+	u, err := SavepointURL(p, name)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := store.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close()
+	if _, _, err := dst.Get(ctx, manifest.SavepointFile); err == nil {
+		return nil, fmt.Errorf("%w: %s", epoch.ErrSavepointExists, name)
+	}
+	sp := &manifest.Savepoint{FormatVersion: manifest.FormatVersion, Pipeline: p.Name, Name: name,
+		Generation: m.Generation, Epoch: m.Epoch, Watermark: m.Watermark, CreatedAt: time.Now().UTC()}
+	put := func(key string, data []byte) error {
+		if _, err := dst.Put(ctx, key, data, store.PutOptions{}); err != nil {
+			return fmt.Errorf("import: write %s: %w", key, err)
+		}
+		sp.Files++
+		sp.Bytes += int64(len(data))
+		return nil
+	}
+	fix := func(refs []manifest.FileRef, state bool) error {
+		for i, ref := range refs {
+			data, err := read(ref.Path)
+			if err != nil {
+				return err
+			}
+			if !state {
+				if err := manifest.VerifyFile(ref, data); err != nil {
+					return fmt.Errorf("import: %w", err)
+				}
+			} else {
+				rows, err := checkStateFile(data, ref, schema)
+				if err != nil {
+					return fmt.Errorf("import: %s: %w", ref.Path, err)
+				}
+				nr := manifest.NewFileRef(ref.Path, data)
+				nr.Rows, nr.Subtask, nr.KeyGroupLo, nr.KeyGroupHi, nr.Kind = rows, ref.Subtask, ref.KeyGroupLo, ref.KeyGroupHi, ref.Kind
+				refs[i] = nr
+			}
+			if err := put(ref.Path, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range m.Operators {
+		if err := fix(m.Operators[i].Files, true); err != nil {
+			return nil, err
+		}
+		for j, d := range m.Operators[i].Deltas {
+			if d.Kind == manifest.DeltaTombstones {
+				if err := fix(m.Operators[i].Deltas[j:j+1], false); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if err := fix(m.Operators[i].Deltas[j:j+1], true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := fix(m.Source.Segments, false); err != nil {
+		return nil, err
+	}
+	if err := fix(m.OutputLog, false); err != nil {
+		return nil, err
+	}
+	m.Checksum = ""
+	newM, err := manifest.EncodeManifest(m)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	sp.ManifestChecksum = manifest.Checksum(newM)
+	if _, err := dst.Put(ctx, manifest.SavepointManifestFile, newM, store.PutOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := dst.Put(ctx, manifest.SavepointGenFile, gdata, store.PutOptions{}); err != nil {
+		return nil, err
+	}
+	data, err := manifest.EncodeSavepoint(sp)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dst.Put(ctx, manifest.SavepointFile, data, store.PutOptions{IfNotExist: true}); err != nil {
+		return nil, fmt.Errorf("import: write %s: %w", manifest.SavepointFile, err)
+	}
+	if _, err := epoch.ReadSavepoint(ctx, dst); err != nil {
+		return nil, fmt.Errorf("import: the stored savepoint does not read back: %w", err)
+	}
+	return savepointInfo(epoch.SavepointInfo{Name: name, Savepoint: sp}, u), nil
+}
+
+// stateSchemaOf compiles the spec's plan (declared schema, or inferred
+// from the source) and returns its window's state schema.
+func stateSchemaOf(ctx context.Context, p *spec.Pipeline, st *stores) (*arrow.Schema, error) {
+	src, err := sourceSchema(p)
+	if err != nil {
+		return nil, err
+	}
+	if src == nil {
+		s, err := store.Open(ctx, p.Source.URL)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		files, err := listSource(ctx, p, s)
+		if err != nil {
+			return nil, err
+		}
+		if src, err = inferSchema(ctx, p, s, files); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := compileOn(p, src)
+	if err != nil {
+		return nil, err
+	}
+	if pl.window == nil {
+		return nil, fmt.Errorf("the pipeline has no stateful operator")
+	}
+	w, err := operators.NewWindow(*pl.window, pl.windowIn, maxParallelism(p))
+	if err != nil {
+		return nil, err
+	}
+	return w.StateSchema(), nil
+}
+
+// checkStateFile checks an edited state file: Parquet with exactly the
+// state schema's columns (names and types, in order), every row's key group
+// within the file's range. It returns the row count.
+func checkStateFile(data []byte, ref manifest.FileRef, want *arrow.Schema) (int64, error) {
+	got, recs, err := formats.ReadParquet(data, memory.DefaultAllocator)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	if got.NumFields() != want.NumFields() {
+		return 0, fmt.Errorf("%d columns, the state schema has %d (%v)", got.NumFields(), want.NumFields(), fieldNames(want))
+	}
+	for i, f := range want.Fields() {
+		g := got.Field(i)
+		if g.Name != f.Name || !arrow.TypeEqual(g.Type, f.Type) {
+			return 0, fmt.Errorf("column %d is %s %s, the state schema has %s %s", i, g.Name, g.Type, f.Name, f.Type)
+		}
+	}
+	kgCol := want.FieldIndices(operators.ColKeyGroup)
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+		if len(kgCol) != 1 {
+			continue
+		}
+		col := r.Column(kgCol[0])
+		for i := 0; i < col.Len(); i++ {
+			var kg int64
+			switch a := col.(type) {
+			case *array.Int32:
+				kg = int64(a.Value(i))
+			case *array.Int64:
+				kg = a.Value(i)
+			default:
+				return 0, fmt.Errorf("key_group column of type %s", col.DataType())
+			}
+			if kg < int64(ref.KeyGroupLo) || kg >= int64(ref.KeyGroupHi) {
+				return 0, fmt.Errorf("row %d has key group %d, outside the file's range [%d, %d)", rows-r.NumRows()+int64(i)+1, kg, ref.KeyGroupLo, ref.KeyGroupHi)
+			}
+		}
+	}
+	return rows, nil
 }
