@@ -136,6 +136,18 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 			s.Close()
 			return nil, fmt.Errorf("savepoint %s belongs to pipeline %q, not %q", store.Redact(opts.FromSavepoint), r.Manifest.Pipeline, p.Name)
 		}
+		if g := head.Generation; g != nil && g.RestoredFrom != nil && g.RestoredFrom.Kind == manifest.RestoreSavepoint &&
+			g.RestoredFrom.Savepoint == store.Redact(opts.FromSavepoint) && g.Parent != nil &&
+			*g.Parent == (manifest.Ref{Generation: r.Manifest.Generation, Epoch: r.Manifest.Epoch}) {
+			// The head's generation is this very restore (an earlier run of
+			// the same command committed it): continue, do not restore
+			// again.
+			s.Close()
+			if opts.Log != nil {
+				opts.Log.Info("already restored from this savepoint: continuing", "savepoint", store.Redact(opts.FromSavepoint), "generation", g.Generation)
+			}
+			return head0, nil
+		}
 		f := &restoreSource{kind: manifest.RestoreSavepoint, savepoint: store.Redact(opts.FromSavepoint), claim: opts.Claim,
 			manifest: r.Manifest, generation: r.Generation, store: s, owned: s}
 		if opts.Claim {
