@@ -69,6 +69,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(runCmd(stdout, stderr), outputsCmd(stdout), planCmd(stdout), statusCmd(stdout), historyCmd(stdout), verifyCmd(stdout),
 		savepointCmd(stdout), rollbackCmd(stdout), reprocessCmd(stdout))
 	root.AddCommand(stateCmd(stdout))
+	root.AddCommand(replayCmd(stdout, stderr), replayDiffCmd(stdout))
 	return root
 }
 
