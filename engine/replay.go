@@ -78,11 +78,16 @@ type ReplayOptions struct {
 
 // ReplayResult is what replaying one epoch produced, held in memory.
 type ReplayResult struct {
-	Pipeline    string
-	Epoch       int64
-	Generation  int64
-	Parent      *manifest.Ref // nil: the epoch started from empty state
-	Parallelism int           // the replay's
+	Pipeline   string
+	Epoch      int64
+	Generation int64
+	// Parent is the epoch whose state the replay started from (N-1: the
+	// chain parent, or what N's generation restored; nil: empty state);
+	// Restart is how N's generation began when N is its first epoch and it
+	// did not simply continue the head (a manifest.Restore* kind).
+	Parent      *manifest.Ref
+	Restart     string
+	Parallelism int // the replay's
 	// Files are the input files the epoch consumed, in the epoch's order.
 	Files []string
 	// Watermark is the one manifest N records, which the windows were
@@ -134,8 +139,13 @@ func writeLines(w io.Writer, lines []string) error {
 // Summary is one line saying what was replayed.
 func (r *ReplayResult) Summary() string {
 	from := "empty state"
-	if r.Parent != nil {
-		from = "the state of epoch " + fmt.Sprint(r.Parent.Epoch)
+	switch {
+	case r.Parent != nil && r.Restart == manifest.RestoreReset:
+		from = fmt.Sprintf("epoch %d's offsets with empty state (reset)", r.Parent.Epoch)
+	case r.Parent != nil && r.Restart != "":
+		from = fmt.Sprintf("the state of epoch %d (%s)", r.Parent.Epoch, r.Restart)
+	case r.Parent != nil:
+		from = fmt.Sprintf("the state of epoch %d", r.Parent.Epoch)
 	}
 	return fmt.Sprintf("pipeline %s: replayed epoch %d (generation %d) at parallelism %d from %s: %d input files, watermark %s: %d output, %d late, %d rejected rows",
 		r.Pipeline, r.Epoch, r.Generation, r.Parallelism, from, len(r.Files), fmtWM(r.Watermark), len(r.Outputs), len(r.Late), len(r.Rejected))
@@ -165,6 +175,7 @@ type replayer struct {
 	parent *manifest.Manifest          // epoch N-1 (nil: empty start)
 	pgen   *manifest.Generation
 	from   *restoreSource // where N-1's files resolve: the state root, or a savepoint N's generation began from
+	first  bool           // N is the first epoch of its generation
 }
 
 func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*replayer, error) {
@@ -222,44 +233,56 @@ func (y *replayer) close() {
 	y.x.close()
 }
 
-// locate finds epoch N, its generation and its parent (N-1), refusing a spec
-// whose state layout is not the one they were written with.
+// locate finds epoch N, its generation and the epoch whose state it
+// started from (N-1), refusing a spec whose state layout is not the one they
+// were written with. Epoch N-1 is N's parent on the chain, except for the
+// first epoch of a generation: that one started from what the generation
+// restored (its generation record's parent): the previous head after a
+// rescale, a plan change, a reset or a reprocess; the rollback target; the
+// savepoint's epoch, read from the savepoint folder.
 func (y *replayer) locate(ctx context.Context) error {
 	x := y.x
 	var err error
 	if y.m, y.g, err = x.at(ctx, y.opts.Epoch); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	m := y.m
-	if err := compatible(y.g.Plan, x.pl.ops); err != nil {
+	m, g := y.m, y.g
+	if err := compatible(g.Plan, x.pl.ops); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
-	if m.Parent == nil {
-		return nil // the pipeline's first epoch: empty start
+	y.first = m.Parent == nil || m.Parent.Generation != m.Generation
+	from := m.Parent
+	if y.first {
+		from = g.Parent
 	}
-	first := m.Parent.Generation != m.Generation // the first epoch of a generation
-	if rf := y.g.RestoredFrom; first && rf != nil && rf.Kind == manifest.RestoreSavepoint {
+	switch {
+	case from == nil && m.Parent == nil:
+		return nil // the pipeline's first epoch: empty start
+	case from == nil:
+		return fmt.Errorf("replay: epoch %d is the first of generation %d, whose record names no parent: its starting state is unknown", m.Epoch, m.Generation)
+	case y.first && g.RestoredFrom != nil && g.RestoredFrom.Kind == manifest.RestoreSavepoint:
+		rf := g.RestoredFrom
 		f, err := resolveRestore(ctx, x.p, x.st, &Options{FromSavepoint: rf.Savepoint, Claim: rf.Claimed}, x.head)
 		if err != nil {
 			return fmt.Errorf("replay: epoch %d started generation %d from savepoint %s, which replay reads its starting state from: %w", m.Epoch, m.Generation, rf.Savepoint, err)
 		}
-		if f.manifest.Ref() != *m.Parent {
+		if f.manifest.Ref() != *from {
 			f.close()
-			return fmt.Errorf("replay: epoch %d started from savepoint %s at %s, but the savepoint now holds %s", m.Epoch, rf.Savepoint, m.Parent, f.manifest.Ref())
+			return fmt.Errorf("replay: epoch %d started from savepoint %s at %s, but the savepoint now holds %s", m.Epoch, rf.Savepoint, from, f.manifest.Ref())
 		}
 		y.from, y.parent, y.pgen = f, f.manifest, f.generation
-		return nil
-	}
-	y.parent, err = x.c.ReadManifest(ctx, m.Parent.Generation, m.Parent.Epoch)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("replay: epoch %d starts from the state of epoch %d, which is not retained any more, so the oldest retained epoch cannot be replayed: %s",
-			m.Epoch, m.Parent.Epoch, x.retained(ctx))
-	}
-	if err != nil {
-		return fmt.Errorf("replay: epoch %d: parent: %w", m.Epoch, err)
-	}
-	if y.pgen, err = x.c.ReadGeneration(ctx, y.parent.Generation); err != nil {
-		return fmt.Errorf("replay: epoch %d: parent: %w", m.Epoch, err)
+	default:
+		y.parent, err = x.c.ReadManifest(ctx, from.Generation, from.Epoch)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("replay: epoch %d starts from the state of epoch %d, which is not retained any more, so it cannot be replayed: %s",
+				m.Epoch, from.Epoch, x.retained(ctx))
+		}
+		if err != nil {
+			return fmt.Errorf("replay: epoch %d: the epoch it started from: %w", m.Epoch, err)
+		}
+		if y.pgen, err = x.c.ReadGeneration(ctx, y.parent.Generation); err != nil {
+			return fmt.Errorf("replay: epoch %d: the epoch it started from: %w", m.Epoch, err)
+		}
 	}
 	if err := compatible(y.pgen.Plan, x.pl.ops); err != nil {
 		return fmt.Errorf("replay: the state of epoch %d (generation %d) cannot be restored with this spec: %w", y.parent.Epoch, y.parent.Generation, err)
@@ -268,12 +291,41 @@ func (y *replayer) locate(ctx context.Context) error {
 }
 
 // restarts returns how epoch N's generation began when N is its first
-// epoch: a manifest.Restore* kind, or "".
+// epoch and the generation restored something other than the head as it
+// was: a manifest.Restore* kind, or "".
 func (y *replayer) restarts() string {
-	if y.parent == nil || y.parent.Generation == y.m.Generation || y.g.RestoredFrom == nil {
+	if !y.first || y.g.RestoredFrom == nil {
 		return ""
 	}
 	return y.g.RestoredFrom.Kind
+}
+
+// abandoned says which later epoch abandoned epoch n (a rollback or a
+// restore from a savepoint to an epoch before it), walking the chain back
+// from the head; "" when none did.
+func (y *replayer) abandoned(ctx context.Context, n int64) (string, error) {
+	x := y.x
+	for cur := x.head.Manifest; cur != nil && cur.Epoch > n && cur.Parent != nil; {
+		if cur.Parent.Generation != cur.Generation {
+			g, err := x.c.ReadGeneration(ctx, cur.Generation)
+			if err != nil {
+				return "", err
+			}
+			if rf := g.RestoredFrom; rf != nil && g.Parent != nil && g.Parent.Epoch < n &&
+				(rf.Kind == manifest.RestoreRollback || rf.Kind == manifest.RestoreSavepoint) {
+				return fmt.Sprintf("epoch %d (generation %d: %s to epoch %d)", cur.Epoch, cur.Generation, rf.Kind, g.Parent.Epoch), nil
+			}
+		}
+		m, err := x.c.ReadManifest(ctx, cur.Parent.Generation, cur.Parent.Epoch)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		cur = m
+	}
+	return "", nil
 }
 
 func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
@@ -288,9 +340,13 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	if par > k {
 		return nil, fmt.Errorf("replay: parallelism %d exceeds max_parallelism %d (the key-group count); pick 1..%d", par, k, k)
 	}
-	res := &ReplayResult{Pipeline: x.p.Name, Epoch: m.Epoch, Generation: m.Generation, Parent: m.Parent, Parallelism: par,
+	res := &ReplayResult{Pipeline: x.p.Name, Epoch: m.Epoch, Generation: m.Generation, Restart: y.restarts(), Parallelism: par,
 		Watermark: m.Watermark, Inputs: m.Source.Inputs, Recorded: counterDelta(m.Counters, y.parent)}
 
+	if y.parent != nil {
+		ref := y.parent.Ref()
+		res.Parent = &ref
+	}
 	// Restore N-1 exactly as a run that continued from it restores.
 	r := &runner{p: x.p, opts: &Options{}, log: y.log, st: x.st, c: x.c, mem: memory.DefaultAllocator, dc: newDecideConfig(x.p),
 		plan: x.pl, parallelism: par, k: k}
@@ -314,7 +370,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		rp.restore, rp.emitted, _ = restoreSources(stateOf, x.pl.window.ID, par, k) // the rule planRun uses
 	}
 	if err := r.restore(ctx, rp); err != nil {
-		return nil, fmt.Errorf("replay: restore the state of epoch %d: %w", m.Epoch-1, err)
+		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
 	}
 
 	// The files epoch N consumed, in its order.
@@ -416,7 +472,7 @@ func (y *replayer) consumed(ctx context.Context, prev *epoch.SegLog) ([]string, 
 	}
 	for _, k := range keys {
 		if prev.Has(k) && !reprocess {
-			return nil, fmt.Errorf("replay: epoch %d lists %s as consumed, but epoch %d had processed it already: %w", m.Epoch, k, m.Epoch-1, manifest.ErrCorrupt)
+			return nil, fmt.Errorf("replay: epoch %d lists %s as consumed, but it was processed before: %w", m.Epoch, k, manifest.ErrCorrupt)
 		}
 	}
 	return keys, nil
@@ -516,6 +572,14 @@ func VerifyReplay(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*R
 	res, err := y.replay(ctx)
 	if err != nil {
 		return nil, err
+	}
+	by, err := y.abandoned(ctx, res.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	if by != "" {
+		return nil, fmt.Errorf("verify: epoch %d was abandoned by %s: its outputs are no longer committed (and may be deleted), so there is nothing to compare with; replay without --verify prints what it produces",
+			res.Epoch, by)
 	}
 	committed, err := y.committed(ctx)
 	if err != nil {

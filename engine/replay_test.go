@@ -268,3 +268,65 @@ func treeOf(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestReplayRestoredGenerations: the first epochs of generations that did
+// not continue the head — a rollback, a reset of the state, a restore from
+// a savepoint, a reprocess of a rejected file — replay to what they
+// committed, as do the epochs after them.
+func TestReplayRestoredGenerations(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	replayInput(t, e, 14, 5)
+	p := e.pipeline(t, replaySliding)
+	run(t, p, engine.Options{UntilEpoch: 3})
+	if _, err := engine.CreateSavepoint(ctx, p, "sp", 2); err != nil {
+		t.Fatal(err)
+	}
+	run(t, p, engine.Options{UntilEpoch: 4})
+	steps := []struct {
+		name string
+		opts engine.Options
+	}{
+		{"rollback", engine.Options{RollbackTo: 3, UntilEpoch: 5}},
+		{"reset", engine.Options{ResetState: true, UntilEpoch: 6}},
+		{"savepoint", engine.Options{FromSavepoint: "sp", UntilEpoch: 7}},
+		{"reprocess", engine.Options{ReprocessRejected: true, UntilEpoch: 8}},
+		{"rest", engine.Options{Parallelism: 4}},
+	}
+	for _, s := range steps {
+		run(t, p, s.opts)
+	}
+	head, err := engine.ReadState(ctx, p, engine.StateQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ep := int64(1); ep <= head.Epoch; ep++ {
+		for _, par := range []int{0, 1} {
+			v, err := engine.VerifyReplay(ctx, p, engine.ReplayOptions{Epoch: ep, Parallelism: par})
+			if ep >= 3 && ep <= 6 {
+				// Abandoned: the savepoint restore (epoch 7) went back to
+				// epoch 2, the rollback (epoch 5) to epoch 3.
+				if err == nil || !strings.Contains(err.Error(), "abandoned by epoch 7 (generation 4: savepoint to epoch 2)") {
+					t.Fatalf("verify of abandoned epoch %d: %v", ep, err)
+				}
+				res, err := engine.Replay(ctx, p, engine.ReplayOptions{Epoch: ep, Parallelism: par})
+				if err != nil {
+					t.Fatalf("replay of abandoned epoch %d: %v", ep, err)
+				}
+				if par == 0 {
+					t.Logf("epoch %d (abandoned): %s", ep, res.Summary())
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("epoch %d P=%d: %v", ep, par, err)
+			}
+			if !v.Identical() {
+				t.Fatalf("epoch %d P=%d: %s\ncounters: %v", ep, par, v.Diff.Describe("replayed", "committed"), v.Counters)
+			}
+			if par == 0 {
+				t.Logf("epoch %d: %s", ep, v.Replay.Summary())
+			}
+		}
+	}
+}
