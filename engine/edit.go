@@ -76,7 +76,14 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 		m.Source.Inputs[k] = v
 	}
 	if r.plan.window != nil {
-		op := manifest.OperatorState{ID: r.plan.window.ID, EmittedThrough: e.watermark}
+		// A lateness change shifts the window's own watermark ahead of the
+		// pipeline's (operators.Evolution.RestoreWatermark): record the
+		// larger, so a later restore keeps closed windows closed.
+		emitted := e.watermark
+		for _, w := range r.subtasks {
+			emitted = max(emitted, w.Watermark())
+		}
+		op := manifest.OperatorState{ID: r.plan.window.ID, EmittedThrough: emitted}
 		for _, st := range e.out.state {
 			op.Files = append(op.Files, st.base)
 			op.Deltas = append(op.Deltas, st.deltas...)

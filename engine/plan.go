@@ -203,7 +203,11 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 			for _, k := range ws.Keys {
 				pl.keyCols = append(pl.keyCols, cur.FieldIndices(k)[0])
 			}
-			pl.ops = append(pl.ops, manifest.OpPlan{ID: id, Kind: "window", StateSchema: w.StateFingerprint()})
+			sp, err := operators.MarshalStatePlan(ws, cur)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
+			}
+			pl.ops = append(pl.ops, manifest.OpPlan{ID: id, Kind: "window", StateSchema: w.StateFingerprint(), StatePlan: string(sp)})
 			cur = w.OutputSchema()
 		default:
 			return nil, fmt.Errorf("operators[%d]: no operator kind set", i)
@@ -247,9 +251,47 @@ func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSp
 		if err != nil {
 			return ws, err
 		}
+		as.RenamedFrom = a.RenamedFrom
 		ws.Aggregates = append(ws.Aggregates, as)
 	}
 	return ws, nil
+}
+
+// evolve is the one decision, used by `floe run` and `floe plan`, of whether
+// the state written under the old plan can be restored by pl: the stateful
+// operators must correspond (see compatible), and the window's state either
+// has the same layout or can be migrated to pl's (an aggregate added,
+// removed, renamed with renamed_from, an input widened; see
+// operators.PlanStateEvolution). The evolution (nil: same layout, recorded by
+// a release that did not describe its state) migrates what restore reads.
+func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
+	if pl.window == nil {
+		return nil, compatible(old, pl.ops)
+	}
+	var prev *manifest.OpPlan
+	for i := range old {
+		if old[i].ID == pl.window.ID {
+			prev = &old[i]
+		}
+	}
+	if prev == nil || prev.StatePlan == "" || prev.Kind != "window" {
+		return nil, compatible(old, pl.ops) // nothing to migrate from: the layouts must match
+	}
+	if len(old) != len(pl.ops) {
+		return nil, compatible(old, pl.ops)
+	}
+	oldSpec, oldIn, err := operators.UnmarshalStatePlan([]byte(prev.StatePlan))
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: the recorded state plan cannot be read: %w", prev.ID, err)
+	}
+	ev, err := operators.PlanStateEvolution(oldSpec, *pl.window, oldIn, pl.windowIn)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", prev.ID, err)
+	}
+	if !ev.Compatible() {
+		return nil, fmt.Errorf("operator %q: %w", prev.ID, ev.Err())
+	}
+	return ev, nil
 }
 
 // compatible reports whether state written under plan old can be restored

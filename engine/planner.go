@@ -7,6 +7,7 @@ import (
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -38,6 +39,9 @@ type runPlan struct {
 	// from is what the run restores: the head, or a savepoint, a retained
 	// epoch (rollback) or the head without operator state (reset).
 	from *restoreSource
+	// evolution migrates the restored window state to the plan's layout
+	// (nil: nothing to migrate).
+	evolution *operators.Evolution
 }
 
 type subtaskRestore struct {
@@ -95,10 +99,12 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	switch {
 	case hg != nil && hg.MaxParallelism != rp.k:
 		rp.refusal = fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", rp.k, hg.MaxParallelism)
-	case hg != nil:
-		if err := compatible(hg.Plan, rp.plan.ops); err != nil {
+	case hg != nil && from.kind != manifest.RestoreReset:
+		ev, err := evolve(hg.Plan, rp.plan)
+		if err != nil {
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		}
+		rp.evolution = ev
 	}
 	if rp.refusal == nil {
 		rp.refusal = rp.identity.refusal
@@ -124,7 +130,8 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// Unchanged state files are shared by reference when they resolve in
 		// the state root and the layout is the same.
 		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && nParent == rp.parallelism
-		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
+		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
+			(rp.evolution == nil || rp.evolution.SameLayout())
 	}
 	return rp, nil
 }

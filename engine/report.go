@@ -232,16 +232,19 @@ type SubtaskPlan struct {
 
 // PlanReport is what the next run would do.
 type PlanReport struct {
-	Status          Status        `json:"status"`
-	NewGeneration   bool          `json:"new_generation"`
-	Reason          string        `json:"reason,omitempty"`
-	ParallelismFrom int           `json:"parallelism_from,omitempty"`
-	ParallelismTo   int           `json:"parallelism_to"`
-	MaxParallelism  int           `json:"max_parallelism"`
-	Compatible      bool          `json:"compatible"`
-	Incompatible    string        `json:"incompatible,omitempty"`
-	Subtasks        []SubtaskPlan `json:"subtasks,omitempty"`
-	PendingFiles    int           `json:"pending_files"`
+	Status          Status `json:"status"`
+	NewGeneration   bool   `json:"new_generation"`
+	Reason          string `json:"reason,omitempty"`
+	ParallelismFrom int    `json:"parallelism_from,omitempty"`
+	ParallelismTo   int    `json:"parallelism_to"`
+	MaxParallelism  int    `json:"max_parallelism"`
+	Compatible      bool   `json:"compatible"`
+	Incompatible    string `json:"incompatible,omitempty"`
+	// StateChanges says how the restored state is migrated to an edited
+	// plan (an aggregate added, renamed, widened ...).
+	StateChanges []string      `json:"state_changes,omitempty"`
+	Subtasks     []SubtaskPlan `json:"subtasks,omitempty"`
+	PendingFiles int           `json:"pending_files"`
 }
 
 // Print writes the plan for people.
@@ -255,6 +258,9 @@ func (r *PlanReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "next run: new generation %d (%s), parallelism %d -> %d\n", r.Status.Generation+1, r.Reason, r.ParallelismFrom, r.ParallelismTo)
 	default:
 		fmt.Fprintf(w, "next run: same generation %d, parallelism %d\n", r.Status.Generation, r.ParallelismTo)
+	}
+	for _, c := range r.StateChanges {
+		fmt.Fprintf(w, "state change: %s\n", c)
 	}
 	if r.Compatible {
 		fmt.Fprintln(w, "state: compatible")
@@ -542,6 +548,9 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	if rp.refusal != nil {
 		rep.Incompatible = rp.refusal.Error()
+	}
+	if ev := rp.evolution; ev != nil && rp.refusal == nil {
+		rep.StateChanges = ev.Changes()
 	}
 	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism

@@ -91,15 +91,41 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 				}
 				return recs, nil
 			}
+			ev := rp.evolution
+			migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
+				if ev == nil || ev.SameLayout() {
+					return recs, nil
+				}
+				out := make([]arrow.RecordBatch, len(recs))
+				for i, b := range recs {
+					var err error
+					if tombstones {
+						out[i], err = ev.MigrateTombstones(b)
+					} else {
+						out[i], err = ev.Migrate(b)
+					}
+					if err != nil {
+						return nil, fmt.Errorf("migrate the state of subtask %d: %w", s, err)
+					}
+				}
+				return out, nil
+			}
+			emitted := rp.emitted
+			if ev != nil {
+				emitted = ev.RestoreWatermark(emitted)
+			}
 			var batches []arrow.RecordBatch
 			for _, f := range sr.files {
 				recs, err := read(f)
 				if err != nil {
 					return err
 				}
+				if recs, err = migrate(recs, false); err != nil {
+					return err
+				}
 				batches = append(batches, recs...)
 			}
-			if err := w.Restore(batches, sr.lo, sr.hi, rp.emitted); err != nil {
+			if err := w.Restore(batches, sr.lo, sr.hi, emitted); err != nil {
 				return fmt.Errorf("restore subtask %d: %w", s, err)
 			}
 			for _, d := range sr.deltas {
@@ -107,7 +133,11 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 				if err != nil {
 					return err
 				}
-				if d.Kind == manifest.DeltaTombstones {
+				tomb := d.Kind == manifest.DeltaTombstones
+				if recs, err = migrate(recs, tomb); err != nil {
+					return err
+				}
+				if tomb {
 					err = w.ApplyDelta(nil, recs, sr.lo, sr.hi)
 				} else {
 					err = w.ApplyDelta(recs, nil, sr.lo, sr.hi)

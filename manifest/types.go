@@ -65,6 +65,10 @@ type OpPlan struct {
 	// StateSchema fingerprints the operator's state layout; two plans whose
 	// operators agree on (ID, Kind, StateSchema) can restore each other.
 	StateSchema string `json:"state_schema"`
+	// StatePlan (format 2) is the operator's versioned description (for a
+	// window: operators.MarshalStatePlan, JSON text): what a later run needs
+	// to rebuild the old spec and migrate its state to an edited one.
+	StatePlan string `json:"state_plan,omitempty"`
 }
 
 // Manifest is the content of gen=N/epoch=M/_manifest.json, the commit point

@@ -459,9 +459,6 @@ func (m *Manifest) Validate() error {
 			v.fail(f+".id", "operator id %q is also operators[%d]", op.ID, j)
 		}
 		ops[op.ID] = i
-		if op.EmittedThrough > m.Watermark {
-			v.fail(f+".emitted_through_us", "%d is past the watermark %d: windows cannot be emitted before the watermark reaches them", op.EmittedThrough, m.Watermark)
-		}
 		v.fileRefs(f+".files", op.Files, refState)
 		v.fileRefs(f+".deltas", op.Deltas, refDelta)
 		v.stateLayout(f+".files", op.Files)
