@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,40 @@ func TestEditedManifestRefused(t *testing.T) {
 	run(t, p, engine.Options{Drain: true})
 	if got := committedRows(t, p); len(got) != 2 {
 		t.Fatalf("rows %v; want 2 windows", got)
+	}
+}
+
+// TestRetentionFailureDoesNotFailTheRun: every DELETE of retention failing
+// (after its epoch committed) is logged, not fatal; the next run collects
+// what was left, and nothing committed is lost.
+func TestRetentionFailureDoesNotFailTheRun(t *testing.T) {
+	e := fileEnv(t)
+	for i := range 6 {
+		e.put(t, fmt.Sprintf("%d.jsonl", i), jsonl(ev(fmt.Sprintf("00:0%d:10", i), "u1", 1)))
+	}
+	p := e.pipeline(t, strings.Replace(windowSpec, "parallelism: 2}", "parallelism: 2, retain_epochs: 1}", 1))
+	var faults []store.Fault
+	for i := range 200 {
+		faults = append(faults, store.Fault{Match: store.Match{Op: store.OpDelete}, At: i, Mode: store.Fail})
+	}
+	res, err := engine.Run(context.Background(), p, engine.Options{Drain: true, Retry: store.RetryPolicy{MaxAttempts: 1},
+		WrapStore: func(n string, s store.Store) store.Store {
+			if n != "state" {
+				return s
+			}
+			return store.NewFaulty(s, store.FaultPlan{Faults: faults})
+		}})
+	if err != nil || res.Epochs != 7 {
+		t.Fatalf("run with every retention delete failing: %v (%d epochs)", err, res.Epochs)
+	}
+	before := len(listKeys(t, e.state))
+	run(t, p, engine.Options{})
+	e.put(t, "9.jsonl", jsonl(ev("00:09:10", "u2", 1)))
+	run(t, p, engine.Options{})
+	if after := len(listKeys(t, e.state)); after >= before {
+		t.Fatalf("later runs did not collect what failed retention left: %d objects before, %d after", before, after)
+	}
+	if rep, err := engine.Verify(context.Background(), p); err != nil || len(rep.Damaged) > 0 {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
 	}
 }
