@@ -18,6 +18,7 @@ import (
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -174,8 +175,9 @@ type replayer struct {
 	g      *manifest.Generation        // its generation
 	parent *manifest.Manifest          // epoch N-1 (nil: empty start)
 	pgen   *manifest.Generation
-	from   *restoreSource // where N-1's files resolve: the state root, or a savepoint N's generation began from
-	first  bool           // N is the first epoch of its generation
+	from   *restoreSource       // where N-1's files resolve: the state root, or a savepoint N's generation began from
+	first  bool                 // N is the first epoch of its generation
+	ev     *operators.Evolution // migrates N-1's window state to the spec's (nil: none)
 }
 
 func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*replayer, error) {
@@ -247,7 +249,7 @@ func (y *replayer) locate(ctx context.Context) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	m, g := y.m, y.g
-	if err := compatible(g.Plan, x.pl.ops); err != nil {
+	if _, err := evolve(g.Plan, x.pl); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	y.first = m.Parent == nil || m.Parent.Generation != m.Generation
@@ -284,7 +286,13 @@ func (y *replayer) locate(ctx context.Context) error {
 			return fmt.Errorf("replay: epoch %d: the epoch it started from: %w", m.Epoch, err)
 		}
 	}
-	if err := compatible(y.pgen.Plan, x.pl.ops); err != nil {
+	// The one decision a run makes: restore as it is, or migrate to the
+	// spec's window (an aggregate added, removed or renamed, a lateness
+	// changed), or refuse.
+	if y.restarts() == manifest.RestoreReset {
+		return nil // no window state is restored
+	}
+	if y.ev, err = evolve(y.pgen.Plan, x.pl); err != nil {
 		return fmt.Errorf("replay: the state of epoch %d (generation %d) cannot be restored with this spec: %w", y.parent.Epoch, y.parent.Generation, err)
 	}
 	return nil
@@ -366,6 +374,8 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		stateOf := rp.from.manifest
 		if y.restarts() == manifest.RestoreReset {
 			stateOf = nil // the generation began with empty operator state
+		} else {
+			rp.evolution = y.ev
 		}
 		rp.restore, rp.emitted, _ = restoreSources(stateOf, x.pl.window.ID, par, k) // the rule planRun uses
 	}
