@@ -31,7 +31,11 @@ import (
 //
 //  1. the state of epoch N-1: each subtask's restored windows (bases, then
 //     deltas, filtered by key-group range, with N-1's emitted-through
-//     watermark), exactly as runner.restore reads them for a run;
+//     watermark, migrated by evolve when the window was edited), exactly as
+//     runner.restore reads them for a run. For the first epoch of a
+//     generation N-1 is what the generation restored: the previous head
+//     (rescale, plan change, reprocess), the rollback target, the savepoint,
+//     or the head's offsets with empty windows (reset);
 //  2. the input files epoch N consumed, in the epoch's order: the entries
 //     epoch N added to the processed-file log (seen), which Prepare appends
 //     in the order the epoch read them;
