@@ -112,6 +112,16 @@ type Result struct {
 // writing; see epoch.ErrFenced.
 var ErrFenced = epoch.ErrFenced
 
+// ErrSuperseded is returned when this run's epoch committed but another
+// writer already built on it; see epoch.ErrSuperseded.
+var ErrSuperseded = epoch.ErrSuperseded
+
+// RequestStats counts object-store requests (see store.RetryStats).
+type RequestStats = store.RetryStats
+
+// Store is the object-store interface, for Options.WrapStore.
+type Store = store.Store
+
 // stores are the opened stores of one pipeline.
 type stores struct {
 	state, sink, source store.Store

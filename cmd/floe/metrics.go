@@ -11,7 +11,6 @@ import (
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // metricsFile writes a run's metrics in the Prometheus text format to a file
@@ -35,12 +34,12 @@ type metricsFile struct {
 	head       *engine.Status  // last head read back
 	progress   engine.Progress // last progress of the run
 	haveProg   bool
-	epochs     int64            // committed by this run
-	startEpoch int64            // the head's epoch when the run started (-1: not read)
-	reqs       store.RetryStats // this process's requests (epoch stats until the run's total is known)
-	seen       map[int64]bool   // epochs whose stats were added to reqs
-	started    time.Time        // this run
-	ended      time.Time        // zero while running
+	epochs     int64               // committed by this run
+	startEpoch int64               // the head's epoch when the run started (-1: not read)
+	reqs       engine.RequestStats // this process's requests (epoch stats until the run's total is known)
+	seen       map[int64]bool      // epochs whose stats were added to reqs
+	started    time.Time           // this run
+	ended      time.Time           // zero while running
 	exitCode   int
 
 	kick chan struct{}

@@ -10,9 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floe-dev/floe/engine"
-	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // Exit codes. Cron (or a Kubernetes Job's backoff policy) can act on them:
@@ -33,7 +31,7 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, engine.ErrFenced), errors.Is(err, epoch.ErrSuperseded):
+	case errors.Is(err, engine.ErrFenced), errors.Is(err, engine.ErrSuperseded):
 		return exitFenced
 	}
 	return exitFailed
@@ -48,7 +46,7 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 		switch {
 		case res == nil:
 			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
-		case errors.Is(runErr, epoch.ErrSuperseded):
+		case errors.Is(runErr, engine.ErrSuperseded):
 			// The epoch being committed is on the chain, but another writer
 			// has gone past it: the reason below names it.
 			fmt.Fprintf(stderr, "pipeline %s: another writer committed on top of this run's last epoch; before it, this run finished %d epochs (%d files, %d rows in, %d rows out)\n",
@@ -205,4 +203,4 @@ an older floe; rows of the oldest retained epoch when its parent was removed).`,
 // testWrapStore, when set by a test, wraps every store a run opens (see
 // engine.Options.WrapStore): a second writer can be made to commit at an
 // exact point of a run.
-var testWrapStore func(name string, s store.Store) store.Store
+var testWrapStore func(name string, s engine.Store) engine.Store
