@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
@@ -55,6 +56,10 @@ func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	c.RowsRejected += e.rejected
 	c.RowsFiltered += in.filtered
 	c.Windows += out.windows
+	c.FilesRejectedWhole += in.wholeFiles
+	if r.wm == math.MaxInt64 {
+		c.FilesAfterDrain += int64(len(files))
+	}
 	e.counters = c
 	return e, nil
 }

@@ -177,3 +177,37 @@ func TestRetentionFailureDoesNotFailTheRun(t *testing.T) {
 		t.Fatalf("verify: %v %v", err, rep.Problems)
 	}
 }
+
+// TestGuardRails: a file no row of which was accepted and files read after
+// --drain are counted in the manifest; source.max_rejected_fraction fails
+// an epoch before it commits, naming the worst file.
+func TestGuardRails(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	e.put(t, "2.jsonl", jsonl(`{"event_time":"nope","user_id":"u1","page":"/p","bytes":1}`, `{"event_time":"x","user_id":"u2","page":"/p","bytes":1}`))
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{Drain: true})
+	e.put(t, "3.jsonl", jsonl(ev("00:05:10", "u1", 1)))
+	run(t, p, engine.Options{})
+	st, err := engine.ReadStatus(ctx, p)
+	must(t, err)
+	if c := st.Counters; c.FilesRejectedWhole != 1 || c.FilesAfterDrain != 1 || c.RowsLate != 1 {
+		t.Fatalf("counters %+v; want 1 file rejected whole, 1 file after the drain (its row late)", c)
+	}
+
+	f := fileEnv(t)
+	f.put(t, "a.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u1", 1), ev("00:00:30", "u1", 1)))
+	f.put(t, "b.jsonl", jsonl(ev("00:00:40", "u1", 1), `{"event_time":"bad"}`, `{"event_time":"bad2"}`, `{"event_time":"bad3"}`))
+	strict := strings.Replace(windowSpec, "max_files_per_epoch: 1,", "max_files_per_epoch: 2, max_rejected_fraction: 0.25,", 1)
+	pf := f.pipeline(t, strict)
+	_, err = engine.Run(ctx, pf, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "max_rejected_fraction") || !strings.Contains(err.Error(), "b.jsonl") {
+		t.Fatalf("3 of 7 rows rejected with max_rejected_fraction 0.25: %v; want the epoch refused naming b.jsonl", err)
+	}
+	for k := range snapshot(t, f.state, f.sink) {
+		if strings.Contains(k, manifest.ManifestFile) || strings.Contains(k, "part-") {
+			t.Fatalf("the refused epoch committed or wrote %s", k)
+		}
+	}
+}

@@ -272,6 +272,36 @@ func (r *runner) retain(ctx context.Context, skipSink bool) {
 	}
 }
 
+// checkRejected enforces source.max_rejected_fraction: an epoch that
+// rejected more than that fraction of its rows fails before it commits,
+// naming the file with the most rejected rows.
+func (r *runner) checkRejected(in inputSummary) error {
+	limit := r.p.Source.MaxRejectedFraction
+	total := in.rows + int64(len(in.rejects))
+	if limit <= 0 || total == 0 || float64(len(in.rejects)) <= limit*float64(total) {
+		return nil
+	}
+	byFile := map[string]int{}
+	worst := ""
+	for _, rj := range in.rejects {
+		byFile[rj.File]++
+		if byFile[rj.File] > byFile[worst] {
+			worst = rj.File
+		}
+	}
+	return fmt.Errorf("source.max_rejected_fraction %g exceeded: %d of %d rows rejected in this epoch, most in %s (%d rows: %s); nothing was committed",
+		limit, len(in.rejects), total, worst, byFile[worst], firstReason(in.rejects, worst))
+}
+
+func firstReason(rs []rejectRecord, file string) string {
+	for _, rj := range rs {
+		if rj.File == file {
+			return rj.Reason
+		}
+	}
+	return ""
+}
+
 // warnAfterDrain says so when input arrives for a pipeline whose input was
 // ended with --drain: every window was emitted, so the new rows are late.
 func (r *runner) warnAfterDrain(pend []store.ObjectInfo) {
@@ -325,6 +355,7 @@ type inputSummary struct {
 	rows, filtered int64
 	rejects        []rejectRecord
 	obs            []fileObs
+	wholeFiles     int64 // files no row of which was accepted
 }
 
 func summarize(results []*fileResult) inputSummary {
@@ -334,6 +365,9 @@ func summarize(results []*fileResult) inputSummary {
 		in.filtered += res.filtered
 		for _, rj := range res.rejects {
 			in.rejects = append(in.rejects, rejectRecord{Reject: rj, WholeFile: res.wholeFile})
+		}
+		if res.wholeFile {
+			in.wholeFiles++
 		}
 		in.obs = append(in.obs, fileObs{key: res.key, maxTS: res.maxTS})
 	}
@@ -359,6 +393,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	phase("decode")
 	files = files[:len(results)]
 	in := summarize(results)
+	if err := r.checkRejected(in); err != nil {
+		return 0, err
+	}
 	d := r.dc.decide(r.inputs, r.wm, in.obs, now, pend, len(files), drain, idle)
 	if !d.commit {
 		return 0, nil

@@ -150,6 +150,12 @@ type Counters struct {
 	RowsRejected int64 `json:"rows_rejected"`
 	RowsFiltered int64 `json:"rows_filtered"`
 	Windows      int64 `json:"windows_emitted"`
+	// Format 2 guard-rail counters (absent: 0).
+	// FilesRejectedWhole counts files no row of which was accepted.
+	FilesRejectedWhole int64 `json:"files_rejected_whole,omitempty"`
+	// FilesAfterDrain counts files read after the input was ended with
+	// --drain (their rows are late).
+	FilesAfterDrain int64 `json:"files_after_drain,omitempty"`
 }
 
 // OperatorState is one stateful operator's committed state.

@@ -230,6 +230,20 @@ func (d *decoder) smallInt(n *node, path string) int {
 	return int(v)
 }
 
+// fraction reads a number in (0, 1].
+func (d *decoder) fraction(n *node, path string) float64 {
+	if n.kind != kindScalar || (n.sType != scalarInt && n.sType != scalarFloat) {
+		d.c.decodeErr(n.pos, path, "expected a number between 0 and 1, got %s", n.describe())
+		return 0
+	}
+	v, err := strconv.ParseFloat(n.str, 64)
+	if err != nil || !(v > 0 && v <= 1) {
+		d.c.decodeErr(n.pos, path, "expected a number above 0 and at most 1, got %s", n.str)
+		return 0
+	}
+	return v
+}
+
 func (d *decoder) boolean(n *node, path string) bool {
 	if n.kind != kindScalar || n.sType != scalarBool {
 		d.c.decodeErr(n.pos, path, "expected true or false, got %s", n.describe())
@@ -330,7 +344,7 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
-		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from"}
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -399,6 +413,8 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			s.Inputs = InputsMode(d.str(v, fp))
 		case "start_from":
 			s.StartFrom = d.str(v, fp)
+		case "max_rejected_fraction":
+			s.MaxRejectedFraction = d.fraction(v, fp)
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {

@@ -157,6 +157,10 @@ type Source struct {
 	// present then as read, without reading it), or an RFC 3339 time (a
 	// file whose rows are all older is skipped).
 	StartFrom string
+	// MaxRejectedFraction (0: unset) fails an epoch before it commits when
+	// more than this fraction of its rows were rejected, naming the file
+	// with the most rejected rows.
+	MaxRejectedFraction float64
 }
 
 // InputsMode selects how source files map to watermark inputs.
