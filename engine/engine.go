@@ -62,6 +62,10 @@ type Options struct {
 	// base name matches ReprocessFiles (a path.Match glob).
 	ReprocessRejected bool
 	ReprocessFiles    string
+	// Migrations are registered steps between state format versions (see
+	// StateMigration); a run whose restored state is in an older format
+	// applies the shortest chain of them.
+	Migrations []StateMigration
 	// WrapStore, when set, wraps every store the run opens ("state",
 	// "sink", "source", "late", "rejected"): for fault-injection tests.
 	WrapStore func(name string, s store.Store) store.Store

@@ -42,6 +42,9 @@ type runPlan struct {
 	// evolution migrates the restored window state to the plan's layout
 	// (nil: nothing to migrate).
 	evolution *operators.Evolution
+	// chain migrates restored window state through registered steps
+	// between state format versions (nil: none).
+	chain []StateMigration
 }
 
 type subtaskRestore struct {
@@ -100,11 +103,19 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	case hg != nil && hg.MaxParallelism != rp.k:
 		rp.refusal = fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", rp.k, hg.MaxParallelism)
 	case hg != nil && from.kind != manifest.RestoreReset:
-		ev, err := evolve(hg.Plan, rp.plan)
-		if err != nil {
+		chain, err := migrationChain(hg.Plan, rp.plan, opts.Migrations)
+		switch {
+		case err != nil:
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
+		case chain != nil:
+			rp.chain = chain
+		default:
+			ev, err := evolve(hg.Plan, rp.plan)
+			if err != nil {
+				rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
+			}
+			rp.evolution = ev
 		}
-		rp.evolution = ev
 	}
 	if rp.refusal == nil {
 		rp.refusal = rp.identity.refusal
@@ -119,6 +130,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	case !samePlan(hg.PlanHash, p, rp.plan.declared, rp.plan.hash):
 		rp.newGeneration, rp.reason = true, "plan changed"
 	}
+	if rp.chain != nil && !rp.newGeneration {
+		// The migrated state is written in the new format by a new
+		// generation, so a later restore does not migrate it again.
+		rp.newGeneration, rp.reason = true, describeChain(rp.chain)
+	}
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {
 		m := from.manifest
@@ -131,7 +147,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// the state root and the layout is the same.
 		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && nParent == rp.parallelism
 		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
-			(rp.evolution == nil || rp.evolution.SameLayout())
+			(rp.evolution == nil || rp.evolution.SameLayout()) && rp.chain == nil
 	}
 	return rp, nil
 }

@@ -259,13 +259,16 @@ func (r *PlanReport) Print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "next run: same generation %d, parallelism %d\n", r.Status.Generation, r.ParallelismTo)
 	}
-	for _, c := range r.StateChanges {
-		fmt.Fprintf(w, "state change: %s\n", c)
-	}
-	if r.Compatible {
-		fmt.Fprintln(w, "state: compatible")
-	} else {
-		fmt.Fprintf(w, "state: NOT compatible: %s\n", r.Incompatible)
+	switch {
+	case !r.Compatible:
+		fmt.Fprintf(w, "state: NOT compatible (incompatible): %s\n", r.Incompatible)
+	case len(r.StateChanges) == 0:
+		fmt.Fprintln(w, "state: compatible (unchanged)")
+	default:
+		fmt.Fprintln(w, "state: compatible (migrates automatically):")
+		for _, c := range r.StateChanges {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
 	if len(r.Subtasks) > 0 {
@@ -551,6 +554,9 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	if ev := rp.evolution; ev != nil && rp.refusal == nil {
 		rep.StateChanges = ev.Changes()
+	}
+	if rp.chain != nil && rp.refusal == nil {
+		rep.StateChanges = append(rep.StateChanges, describeChain(rp.chain))
 	}
 	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism

@@ -93,6 +93,20 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 			}
 			ev := rp.evolution
 			migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
+				if rp.chain != nil && !tombstones {
+					out := make([]arrow.RecordBatch, len(recs))
+					for i, b := range recs {
+						for _, m := range rp.chain {
+							next, err := m.Migrate(b)
+							if err != nil {
+								return nil, fmt.Errorf("subtask %d: state migration %s %s→%s: %w", s, m.Kind, m.From, m.To, err)
+							}
+							b = next
+						}
+						out[i] = b
+					}
+					return out, nil
+				}
 				if ev == nil || ev.SameLayout() {
 					return recs, nil
 				}

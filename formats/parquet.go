@@ -127,7 +127,11 @@ func openParquet(data []byte, mem memory.Allocator, batchSize int) (*file.Reader
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(batchSize), PreAllocBinaryData: true}, mem)
+	// Not Parallel: the column readers then run on the caller's goroutine,
+	// where a panic of the Parquet library on a corrupt file is recovered
+	// into an error (see recoverParquet); floe decodes files in parallel
+	// instead.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: false, BatchSize: int64(batchSize), PreAllocBinaryData: true}, mem)
 	if err != nil {
 		pf.Close()
 		return nil, nil, fmt.Errorf("parquet: %w", err)
@@ -155,7 +159,8 @@ func readAll(fr *pqarrow.FileReader, cols, rowGroups []int, each func(rec arrow.
 
 // ReadParquet reads a whole Parquet file (typically one written by
 // EncodeParquet) as it is. The caller releases the batches.
-func ReadParquet(data []byte, mem memory.Allocator) (*arrow.Schema, []arrow.RecordBatch, error) {
+func ReadParquet(data []byte, mem memory.Allocator) (_ *arrow.Schema, _ []arrow.RecordBatch, err error) {
+	defer recoverParquet(&err)
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -188,7 +193,8 @@ func ReadParquet(data []byte, mem memory.Allocator) (*arrow.Schema, []arrow.Reco
 // Row groups whose min/max statistics of column lie outside the range are
 // not read at all, so a file sorted by column (state files are sorted by
 // key group) costs only the row groups that hold the range.
-func ReadParquetFiltered(data []byte, mem memory.Allocator, column string, lo, hi int64) (*arrow.Schema, []arrow.RecordBatch, error) {
+func ReadParquetFiltered(data []byte, mem memory.Allocator, column string, lo, hi int64) (_ *arrow.Schema, _ []arrow.RecordBatch, err error) {
+	defer recoverParquet(&err)
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -318,7 +324,13 @@ func releaseAll(bs []arrow.RecordBatch) {
 
 // decodeParquet reads the declared columns of a Parquet input file, casting
 // them to the declared types.
-func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
+func decodeParquet(fileName string, data []byte, opts DecodeOptions) (_ *Decoded, err error) {
+	defer func() {
+		recoverParquet(&err)
+		if err != nil && !strings.HasPrefix(err.Error(), fileName) {
+			err = fmt.Errorf("%s: %w", fileName, err)
+		}
+	}()
 	pf, fr, err := openParquet(data, opts.Mem, opts.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fileName, err)
@@ -690,7 +702,8 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 
 // ParquetSchema returns the schema Decode infers for a Parquet file (the
 // file's own, timestamps as microseconds UTC) by reading only its footer.
-func ParquetSchema(fileName string, data []byte) (*arrow.Schema, error) {
+func ParquetSchema(fileName string, data []byte) (_ *arrow.Schema, err error) {
+	defer recoverParquet(&err)
 	pf, fr, err := openParquet(data, memory.DefaultAllocator, DefaultBatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fileName, err)
@@ -701,4 +714,12 @@ func ParquetSchema(fileName string, data []byte) (*arrow.Schema, error) {
 		return nil, fmt.Errorf("%s: parquet schema: %w", fileName, err)
 	}
 	return inferSchema(cleanSchema(fileSchema)), nil
+}
+
+// recoverParquet turns a panic of the Parquet library on a corrupt file
+// into an error: floe must never crash on bad input.
+func recoverParquet(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("corrupt Parquet data (the decoder failed: %v)", r)
+	}
 }
