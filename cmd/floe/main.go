@@ -113,6 +113,10 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		verbose     bool
 		cpuProfile  string
 		metricsFile string
+		metricsAddr string
+		metricsPush string
+		maxRestarts int
+		backoff     time.Duration
 		rf          *restoreFlags
 		sf          *storeFlags
 	)
@@ -132,6 +136,22 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if untilEpoch < 1 && cmd.Flags().Changed("until-epoch") {
 				return fmt.Errorf("--until-epoch %d: must be at least 1", untilEpoch)
+			}
+			if trigger == 0 {
+				for _, name := range []string{"max-restarts", "restart-backoff"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to --trigger workers (under --once, the scheduler's next run is the retry)", name)
+					}
+				}
+			}
+			if maxRestarts < 0 {
+				return fmt.Errorf("--max-restarts %d: must be at least 0 (0: the first failure is final)", maxRestarts)
+			}
+			if backoff <= 0 {
+				return fmt.Errorf("--restart-backoff %s: must be positive", backoff)
+			}
+			if metricsPush != "" && trigger > 0 {
+				return fmt.Errorf("--metrics-push is for --once runs (it pushes when the run ends); a --trigger worker is scraped: use --metrics-addr")
 			}
 			p, err := loadSpec(args[0])
 			if err != nil {
@@ -191,17 +211,46 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err := sf.apply(&opts); err != nil {
 				return err
 			}
-			if metricsFile != "" {
-				ui.metrics = newMetricsFile(metricsFile, p, log)
+			if metricsFile != "" || metricsAddr != "" || metricsPush != "" {
+				ui.metrics = newRunMetrics(metricsFile, p, log)
+			}
+			if metricsAddr != "" {
+				addr, err := ui.metrics.serve(metricsAddr)
+				if err != nil {
+					return err
+				}
+				log.Info("metrics: serving Prometheus metrics", "url", "http://"+addr.String()+"/metrics")
 			}
 			opts.Progress = ui.onProgress()
 			opts.WrapStore = testWrapStore
 			ui.start(ctx)
-			res, err := engine.Run(ctx, p, opts)
+			var res *engine.Result
+			if trigger > 0 {
+				sup := &supervisor{
+					policy:    restartPolicy{max: maxRestarts, base: backoff, maxDelay: defaultRestartMaxDelay},
+					log:       log,
+					stop:      stopCh,
+					restoring: opts.ResetState,
+					run:       attemptRunner(p, opts),
+					onRestart: func(n int) {
+						if ui.metrics != nil {
+							ui.metrics.restarted(n)
+						}
+					},
+				}
+				res, err = sup.supervise(ctx)
+			} else {
+				res, err = engine.Run(ctx, p, opts)
+			}
 			if err != nil && ctx.Err() != nil {
 				err = fmt.Errorf("aborted on a second signal: the epoch in progress was not committed (the next run redoes it)")
 			}
 			ui.finish(res, err)
+			if metricsPush != "" {
+				if perr := ui.metrics.push(context.Background(), metricsPush); perr != nil {
+					log.Warn("metrics: the push to the Pushgateway failed; the run's exit code is not affected", "error", perr)
+				}
+			}
 			runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
 			return err
 		},
@@ -218,6 +267,10 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
 	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch, at the end), e.g. for node_exporter's textfile collector")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics over HTTP at this address's /metrics while the run lasts (e.g. :9464 or 127.0.0.1:9464), refreshed after every epoch")
+	f.StringVar(&metricsPush, "metrics-push", "", "with --once: push the run's metrics to this Pushgateway URL when the run ends (job floe, instance = the pipeline name)")
+	f.IntVar(&maxRestarts, "max-restarts", defaultMaxRestarts, "with --trigger: restart after a transient storage failure up to this many consecutive times (a committed epoch resets the count; 0: the first failure is final)")
+	f.DurationVar(&backoff, "restart-backoff", defaultRestartBackoff, "with --trigger: delay before the first restart; it doubles with each consecutive failure up to 5m, with jitter")
 	rf = addRestoreFlags(cmd)
 	sf = addStoreFlags(cmd)
 	return cmd

@@ -2,28 +2,43 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/push"
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/spec"
 )
 
-// metricsFile writes a run's metrics in the Prometheus text format to a file
-// (for node_exporter's textfile collector): at the start, after every
-// committed epoch and when the run ends, each time atomically (a temporary
-// file renamed over the old one), so a scrape never reads half a file.
+// runMetrics holds a run's Prometheus metrics (one collector) and publishes
+// them three ways, any of which may be used together:
+//
+//   - a file in the Prometheus text format (--metrics-file, for
+//     node_exporter's textfile collector): written at the start, after every
+//     committed epoch and when the run ends, each time atomically (a
+//     temporary file renamed over the old one), so a scrape never reads half
+//     a file;
+//   - an HTTP endpoint (--metrics-addr): promhttp serving the same registry
+//     at /metrics while the run lasts, the head figures refreshed after every
+//     epoch;
+//   - a push to a Pushgateway when the run ends (--metrics-push).
 //
 // Pipeline counters (rows, files, ...) are the committed head's cumulative
 // counters, so they only grow across runs; request counters are this
 // process's. After each epoch the head is read back (a few small GETs of
 // the state, in the background: the run does not wait for them).
-type metricsFile struct {
-	path string
+type runMetrics struct {
+	path string // "" : no file
 	p    *spec.Pipeline
 	log  *slog.Logger
 	reg  *prometheus.Registry
@@ -41,13 +56,18 @@ type metricsFile struct {
 	started    time.Time           // this run
 	ended      time.Time           // zero while running
 	exitCode   int
+	restarts   int64 // restarts after failed attempts (--trigger self-healing)
+	failures   int64 // consecutive failed attempts now (0 after a commit)
 
 	kick chan struct{}
 	done chan struct{}
+	srv  *http.Server // --metrics-addr
 }
 
-func newMetricsFile(path string, p *spec.Pipeline, log *slog.Logger) *metricsFile {
-	m := &metricsFile{path: path, p: p, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+// newRunMetrics returns the metrics of a run of p; path, when not "", is
+// the textfile to keep up to date.
+func newRunMetrics(path string, p *spec.Pipeline, log *slog.Logger) *runMetrics {
+	m := &runMetrics{path: path, p: p, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
 		d: newMetricDescs(p.Name), seen: map[int64]bool{}, startEpoch: -1, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	m.read = func(ctx context.Context) (*engine.Status, error) {
 		return engine.ReadStatusWith(ctx, p, engine.StatusOptions{HeadOnly: true})
@@ -58,7 +78,7 @@ func newMetricsFile(path string, p *spec.Pipeline, log *slog.Logger) *metricsFil
 
 // start reads the head and writes the file once, then keeps it up to date
 // in the background until finish.
-func (m *metricsFile) start(ctx context.Context) {
+func (m *runMetrics) start(ctx context.Context) {
 	m.refresh(ctx)
 	go func() {
 		defer close(m.done)
@@ -69,9 +89,12 @@ func (m *metricsFile) start(ctx context.Context) {
 }
 
 // observe records a progress snapshot; a new epoch schedules a refresh.
-func (m *metricsFile) observe(pr engine.Progress) {
+func (m *runMetrics) observe(pr engine.Progress) {
 	m.mu.Lock()
 	newEpoch := !m.haveProg || pr.Epoch != m.progress.Epoch
+	if m.haveProg && newEpoch {
+		m.failures = 0 // an epoch committed: the failures before it are over
+	}
 	if m.startEpoch >= 0 {
 		m.epochs = pr.Epoch - m.startEpoch // epoch numbers are consecutive across generations
 	}
@@ -86,7 +109,7 @@ func (m *metricsFile) observe(pr engine.Progress) {
 }
 
 // finish records how the run ended and writes the file a last time.
-func (m *metricsFile) finish(ctx context.Context, res *engine.Result, code int) {
+func (m *runMetrics) finish(ctx context.Context, res *engine.Result, code int) {
 	close(m.kick)
 	<-m.done
 	m.mu.Lock()
@@ -100,7 +123,7 @@ func (m *metricsFile) finish(ctx context.Context, res *engine.Result, code int) 
 }
 
 // refresh reads the head back and writes the file.
-func (m *metricsFile) refresh(ctx context.Context) {
+func (m *runMetrics) refresh(ctx context.Context) {
 	st, err := m.read(ctx)
 	if err != nil {
 		m.log.Warn("metrics: reading the head failed; writing the figures known", "error", err)
@@ -121,12 +144,97 @@ func (m *metricsFile) refresh(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	if m.path == "" {
+		return
+	}
 	if err := prometheus.WriteToTextfile(m.path, m.reg); err != nil {
 		m.log.Warn("metrics: writing the metrics file failed", "file", m.path, "error", err)
 	}
 }
 
-// metricDescs are the metrics a metricsFile writes.
+// serve listens on addr (host:port; ":9464" for every interface) and
+// serves the metrics at /metrics until stop. The listener is opened before
+// serve returns, so a taken port fails the run at once.
+func (m *runMetrics) serve(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "floe: pipeline %s; metrics at /metrics\n", m.p.Name)
+	})
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Warn("metrics: the HTTP endpoint stopped", "error", err)
+		}
+	}()
+	return ln.Addr(), nil
+}
+
+// stopServing closes the HTTP endpoint (after the final figures were
+// recorded: a scrape in flight still gets them).
+func (m *runMetrics) stopServing() {
+	if m.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = m.srv.Shutdown(ctx)
+}
+
+// pushTimeout bounds a push to the Pushgateway.
+const pushTimeout = 30 * time.Second
+
+// push replaces the metrics of this pipeline on the Pushgateway at gateway
+// (HTTP PUT to <gateway>/metrics/job/floe/instance/<pipeline>): job "floe",
+// the pipeline name as the instance label of the grouping key, so the
+// pipelines of one gateway do not overwrite each other. User info in the URL
+// becomes basic auth.
+func (m *runMetrics) push(ctx context.Context, gateway string) error {
+	u, err := url.Parse(gateway)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("--metrics-push %q: want an http:// or https:// URL of a Pushgateway", redactURL(gateway))
+	}
+	var user *url.Userinfo
+	user, u.User = u.User, nil
+	pu := push.New(u.String(), "floe").Grouping("instance", m.p.Name).Gatherer(m.reg).
+		Client(&http.Client{Timeout: pushTimeout})
+	if user != nil {
+		pw, _ := user.Password()
+		pu = pu.BasicAuth(user.Username(), pw)
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	if err := pu.PushContext(ctx); err != nil {
+		return fmt.Errorf("pushing metrics to %s: %w", u.String(), err)
+	}
+	return nil
+}
+
+// redactURL hides the password of a URL for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// restarted records a restart after a failed attempt; failures is the
+// number of consecutive failed attempts so far.
+func (m *runMetrics) restarted(failures int) {
+	m.mu.Lock()
+	m.restarts++
+	m.failures = int64(failures)
+	m.mu.Unlock()
+}
+
+
+
+// metricDescs are the metrics of a run.
 type metricDescs struct {
 	descHeadEpoch    *prometheus.Desc
 	descHeadGen      *prometheus.Desc
@@ -148,6 +256,8 @@ type metricDescs struct {
 	descRunStart     *prometheus.Desc
 	descRunEnd       *prometheus.Desc
 	descRunExit      *prometheus.Desc
+	descRestarts     *prometheus.Desc
+	descFailures     *prometheus.Desc
 }
 
 func newMetricDescs(pipeline string) metricDescs {
@@ -176,14 +286,16 @@ func newMetricDescs(pipeline string) metricDescs {
 		descRunStart:     d("floe_run_start_timestamp_seconds", "When this run started, Unix seconds."),
 		descRunEnd:       d("floe_run_end_timestamp_seconds", "When this run ended, Unix seconds (absent while it runs)."),
 		descRunExit:      d("floe_run_exit_code", "Exit code of this run: 0 ok, 2 failed, 3 fenced (absent while it runs)."),
+		descRestarts:     d("floe_run_restarts_total", "Restarts of this --trigger worker after a failed attempt (transient storage failures)."),
+		descFailures:     d("floe_run_consecutive_failures", "Failed attempts since the last committed epoch (the worker gives up after --max-restarts)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (m *metricsFile) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
+func (m *runMetrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
 // Collect implements prometheus.Collector.
-func (m *metricsFile) Collect(ch chan<- prometheus.Metric) {
+func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, lv ...string) {
@@ -226,6 +338,8 @@ func (m *metricsFile) Collect(ch chan<- prometheus.Metric) {
 		emit(m.d.descRequests, prometheus.CounterValue, float64(k.n), k.kind)
 	}
 	emit(m.d.descRetries, prometheus.CounterValue, float64(m.reqs.Retries))
+	emit(m.d.descRestarts, prometheus.CounterValue, float64(m.restarts))
+	emit(m.d.descFailures, prometheus.GaugeValue, float64(m.failures))
 	emit(m.d.descRunStart, prometheus.GaugeValue, float64(m.started.UnixMilli())/1e3)
 	if !m.ended.IsZero() {
 		emit(m.d.descRunEnd, prometheus.GaugeValue, float64(m.ended.UnixMilli())/1e3)

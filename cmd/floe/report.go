@@ -77,7 +77,7 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 // line on a terminal and the metrics file.
 type runUI struct {
 	progress *progressLine
-	metrics  *metricsFile
+	metrics  *runMetrics
 }
 
 // onProgress is the engine's Progress callback (nil when there is nothing
@@ -111,6 +111,7 @@ func (u *runUI) finish(res *engine.Result, err error) {
 	}
 	if u.metrics != nil {
 		u.metrics.finish(context.Background(), res, exitCode(err))
+		u.metrics.stopServing()
 	}
 }
 
