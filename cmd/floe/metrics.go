@@ -232,8 +232,6 @@ func (m *runMetrics) restarted(failures int) {
 	m.mu.Unlock()
 }
 
-
-
 // metricDescs are the metrics of a run.
 type metricDescs struct {
 	descHeadEpoch    *prometheus.Desc
