@@ -21,7 +21,7 @@ import (
 // through) in the From layout and returns it in the To layout; it must not
 // keep or release its input. The result of the whole chain must have the
 // new operator's state schema exactly, or the restore fails naming the
-// operator.
+// operator. Migrate is called concurrently (subtasks restore in parallel).
 type StateMigration struct {
 	Kind     string // operator kind, e.g. "window"
 	From, To string // state format versions, e.g. "v1", "v2"
