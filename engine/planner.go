@@ -106,6 +106,13 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		chain, err := migrationChain(hg.Plan, rp.plan, opts.Migrations)
 		switch {
 		case err != nil:
+			// No chain between the state formats. A change evolve names
+			// more precisely (the window kind changed, say) is reported so.
+			if hasStatePlan(hg.Plan) {
+				if _, eerr := evolve(hg.Plan, rp.plan); eerr != nil {
+					err = eerr
+				}
+			}
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		case chain != nil:
 			rp.chain = chain
@@ -198,4 +205,15 @@ func (rp *runPlan) generationRecord() manifest.Generation {
 		}
 	}
 	return g
+}
+
+// hasStatePlan reports whether a generation recorded its operators' state
+// plans (so evolve can say precisely what changed).
+func hasStatePlan(ops []manifest.OpPlan) bool {
+	for _, o := range ops {
+		if o.StatePlan != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -40,14 +40,26 @@
 //
 // # Decoding and format evolution
 //
-// Decoding is strict: the format_version is read first and any version other
-// than FormatVersion is rejected with a clear error; within version 1 unknown
-// fields, duplicate keys, missing fields, wrong JSON types, non-integral
-// numbers and trailing data are all errors. We own the only writer, so
-// anything unexpected is corruption, not a newer writer's extension. A field
-// is required unless its json tag has omitempty. Consequently any change to
-// the set of fields is a format change: bump FormatVersion, keep decoding the
-// old version, and keep its golden files under testdata/golden.
+// Decoding is strict: the format_version is read first and a version outside
+// [MinFormatVersion, FormatVersion] is rejected with a clear error naming it;
+// within a version unknown fields, duplicate keys, missing fields, wrong JSON
+// types, non-integral numbers and trailing data are all errors. We own the
+// only writer, so anything unexpected is corruption, not a newer writer's
+// extension. A field is required unless its json tag has omitempty.
+//
+// The rule for changes: an additive change is a new optional (omitempty)
+// field whose absence means what the code did before; it is written only by
+// the new release, so it comes with a FormatVersion bump (an older release
+// then refuses the document by its version, clearly, instead of reading a
+// field it does not know as corruption), and the new release keeps reading
+// every older version (golden files under testdata/golden/v1, v2, ...).
+// Format 2 added the document checksum and the optional generation
+// identity, restored_from, operator state plans, manifest stats, operator
+// deltas and guard-rail counters. Every format-2 document carries Checksum,
+// the sha256 of its canonical encoding with Checksum empty, verified on
+// decode. Nested opaque payloads (a window's state plan, operators
+// .MarshalStatePlan) have versions of their own and ignore unknown fields,
+// so they can grow without a manifest format change.
 //
 // Every decode and validation error wraps ErrCorrupt and is an *Error that
 // names the object key and the JSON path of the field, e.g.
