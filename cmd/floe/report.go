@@ -44,7 +44,8 @@ func exitCode(err error) int {
 func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, untilEpoch int64, res *engine.Result, runErr error) {
 	if runErr != nil {
 		switch {
-		case res == nil:
+		case res == nil, res.Epochs == 0 && res.LastEpoch == 0:
+			// (LastEpoch 0: the run failed before it read the head.)
 			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
 		case errors.Is(runErr, engine.ErrSuperseded):
 			// The epoch being committed is on the chain, but another writer
