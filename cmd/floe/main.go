@@ -1,6 +1,7 @@
 // Command floe runs object-storage-native stream pipelines.
 //
 //	floe run pipeline.yaml [--once | --trigger 10s] [--parallelism N] [--drain] [--until-epoch N]
+//	         [--metrics-file F] [--metrics-addr :9464] [--metrics-push URL] [--max-restarts N]
 //	floe outputs pipeline.yaml
 //	floe plan pipeline.yaml [--parallelism N]
 //	floe status pipeline.yaml [--json]

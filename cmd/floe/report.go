@@ -44,14 +44,16 @@ func exitCode(err error) int {
 func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, untilEpoch int64, res *engine.Result, runErr error) {
 	if runErr != nil {
 		switch {
-		case res == nil, res.Epochs == 0 && res.LastEpoch == 0:
-			// (LastEpoch 0: the run failed before it read the head.)
+		case res == nil:
 			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
 		case errors.Is(runErr, engine.ErrSuperseded):
 			// The epoch being committed is on the chain, but another writer
 			// has gone past it: the reason below names it.
 			fmt.Fprintf(stderr, "pipeline %s: another writer committed on top of this run's last epoch; before it, this run finished %d epochs (%d files, %d rows in, %d rows out)\n",
 				p.Name, res.Epochs, res.Files, res.Rows+res.RowsRejected, res.RowsOut)
+		case res.Epochs == 0 && res.LastEpoch == 0:
+			// (LastEpoch 0: nothing committed, or the run failed before it read the head.)
+			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
 		case res.Epochs == 0:
 			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing; the head is epoch %d\n", p.Name, res.LastEpoch)
 		default:
