@@ -127,6 +127,9 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	if rp.refusal == nil {
 		rp.refusal = rp.identity.refusal
 	}
+	if rp.refusal == nil && p.Sink.Type == spec.SinkIceberg && (from.kind == manifest.RestoreSavepoint || from.kind == manifest.RestoreRollback) {
+		rp.refusal = fmt.Errorf("%s on an iceberg sink is not supported yet: the table has published the epochs it would abandon", from.describe())
+	}
 	switch {
 	case from.kind != "":
 		rp.newGeneration, rp.reason = true, from.describe()

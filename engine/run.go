@@ -135,9 +135,6 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 		return nil, err
 	}
 	phase("restore")
-	if r.p.Sink.Type == spec.SinkIceberg && (rp.from.kind == manifest.RestoreSavepoint || rp.from.kind == manifest.RestoreRollback) {
-		return nil, fmt.Errorf("%s on an iceberg sink is not supported yet: the table has published the epochs it would abandon", rp.from.describe())
-	}
 	if err := r.openTable(ctx); err != nil {
 		return nil, err
 	}

@@ -447,6 +447,7 @@ func (m *Manifest) Validate() error {
 		{"files_in", c.FilesIn}, {"rows_in", c.RowsIn}, {"rows_out", c.RowsOut},
 		{"rows_late", c.RowsLate}, {"rows_rejected", c.RowsRejected},
 		{"rows_filtered", c.RowsFiltered}, {"windows_emitted", c.Windows},
+		{"files_rejected_whole", c.FilesRejectedWhole}, {"files_after_drain", c.FilesAfterDrain},
 	} {
 		v.nonNegative("counters."+f.name, f.n)
 	}
