@@ -233,9 +233,14 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 					stop:      stopCh,
 					restoring: opts.ResetState,
 					run:       attemptRunner(p, opts),
-					onRestart: func(n int) {
+					onFailure: func(n int) {
 						if ui.metrics != nil {
-							ui.metrics.restarted(n)
+							ui.metrics.failed(n)
+						}
+					},
+					onRestart: func(int) {
+						if ui.metrics != nil {
+							ui.metrics.restarted()
 						}
 					},
 				}

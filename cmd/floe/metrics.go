@@ -223,12 +223,18 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// restarted records a restart after a failed attempt; failures is the
+// failed records a failed attempt of a --trigger worker; failures is the
 // number of consecutive failed attempts so far.
-func (m *runMetrics) restarted(failures int) {
+func (m *runMetrics) failed(failures int) {
+	m.mu.Lock()
+	m.failures = int64(failures)
+	m.mu.Unlock()
+}
+
+// restarted records a restart after a failed attempt.
+func (m *runMetrics) restarted() {
 	m.mu.Lock()
 	m.restarts++
-	m.failures = int64(failures)
 	m.mu.Unlock()
 }
 

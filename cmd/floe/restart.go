@@ -134,9 +134,9 @@ type supervisor struct {
 	// run runs one attempt; restored says that an epoch has been committed
 	// by an earlier attempt (restore options must not be applied again).
 	run func(ctx context.Context, restored bool) attempt
-	// onRestart is called before each restart with the consecutive failures
-	// so far (nil: nothing).
-	onRestart func(failures int)
+	// onFailure is called after each failed attempt with the consecutive
+	// failures so far, and onRestart before each restart (nil: nothing).
+	onFailure, onRestart func(failures int)
 	// sleep waits d or until stop or ctx ends; false when it did not wait
 	// the whole d (nil: a timer).
 	sleep func(ctx context.Context, d time.Duration) bool
@@ -174,6 +174,9 @@ func (s *supervisor) supervise(ctx context.Context) (*engine.Result, error) {
 			committed = true
 		}
 		failures++
+		if s.onFailure != nil {
+			s.onFailure(failures)
+		}
 		if ctx.Err() != nil || stopped(s.stop) || !restartable(a.err, a.storeGaveUp) {
 			return total, a.err
 		}

@@ -159,12 +159,14 @@ func TestCLISelfHealing(t *testing.T) {
 	// A worker across a stall that ends.
 	spec := writeSpec(t, dir, "heal", via("events"), via("heal/state"), via("heal/out"))
 	deadlines := []string{"--request-timeout", "300ms", "--retry-budget", "1s", "--log-format", "json"}
-	w := startWorker(t, append([]string{"run", spec, "--trigger", "100ms", "--max-restarts", "10", "--restart-backoff", "200ms"}, deadlines...)...)
+	maddr := freeAddr(t)
+	w := startWorker(t, append([]string{"run", spec, "--trigger", "100ms", "--max-restarts", "10", "--restart-backoff", "200ms",
+		"--metrics-addr", maddr}, deadlines...)...)
 	w.waitUntil(t, "the first four files committed", 20*time.Second, func() bool { return w.committedFiles() == 4 })
 	px.StallAll()
 	stallStart := time.Now()
 	put("events", files[4:])
-	w.waitUntil(t, "two restarts during the stall", 10*time.Second, func() bool { return len(w.restarts()) >= 2 })
+	w.waitUntil(t, "three restarts during the stall", 15*time.Second, func() bool { return len(w.restarts()) >= 3 })
 	if px.Stalled() == 0 && len(px.Log()) == 0 {
 		t.Fatal("no request reached the stalled proxy")
 	}
@@ -177,6 +179,21 @@ func TestCLISelfHealing(t *testing.T) {
 			!strings.Contains(cause, "transient storage error") {
 			t.Errorf("restart record %d: %v", i, r)
 		}
+	}
+	// The endpoint kept serving across the restarts and counts them; the
+	// commits after the stall reset the consecutive failures.
+	fams, err := scrape("http://" + maddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape after the stall: %v", err)
+	}
+	if got := gauge(fams, "floe_run_restarts_total"); got != float64(len(w.restarts())) || got < 3 {
+		t.Errorf("floe_run_restarts_total = %v, want the %d restarts logged", got, len(w.restarts()))
+	}
+	if got := gauge(fams, "floe_run_consecutive_failures"); got != 0 {
+		t.Errorf("floe_run_consecutive_failures = %v after epochs committed, want 0", got)
+	}
+	if got := gauge(fams, "floe_files_in_total"); got != 8 {
+		t.Errorf("floe_files_in_total = %v, want 8", got)
 	}
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
