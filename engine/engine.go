@@ -120,6 +120,16 @@ var ErrFenced = epoch.ErrFenced
 // writer already built on it; see epoch.ErrSuperseded.
 var ErrSuperseded = epoch.ErrSuperseded
 
+// ErrTransient marks a storage failure that may succeed when tried again
+// (store.ErrTransient); ErrCommitUnknown and ErrOutcomeUnknown mark a write
+// whose outcome could not be read back (epoch.ErrCommitUnknown,
+// store.ErrOutcomeUnknown): the next run resolves it.
+var (
+	ErrTransient      = store.ErrTransient
+	ErrCommitUnknown  = epoch.ErrCommitUnknown
+	ErrOutcomeUnknown = store.ErrOutcomeUnknown
+)
+
 // RequestStats counts object-store requests (see store.RetryStats).
 type RequestStats = store.RetryStats
 

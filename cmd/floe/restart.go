@@ -43,9 +43,10 @@ import (
 //     An unknown error is not restarted: restarting is for outages, not for
 //     bugs or decisions.
 //
-// The CLI imports only engine (internal/lint), so the store and epoch
-// sentinels are recognised by their messages (transientTexts, pinned to the
-// sentinels by TestTransientTexts) and by the GaveUp counter.
+// The CLI imports only engine (internal/lint): the store and epoch
+// sentinels are recognised through engine's re-exports, by their messages
+// when a wrap lost them (transientTexts, pinned to the sentinels by
+// TestTransientTexts), and by the GaveUp counter.
 
 // transientTexts are the messages of the sentinels a restart can get past:
 // store.ErrTransient, epoch.ErrCommitUnknown, store.ErrOutcomeUnknown. Every
@@ -65,9 +66,11 @@ func restartable(err error, storeGaveUp bool) bool {
 		errors.Is(err, manifest.ErrCorrupt), errors.Is(err, spec.ErrInvalid),
 		errors.Is(err, context.Canceled):
 		return false
-	case storeGaveUp:
+	case storeGaveUp,
+		errors.Is(err, engine.ErrTransient), errors.Is(err, engine.ErrCommitUnknown), errors.Is(err, engine.ErrOutcomeUnknown):
 		return true
 	}
+	// Errors wrapped with %v lose their sentinel: match its message.
 	msg := err.Error()
 	for _, s := range transientTexts {
 		if strings.Contains(msg, s) {
