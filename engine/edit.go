@@ -75,6 +75,7 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 		OutputLog:   e.outputs.Segments,
 	}
 	m.Source.Inline, m.Source.Segments = e.seen.Inline, e.seen.Segments
+	m.Source.Captured = e.out.captured
 	m.Source.Count = int64(r.seen.Len() + len(e.seen.Added))
 	m.Source.Inputs = make(map[string]manifest.InputState, len(e.inputs))
 	for k, v := range e.inputs {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"runtime"
 	"sort"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
 
 // The execute step: the operators run on the decoded batches, and the
@@ -37,6 +39,7 @@ type processed struct {
 
 // written is what an epoch wrote under its attempt.
 type written struct {
+	captured []manifest.FileRef // copies of the consumed input files (source.capture)
 	outRefs  []manifest.FileRef // sink outputs, by subtask
 	sideRefs []manifest.FileRef // late and rejected rows, by path
 	state    []subState         // per subtask: its base and deltas after the epoch
@@ -118,7 +121,7 @@ func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (
 // write puts the epoch's outputs, side outputs and changed state files, all
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
-func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []rejectRecord) (*written, error) {
+func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []rejectRecord, files []store.ObjectInfo) (*written, error) {
 	w := &written{state: append([]subState(nil), r.state...)}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
@@ -202,6 +205,16 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			add(&w.sideRefs, ref)
 			return nil
 		})
+	}
+	if r.p.Source.Capture {
+		w.captured = make([]manifest.FileRef, len(files))
+		for i, f := range files {
+			wg.Go(func() error {
+				ref, err := r.capture(wctx, att, f.Key)
+				w.captured[i] = ref // each goroutine writes its own index
+				return err
+			})
+		}
 	}
 	for s, sub := range r.subtasks {
 		if !out.changed[s] && w.state[s].base.Path != "" {
@@ -323,4 +336,29 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 		next.deltas = append(next.deltas, ref)
 	}
 	return next, nil
+}
+
+// captureDir is the folder, under an attempt's source/, of captured inputs.
+const captureDir = "input/"
+
+// capture copies one consumed input file into the attempt's folder
+// (source.capture): read again from the source, written attempt-tagged.
+func (r *runner) capture(ctx context.Context, att *epoch.Attempt, key string) (manifest.FileRef, error) {
+	if err := manifest.ValidateRef(captureDir+key, false); err != nil {
+		return manifest.FileRef{}, fmt.Errorf("source.capture: input file %q cannot be kept under a clean name: %w", key, err)
+	}
+	data, err := store.Read(ctx, r.st.source, key)
+	if err != nil {
+		return manifest.FileRef{}, fmt.Errorf("source.capture: read %s: %w", key, err)
+	}
+	return att.WriteSource(ctx, captureDir+key, data, 0)
+}
+
+// capturedKey returns the source key a captured copy keeps, or "".
+func capturedKey(ref manifest.FileRef) string {
+	_, after, ok := strings.Cut(ref.Path, "/source/"+captureDir)
+	if !ok {
+		return ""
+	}
+	return after
 }

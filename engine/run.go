@@ -61,6 +61,9 @@ type runner struct {
 	table *tableSink
 	// progressWaiting marks the progress report of a waiting trigger run.
 	progressWaiting bool
+	// captured maps source keys to the copies an epoch captured
+	// (source.capture), read when the source's file is gone (replay).
+	captured map[string]manifest.FileRef
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -403,7 +406,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	phase("process")
 	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
-	w, err := r.write(ctx, att, out, in.rejects)
+	w, err := r.write(ctx, att, out, in.rejects, files)
 	if err != nil {
 		return 0, err
 	}

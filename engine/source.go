@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -95,6 +96,10 @@ type fileResult struct {
 
 func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
 	data, err := store.Read(ctx, r.st.source, f.Key)
+	if ref, ok := r.captured[f.Key]; ok && errors.Is(err, store.ErrNotFound) {
+		// Gone from the source; replay reads the copy the epoch captured.
+		data, err = r.c.ReadFile(ctx, ref)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
 	}

@@ -133,6 +133,11 @@ type SourceState struct {
 	Count int64 `json:"count"`
 	// Inputs holds per-input watermark progress (keyed by input name).
 	Inputs map[string]InputState `json:"inputs,omitempty"`
+	// Captured (format 2, source.capture) are copies of the input files
+	// this epoch consumed, under its attempt folder (source/input/<key>),
+	// kept and deleted with the epoch: replay reads them when the source's
+	// own files are gone.
+	Captured []FileRef `json:"captured,omitempty"`
 }
 
 // InputState is one input's watermark progress.
@@ -235,6 +240,7 @@ func (m *Manifest) StateRefs() []FileRef {
 		refs = append(refs, op.Deltas...)
 	}
 	refs = append(refs, m.Source.Segments...)
+	refs = append(refs, m.Source.Captured...)
 	return append(refs, m.OutputLog...)
 }
 

@@ -428,6 +428,7 @@ func (m *Manifest) Validate() error {
 		seen[key] = i
 	}
 	v.fileRefs("source.segments", s.Segments, refSegment)
+	v.fileRefs("source.captured", s.Captured, refSegment)
 	v.fileRefs("output_log", m.OutputLog, refSegment)
 	v.nonNegative("source.count", s.Count)
 	if s.Count < int64(len(s.Inline)) {

@@ -344,7 +344,7 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
-		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction"}
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -415,6 +415,8 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			s.StartFrom = d.str(v, fp)
 		case "max_rejected_fraction":
 			s.MaxRejectedFraction = d.fraction(v, fp)
+		case "capture":
+			s.Capture = d.boolean(v, fp)
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {

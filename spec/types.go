@@ -161,6 +161,10 @@ type Source struct {
 	// more than this fraction of its rows were rejected, naming the file
 	// with the most rejected rows.
 	MaxRejectedFraction float64
+	// Capture keeps a copy of each epoch's consumed input files with the
+	// epoch's state (retention deletes it with the epoch), so `floe replay`
+	// works after the source's own lifecycle rules deleted the originals.
+	Capture bool
 }
 
 // InputsMode selects how source files map to watermark inputs.
