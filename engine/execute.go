@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
