@@ -182,6 +182,12 @@ type replayer struct {
 	from   *restoreSource       // where N-1's files resolve: the state root, or a savepoint N's generation began from
 	first  bool                 // N is the first epoch of its generation
 	ev     *operators.Evolution // migrates N-1's window state to the spec's (nil: none)
+	// src is the source schema the plan was compiled over, before
+	// projection pushdown (declared, or inferred from the source);
+	// skipRead is set when the epoch marked its files read without reading
+	// them (start_from: latest). Both go into an --emit-test bundle.
+	src      *arrow.Schema
+	skipRead bool
 }
 
 func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*replayer, error) {
@@ -222,6 +228,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 		}
 	}
 	if err == nil {
+		y.src = src
 		x.pl, err = compile(p, src)
 	}
 	if err == nil {
@@ -395,10 +402,21 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	res.Files = keys
 	files := make([]store.ObjectInfo, len(keys))
 	var size int64
+	r.captured = map[string]manifest.FileRef{}
+	for _, ref := range m.Source.Captured {
+		if k := capturedKey(ref); k != "" {
+			r.captured[k] = ref
+		}
+	}
 	for i, key := range keys {
 		o, ok := y.listed[key]
 		if !ok {
-			return nil, fmt.Errorf("replay: input file %s, consumed by epoch %d, is no longer in source.url %s: replay reads an epoch's input files where the epoch found them (source.capture, which would keep a copy, is not built yet): %w",
+			if ref, kept := r.captured[key]; kept {
+				files[i] = store.ObjectInfo{Key: key, Size: ref.Size} // read from the epoch's captured copy
+				size += ref.Size
+				continue
+			}
+			return nil, fmt.Errorf("replay: input file %s, consumed by epoch %d, is no longer in source.url %s and was not captured (set source.capture: true to keep a copy of each epoch's input with its state): %w",
 				key, m.Epoch, store.Redact(x.p.Source.URL), store.ErrNotFound)
 		}
 		files[i] = o
@@ -409,48 +427,58 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	}
 	if _, latest, _ := x.p.Source.StartTime(); latest && y.parent == nil && m.Counters.RowsIn == 0 && m.Watermark == manifest.NoWatermark {
 		r.skipRead = true // start_from: latest marked the files present at the start read without reading them
+		y.skipRead = true
 	}
-
-	results, err := r.decodeEpoch(ctx, files)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("replay: epoch %d: an input file it consumed is gone: %w", m.Epoch, err)
-	}
+	in, err := r.replayFiles(ctx, m.Epoch, files, m.Watermark, res)
 	if err != nil {
-		return nil, fmt.Errorf("replay: epoch %d: %w", m.Epoch, err)
-	}
-	if len(results) != len(files) {
-		return nil, fmt.Errorf("replay: epoch %d consumed %d files but max_rows_per_epoch now ends it after %d: the input changed, or the spec's row limit did", m.Epoch, len(files), len(results))
-	}
-	in := summarize(results)
-	y.checkInputs(res, in)
-	out, err := r.process(ctx, results, m.Watermark)
-	if err != nil {
-		return nil, fmt.Errorf("replay: epoch %d: %w", m.Epoch, err)
-	}
-
-	for _, bs := range out.out {
-		lines, err := jsonLines(x.pl.output, bs)
-		if err != nil {
-			return nil, fmt.Errorf("replay: outputs: %w", err)
-		}
-		res.Outputs = append(res.Outputs, lines...)
-	}
-	for _, bs := range out.lateRows {
-		lines, err := jsonLines(x.pl.windowIn, bs)
-		if err != nil {
-			return nil, fmt.Errorf("replay: late rows: %w", err)
-		}
-		res.Late = append(res.Late, lines...)
-	}
-	if res.Rejected, err = rejectLines(in.rejects); err != nil {
 		return nil, err
 	}
-	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)), RowsOut: int64(len(res.Outputs)),
-		RowsLate: out.late, RowsRejected: int64(len(in.rejects)), RowsFiltered: in.filtered, Windows: out.windows}
+	y.checkInputs(res, in)
 	for _, w := range res.Warnings {
 		y.log.Warn(w)
 	}
 	return res, nil
+}
+
+// replayFiles decodes the files epoch ep consumed with r (whose state is
+// restored), processes them at the epoch's recorded watermark wm, and
+// fills res's rows and counters. Replay and ReplayBundle share it.
+func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.ObjectInfo, wm int64, res *ReplayResult) (inputSummary, error) {
+	results, err := r.decodeEpoch(ctx, files)
+	if errors.Is(err, store.ErrNotFound) {
+		return inputSummary{}, fmt.Errorf("replay: epoch %d: an input file it consumed is gone: %w", ep, err)
+	}
+	if err != nil {
+		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
+	}
+	if len(results) != len(files) {
+		return inputSummary{}, fmt.Errorf("replay: epoch %d consumed %d files but max_rows_per_epoch now ends it after %d: the input changed, or the spec's row limit did", ep, len(files), len(results))
+	}
+	in := summarize(results)
+	out, err := r.process(ctx, results, wm)
+	if err != nil {
+		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
+	}
+	for _, bs := range out.out {
+		lines, err := jsonLines(r.plan.output, bs)
+		if err != nil {
+			return inputSummary{}, fmt.Errorf("replay: outputs: %w", err)
+		}
+		res.Outputs = append(res.Outputs, lines...)
+	}
+	for _, bs := range out.lateRows {
+		lines, err := jsonLines(r.plan.windowIn, bs)
+		if err != nil {
+			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
+		}
+		res.Late = append(res.Late, lines...)
+	}
+	if res.Rejected, err = rejectLines(in.rejects); err != nil {
+		return inputSummary{}, err
+	}
+	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)), RowsOut: int64(len(res.Outputs)),
+		RowsLate: out.late, RowsRejected: int64(len(in.rejects)), RowsFiltered: in.filtered, Windows: out.windows}
+	return in, nil
 }
 
 // consumed returns the input files epoch N consumed, in its order: the
