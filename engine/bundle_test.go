@@ -407,3 +407,56 @@ func parquetOf(t *testing.T, lines []string) []byte {
 	}
 	return data
 }
+
+// TestEmitTestBundleRestoredGenerations: every retained epoch, including
+// the first epochs of generations that began with a rollback, a reset, a
+// savepoint restore (its state copied from the savepoint folder), a
+// reprocess and a rescale, makes a bundle that replays to its golden lines,
+// which are the pipeline's own replay lines.
+func TestEmitTestBundleRestoredGenerations(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	replayInput(t, e, 14, 5)
+	text := strings.NewReplacer("{{source}}", e.source, "{{state}}", e.state, "{{sink}}", e.sink, "{{late}}", e.late).Replace(bundleSliding)
+	p, err := spec.Parse("test.yaml", []byte(text), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p, engine.Options{UntilEpoch: 3})
+	if _, err := engine.CreateSavepoint(ctx, p, "sp", 2); err != nil {
+		t.Fatal(err)
+	}
+	run(t, p, engine.Options{UntilEpoch: 4})
+	for _, o := range []engine.Options{{RollbackTo: 3, UntilEpoch: 5}, {ResetState: true, UntilEpoch: 6},
+		{FromSavepoint: "sp", UntilEpoch: 7}, {ReprocessRejected: true, UntilEpoch: 8}, {Parallelism: 4}} {
+		run(t, p, o)
+	}
+	head, err := engine.ReadState(ctx, p, engine.StateQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := map[string]bool{}
+	for ep := int64(1); ep <= head.Epoch; ep++ {
+		res, err := engine.Replay(ctx, p, engine.ReplayOptions{Epoch: ep})
+		if err != nil {
+			t.Fatalf("epoch %d: %v", ep, err)
+		}
+		dir, b := emitBundle(t, p, []byte(text), ep, fmt.Sprintf("e%d", ep))
+		restarts[b.Restart] = true
+		var want bytes.Buffer
+		_ = res.WriteText(&want)
+		golden, _ := os.ReadFile(filepath.Join(dir, engine.BundleGoldenFile))
+		if !bytes.Equal(golden, want.Bytes()) {
+			t.Fatalf("epoch %d: golden.txt is not the replay's lines", ep)
+		}
+		if err := bundle.Verify(ctx, dir); err != nil {
+			t.Fatalf("epoch %d (%s): %v", ep, b.Restart, err)
+		}
+		t.Logf("epoch %d: restart %q, %d lines, parallelism %d", ep, b.Restart, b.GoldenLines, b.Parallelism)
+	}
+	for _, k := range []string{manifest.RestoreRollback, manifest.RestoreReset, manifest.RestoreSavepoint, manifest.RestoreReprocess} {
+		if !restarts[k] {
+			t.Fatalf("no bundle of a %s generation's first epoch (%v)", k, restarts)
+		}
+	}
+}
