@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
 )
 
 // replayCmd is `floe replay SPEC --epoch N [--verify] [--out FILE]
@@ -20,9 +23,10 @@ func replayCmd(stdout, stderr io.Writer) *cobra.Command {
 		verify      bool
 		out         string
 		parallelism int
+		emit        string
 	)
 	cmd := &cobra.Command{
-		Use:   "replay SPEC.yaml --epoch N [--verify] [--out FILE] [--parallelism P]",
+		Use:   "replay SPEC.yaml --epoch N [--verify] [--out FILE] [--parallelism P] [--emit-test DIR]",
 		Short: "re-run a committed epoch from the state of the epoch before it, on the input files it read; writes nothing (--verify: compare with what it committed)",
 		Long: `Re-run committed epoch N: restore the state of epoch N-1, read exactly the input files
 epoch N consumed (named in its manifest), advance the windows to the watermark epoch N
@@ -37,7 +41,14 @@ to a file instead of stdout (compare two with floe replay-diff). --verify compar
 with what epoch N committed: exit 0 identical, 1 with the first difference and the
 count (without source.late_url late rows were only counted, so their count is compared).
 --parallelism replays with that many subtasks (default: the epoch's); the rows are the same.
-Epoch N and N-1 must be retained, and the input files epoch N read must still be there.`,
+Epoch N and N-1 must be retained, and the input files epoch N read must still be there.
+
+--emit-test DIR writes a self-contained regression bundle of epoch N to DIR (a new or empty
+folder): the input files it read (inputs/), the state of epoch N-1 as a savepoint folder
+(state/), the spec with its URLs pointing inside the bundle (spec.yaml), the replayed lines
+(golden.txt), bundle.json, and replay_test.go, whose one call, bundle.Check(t, "."), replays
+the bundle with the floe it is built with and compares the lines byte for byte. Put DIR in
+a Go module that requires github.com/floe-dev/floe and run go test.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("epoch") {
@@ -54,6 +65,12 @@ Epoch N and N-1 must be retained, and the input files epoch N read must still be
 				return err
 			}
 			opts := engine.ReplayOptions{Epoch: ep, Parallelism: parallelism}
+			if emit != "" {
+				if verify || out != "" {
+					return fmt.Errorf("--emit-test excludes --verify and --out")
+				}
+				return emitTest(cmd, stdout, args[0], p, opts, emit)
+			}
 			if !verify {
 				res, err := engine.Replay(cmd.Context(), p, opts)
 				if err != nil {
@@ -100,7 +117,34 @@ Epoch N and N-1 must be retained, and the input files epoch N read must still be
 	f.BoolVar(&verify, "verify", false, "compare the replayed rows with what the epoch committed; exit 1 if they differ")
 	f.StringVar(&out, "out", "", "write the replayed lines to this file (for floe replay-diff)")
 	f.IntVar(&parallelism, "parallelism", 0, "subtasks to replay with (default: the epoch's generation's)")
+	f.StringVar(&emit, "emit-test", "", "write a self-contained regression bundle (inputs, starting state, golden lines, a Go test) to this new or empty folder")
 	return cmd
+}
+
+// emitTest is `floe replay SPEC --epoch N --emit-test DIR`.
+func emitTest(cmd *cobra.Command, stdout io.Writer, specPath string, p *spec.Pipeline, opts engine.ReplayOptions, dir string) error {
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("--emit-test %s: the folder is not empty; give a new or empty folder", dir)
+	}
+	text, err := os.ReadFile(specPath)
+	if err != nil {
+		return err
+	}
+	b, err := engine.EmitTestBundle(cmd.Context(), p, engine.EmitOptions{ReplayOptions: opts, Spec: text, Dir: dir})
+	if err != nil {
+		return err
+	}
+	from := "empty state"
+	switch {
+	case b.Parent != nil && b.Restart == manifest.RestoreReset:
+		from = "empty state (reset)"
+	case b.Parent != nil:
+		from = fmt.Sprintf("the state of epoch %d", b.Parent.Epoch)
+	}
+	fmt.Fprintf(stdout, "wrote the regression bundle of epoch %d of pipeline %s to %s: %d input files, %s, %d golden lines\n",
+		b.Epoch, b.Pipeline, dir, len(b.Files), from, b.GoldenLines)
+	fmt.Fprintf(stdout, "run it: put %s in a Go module that requires github.com/floe-dev/floe, then go test ./%s\n", dir, filepath.Base(dir))
+	return nil
 }
 
 func warn(w io.Writer, warnings []string) {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/floe-dev/floe/bundle"
 )
 
 // replayCLISpec: sliding windows at P=3 with late rows kept, rejected rows,
@@ -154,5 +157,42 @@ func TestCLIReplay(t *testing.T) {
 	t.Logf("deleted input: %s", e)
 	if code, _, e := floe("replay", spec); code != 2 || !strings.Contains(e, "--epoch is required") {
 		t.Fatalf("replay without --epoch: code %d\n%s", code, e)
+	}
+}
+
+// TestCLIReplayEmitTest: --emit-test writes a bundle that bundle.Verify
+// passes (golden.txt is replay --out's file), refuses a non-empty folder
+// and --verify alongside (exit 2), and writes nothing to the pipeline.
+func TestCLIReplayEmitTest(t *testing.T) {
+	spec, dir := replayCLIPipeline(t, replayCLISpec)
+	if code, out, e := floe("run", spec); code != 0 {
+		t.Fatalf("run: code %d\n%s%s", code, out, e)
+	}
+	before := tree(t, dir)
+	b := filepath.Join(t.TempDir(), "epoch4")
+	code, out, e := floe("replay", spec, "--epoch", "4", "--emit-test", b)
+	if code != 0 || !strings.Contains(out, "wrote the regression bundle of epoch 4 of pipeline replay-cli to "+b+": 1 input files, the state of epoch 3,") {
+		t.Fatalf("replay --emit-test: code %d\n%s%s", code, out, e)
+	}
+	if after := tree(t, dir); after != before {
+		t.Fatalf("--emit-test wrote to the pipeline:\n%s\n%s", before, after)
+	}
+	if err := bundle.Verify(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(t.TempDir(), "e4.txt")
+	if code, out, e := floe("replay", spec, "--epoch", "4", "--out", outFile); code != 0 {
+		t.Fatalf("replay --out: code %d\n%s%s", code, out, e)
+	}
+	want, _ := os.ReadFile(outFile)
+	golden, _ := os.ReadFile(filepath.Join(b, "golden.txt"))
+	if string(want) != string(golden) || len(golden) == 0 {
+		t.Fatalf("golden.txt is not replay --out's file:\n%s\n%s", golden, want)
+	}
+	if code, _, e := floe("replay", spec, "--epoch", "5", "--emit-test", b); code != 2 || !strings.Contains(e, "not empty") {
+		t.Fatalf("--emit-test into a non-empty folder: code %d\n%s", code, e)
+	}
+	if code, _, e := floe("replay", spec, "--epoch", "5", "--verify", "--emit-test", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(e, "excludes") {
+		t.Fatalf("--emit-test with --verify: code %d\n%s", code, e)
 	}
 }
