@@ -184,6 +184,14 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 			return nil, fmt.Errorf("emit-test: input file %q: %w", key, err)
 		}
 		data, err := store.Read(ctx, y.x.st.source, key)
+		if errors.Is(err, store.ErrNotFound) {
+			// Gone from the source: the copy the epoch captured, if any.
+			for _, ref := range y.m.Source.Captured {
+				if capturedKey(ref) == key {
+					data, err = y.x.c.ReadFile(ctx, ref)
+				}
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("emit-test: read input file %s: %w", key, err)
 		}
