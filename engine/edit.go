@@ -17,6 +17,8 @@ import (
 type epochEdit struct {
 	files     []store.ObjectInfo // source files the epoch consumed
 	seen      epoch.SegEdit      // processed-file set after the epoch
+	sizes     epoch.SegEdit      // processed files' sizes after the epoch
+	changed   map[string]int64   // processed files found changed, recorded now
 	outputs   epoch.SegEdit      // committed-output log after the epoch
 	inputs    map[string]manifest.InputState
 	counters  manifest.Counters // totals after the epoch
@@ -41,6 +43,17 @@ func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	if e.seen, err = r.seen.Prepare(ctx, att, keys); err != nil {
 		return nil, err
 	}
+	sizes := make([]string, 0, len(files)+len(r.changed))
+	for _, f := range files {
+		sizes = append(sizes, sizeEntry(f.Key, f.Size))
+	}
+	e.changed = r.changed
+	for k, n := range r.changed {
+		sizes = append(sizes, sizeEntry(k, n))
+	}
+	if e.sizes, err = r.sizes.Prepare(ctx, att, sizes); err != nil {
+		return nil, err
+	}
 	paths := make([]string, len(w.outRefs))
 	for i, o := range w.outRefs {
 		paths[i] = o.Path
@@ -57,6 +70,7 @@ func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	c.RowsFiltered += in.filtered
 	c.Windows += out.windows
 	c.FilesRejectedWhole += in.wholeFiles
+	c.FilesChanged += int64(len(r.changed))
 	if r.wm == math.MaxInt64 {
 		c.FilesAfterDrain += int64(len(files))
 	}
@@ -76,6 +90,7 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 	}
 	m.Source.Inline, m.Source.Segments = e.seen.Inline, e.seen.Segments
 	m.Source.Captured = e.out.captured
+	m.Source.SizesInline, m.Source.SizeSegments = e.sizes.Inline, e.sizes.Segments
 	m.Source.Count = int64(r.seen.Len() + len(e.seen.Added))
 	m.Source.Inputs = make(map[string]manifest.InputState, len(e.inputs))
 	for k, v := range e.inputs {
@@ -104,6 +119,15 @@ func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.head, r.wm = head, e.watermark
 	r.res.Watermark = e.watermark
 	r.seen.Apply(e.seen)
+	r.sizes.Apply(e.sizes)
+	for _, x := range e.sizes.Added {
+		if k, n, ok := splitSize(x); ok {
+			r.sizeOf[k] = n
+		}
+	}
+	for k := range e.changed {
+		delete(r.changed, k)
+	}
 	r.outputs.Apply(e.outputs)
 	r.inputs = e.inputs
 	r.counters = e.counters

@@ -211,3 +211,36 @@ func TestGuardRails(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedFileDetected: a processed input file rewritten with another
+// size is warned about once, counted (files_changed) and not read again;
+// the size log survives restarts and retention.
+func TestChangedFileDetected(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	p := e.pipeline(t, windowSpec)
+	run(t, p, engine.Options{})
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:11", "u9", 7))) // rewritten in place
+	e.put(t, "2.jsonl", jsonl(ev("00:01:10", "u2", 2)))
+	res := run(t, p, engine.Options{})
+	if res.Files != 1 {
+		t.Fatalf("%d files read; want only the new one (a changed file is not read again)", res.Files)
+	}
+	st, err := engine.ReadStatus(ctx, p)
+	must(t, err)
+	if st.Counters.FilesChanged != 1 || !strings.Contains(st.Health, "1 input files changed after they were read") {
+		t.Fatalf("files_changed %d, health %q; want 1, and the health line saying so", st.Counters.FilesChanged, st.Health)
+	}
+	// Recorded with its new size: later runs do not count it again.
+	e.put(t, "3.jsonl", jsonl(ev("00:02:10", "u3", 3)))
+	run(t, p, engine.Options{Drain: true})
+	st, err = engine.ReadStatus(ctx, p)
+	must(t, err)
+	if st.Counters.FilesChanged != 1 {
+		t.Fatalf("files_changed %d after another run, want still 1", st.Counters.FilesChanged)
+	}
+	if rows := committedRows(t, p); strings.Contains(strings.Join(rows, ";"), "u9") {
+		t.Fatalf("the changed file was read again: %v", rows)
+	}
+}

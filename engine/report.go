@@ -506,6 +506,21 @@ func (s *Status) judge(head *epoch.Head) {
 			s.Health += ", last commit " + fmtAge(*s.LastCommitAgeS) + " ago"
 		}
 	}
+	// Guard rails: what the pipeline put up with, over its life.
+	if c := s.Counters; c != nil {
+		for _, g := range []struct {
+			n    int64
+			what string
+		}{
+			{c.FilesRejectedWhole, "input files rejected whole (floe reprocess --rejected reads them again)"},
+			{c.FilesAfterDrain, "input files read after --drain (their rows were late)"},
+			{c.FilesChanged, "input files changed after they were read (not read again)"},
+		} {
+			if g.n > 0 {
+				s.Health += fmt.Sprintf("; %d %s", g.n, g.what)
+			}
+		}
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -25,6 +27,30 @@ func newSeenLog() *epoch.SegLog {
 	return l
 }
 
+// newSizeLog records the size of every processed file ("<key>\x00<size>").
+func newSizeLog() *epoch.SegLog {
+	l := epoch.NewSegLog("sizes", inlineSeenMax)
+	l.Check = func(e string) error {
+		if _, _, ok := splitSize(e); !ok {
+			return fmt.Errorf("size log entry %q is not <key>\\x00<size>: %w", e, manifest.ErrCorrupt)
+		}
+		return nil
+	}
+	return l
+}
+
+// splitSize parses a size-log entry.
+func splitSize(e string) (string, int64, bool) {
+	key, num, ok := strings.Cut(e, "\x00")
+	if !ok || key == "" {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	return key, n, err == nil && n >= 0
+}
+
+func sizeEntry(key string, size int64) string { return key + "\x00" + strconv.FormatInt(size, 10) }
+
 // newOutputLog is the committed-output log: sink-relative paths, checked
 // on read so an edited log can never name a file outside the sink.
 func newOutputLog() *epoch.SegLog {
@@ -38,6 +64,7 @@ func newOutputLog() *epoch.SegLog {
 // parallelism changed. It reads only.
 func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	r.seen = newSeenLog()
+	r.sizes, r.sizeOf = newSizeLog(), map[string]int64{}
 	r.outputs = newOutputLog()
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
@@ -52,6 +79,17 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		if !from.shared {
 			r.seen.Rebase()
 			r.outputs.Rebase()
+		}
+		if err := r.sizes.LoadFrom(ctx, from.store, m.Source.SizesInline, m.Source.SizeSegments, from.prefix); err != nil {
+			return err
+		}
+		if !from.shared {
+			r.sizes.Rebase()
+		}
+		for _, e := range r.sizes.Entries() {
+			if k, n, ok := splitSize(e); ok {
+				r.sizeOf[k] = n
+			}
 		}
 		if n := r.seen.Remove(from.forget); n > 0 {
 			r.log.Info("reprocess: these input files will be read again", "files", n)

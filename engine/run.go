@@ -61,6 +61,13 @@ type runner struct {
 	table *tableSink
 	// progressWaiting marks the progress report of a waiting trigger run.
 	progressWaiting bool
+	// sizes records every processed file's size; sizeOf is its index.
+	// changed holds processed files found with another size, recorded by
+	// the next epoch (noted: warned about in this run).
+	sizes   *epoch.SegLog
+	sizeOf  map[string]int64
+	changed map[string]int64
+	noted   map[string]bool
 	// captured maps source keys to the copies an epoch captured
 	// (source.capture), read when the source's file is gone (replay).
 	captured map[string]manifest.FileRef
@@ -182,6 +189,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	pend := r.dc.interleave(pendingFiles(files, r.seen.Has))
 	known := int64(len(pend))
 	r.warnAfterDrain(pend)
+	r.noteChanged(files)
 	if _, latest, _ := r.p.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
 		r.skipRead = true
 		n, err := r.epoch(ctx, pend, pend, false, false)
@@ -232,6 +240,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			pend = r.dc.interleave(pendingFiles(files, r.seen.Has))
 			known = r.res.Files + int64(len(pend))
 			r.warnAfterDrain(pend)
+			r.noteChanged(files)
 			if len(pend) == 0 {
 				// Idle: let the idle timeout advance the watermark.
 				if _, err := r.epoch(ctx, nil, nil, false, true); err != nil {
@@ -300,6 +309,24 @@ func firstReason(rs []rejectRecord, file string) string {
 		}
 	}
 	return ""
+}
+
+// noteChanged warns about processed input files whose size changed since
+// they were read (input files must be immutable: they are not read again);
+// the next epoch counts them (files_changed) and records the new size.
+func (r *runner) noteChanged(files []store.ObjectInfo) {
+	for _, f := range files {
+		old, known := r.sizeOf[f.Key]
+		if !known || old == f.Size || !r.seen.Has(f.Key) || r.noted[f.Key] {
+			continue
+		}
+		if r.changed == nil {
+			r.changed, r.noted = map[string]int64{}, map[string]bool{}
+		}
+		r.changed[f.Key], r.noted[f.Key] = f.Size, true
+		r.log.Warn("a processed input file changed after it was read; it is not read again (input files must be immutable: write a new file; `floe reprocess --files` reads it again)",
+			"file", f.Key, "size_then", old, "size_now", f.Size)
+	}
 }
 
 // warnAfterDrain says so when input arrives for a pipeline whose input was

@@ -138,6 +138,11 @@ type SourceState struct {
 	// kept and deleted with the epoch: replay reads them when the source's
 	// own files are gone.
 	Captured []FileRef `json:"captured,omitempty"`
+	// SizesInline / SizeSegments (format 2) record the size of every
+	// processed file as "<key>\x00<size>" entries (the last entry of a key
+	// wins), so a run notices an input file changed after it was read.
+	SizesInline  []string  `json:"sizes_inline,omitempty"`
+	SizeSegments []FileRef `json:"size_segments,omitempty"`
 }
 
 // InputState is one input's watermark progress.
@@ -161,6 +166,9 @@ type Counters struct {
 	// FilesAfterDrain counts files read after the input was ended with
 	// --drain (their rows are late).
 	FilesAfterDrain int64 `json:"files_after_drain,omitempty"`
+	// FilesChanged counts processed input files found with another size
+	// later (input files must be immutable; they are not read again).
+	FilesChanged int64 `json:"files_changed,omitempty"`
 }
 
 // OperatorState is one stateful operator's committed state.
@@ -241,6 +249,7 @@ func (m *Manifest) StateRefs() []FileRef {
 	}
 	refs = append(refs, m.Source.Segments...)
 	refs = append(refs, m.Source.Captured...)
+	refs = append(refs, m.Source.SizeSegments...)
 	return append(refs, m.OutputLog...)
 }
 

@@ -429,6 +429,7 @@ func (m *Manifest) Validate() error {
 	}
 	v.fileRefs("source.segments", s.Segments, refSegment)
 	v.fileRefs("source.captured", s.Captured, refSegment)
+	v.fileRefs("source.size_segments", s.SizeSegments, refSegment)
 	v.fileRefs("output_log", m.OutputLog, refSegment)
 	v.nonNegative("source.count", s.Count)
 	if s.Count < int64(len(s.Inline)) {
@@ -448,7 +449,7 @@ func (m *Manifest) Validate() error {
 		{"files_in", c.FilesIn}, {"rows_in", c.RowsIn}, {"rows_out", c.RowsOut},
 		{"rows_late", c.RowsLate}, {"rows_rejected", c.RowsRejected},
 		{"rows_filtered", c.RowsFiltered}, {"windows_emitted", c.Windows},
-		{"files_rejected_whole", c.FilesRejectedWhole}, {"files_after_drain", c.FilesAfterDrain},
+		{"files_rejected_whole", c.FilesRejectedWhole}, {"files_after_drain", c.FilesAfterDrain}, {"files_changed", c.FilesChanged},
 	} {
 		v.nonNegative("counters."+f.name, f.n)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/floe-dev/floe/internal/datagen"
 	"github.com/floe-dev/floe/internal/faultproxy"
 	"github.com/floe-dev/floe/internal/s3test"
@@ -181,11 +183,18 @@ func TestCLISelfHealing(t *testing.T) {
 		}
 	}
 	// The endpoint kept serving across the restarts and counts them; the
-	// commits after the stall reset the consecutive failures.
-	fams, err := scrape("http://" + maddr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape after the stall: %v", err)
-	}
+	// commits after the stall reset the consecutive failures. The head
+	// figures are refreshed in the background after each epoch: wait for
+	// the last one.
+	var fams map[string]*dto.MetricFamily
+	w.waitUntil(t, "the metrics to show all eight files", 10*time.Second, func() bool {
+		f, err := scrape("http://" + maddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		fams = f
+		return gauge(f, "floe_files_in_total") == 8
+	})
 	if got := gauge(fams, "floe_run_restarts_total"); got != float64(len(w.restarts())) || got < 3 {
 		t.Errorf("floe_run_restarts_total = %v, want the %d restarts logged", got, len(w.restarts()))
 	}
