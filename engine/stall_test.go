@@ -145,3 +145,50 @@ func TestS3FaultsThroughProxy(t *testing.T) {
 	}
 	t.Logf("faults injected: %s", px.FaultSummary())
 }
+
+// TestRequestCountsMatchServer: 30 epochs on S3 with every store behind a
+// counting proxy: the run's request totals by kind equal the HTTP requests
+// the server saw (no faults, so no retries), and history shows every
+// epoch's recorded requests.
+func TestRequestCountsMatchServer(t *testing.T) {
+	e := s3Env(t)
+	u, err := url.Parse(e.state)
+	must(t, err)
+	px, err := faultproxy.Start(u.Query().Get("endpoint"))
+	must(t, err)
+	t.Cleanup(px.Close)
+	for i := range 30 {
+		e.put(t, fmt.Sprintf("%02d.jsonl", i), jsonl(ev(fmt.Sprintf("00:%02d:10", i), "u1", i+1), ev(fmt.Sprintf("00:%02d:20", i), fmt.Sprintf("u%d", i%4), 1)))
+	}
+	e.source, e.state, e.sink, e.late = s3test.Via(e.source, px.URL), s3test.Via(e.state, px.URL), s3test.Via(e.sink, px.URL), s3test.Via(e.late, px.URL)
+	p := e.pipeline(t, strings.Replace(windowSpec, "parallelism: 2}", "parallelism: 2, retain_epochs: 40}", 1))
+	px.ResetCounts()
+	res := run(t, p, engine.Options{})
+	seen := px.Counts()
+	r := res.Requests
+	if res.Epochs != 30 || r.Retries != 0 {
+		t.Fatalf("%d epochs, %d retries; want 30 epochs without retries", res.Epochs, r.Retries)
+	}
+	// A GET serves Get (and Read) calls and LIST pages; no HEAD is sent.
+	if int64(seen["GET"]) != r.Get.Attempts+r.List.Attempts || int64(seen["PUT"]) != r.Put.Attempts ||
+		int64(seen["DELETE"]) != r.Delete.Attempts || seen["HEAD"] != 0 {
+		t.Fatalf("the server saw %v; the run counted %+v", seen, r)
+	}
+	hist, err := engine.History(context.Background(), p, 0)
+	must(t, err)
+	if len(hist) != 30 {
+		t.Fatalf("history has %d epochs, want 30", len(hist))
+	}
+	var puts int64
+	for _, h := range hist {
+		if h.Puts == nil || h.Gets == nil || *h.Puts == 0 {
+			t.Fatalf("epoch %d has no recorded requests: %+v", h.Epoch, h)
+		}
+		puts += *h.Puts
+	}
+	// Each epoch's record excludes its own manifest create and pointer swap.
+	if puts+2*30 > r.Put.Attempts {
+		t.Fatalf("history's PUTs (%d) plus 2 per commit exceed the run's %d", puts, r.Put.Attempts)
+	}
+	t.Logf("server saw %v; history PUTs %d of the run's %d", seen, puts, r.Put.Attempts)
+}
