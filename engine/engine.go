@@ -371,16 +371,11 @@ func identityOf(raw string) string {
 // Outputs returns the sink-relative paths of every committed output file,
 // in commit order, and the sink URL they are relative to.
 func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
-	st, err := openStores(ctx, p, &Options{}, false)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
-	head, err := c.Peek(ctx) // read-only: no roll-forward write
-	if err != nil {
-		return nil, err
-	}
 	if head.Manifest == nil {
 		return nil, nil
 	}

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -46,19 +45,11 @@ type EpochRecord struct {
 // rules): the chain from the head as Peek finds it, through parents, until
 // retention's cut.
 func History(ctx context.Context, p *spec.Pipeline, limit int) ([]EpochRecord, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := openStores(ctx, p, &Options{}, false)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
-	head, err := c.Peek(ctx)
-	if err != nil {
-		return nil, err
-	}
 	n := int(^uint(0) >> 1)
 	if limit > 0 {
 		n = limit + 1 // one more: the parent of the oldest shown, for its differences

@@ -31,7 +31,10 @@ type SavepointInfo struct {
 	URL        string `json:"url"`
 }
 
-func openForSavepoints(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
+// openHead opens a pipeline's state and sink (not its source) for a
+// read-only command and peeks at the head (no roll-forward write). The
+// caller closes the stores.
+func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -59,7 +62,7 @@ func CreateSavepoint(ctx context.Context, p *spec.Pipeline, name string, epochN 
 // CreateSavepointTo is CreateSavepoint writing through dst (nil: the named
 // savepoint's folder), e.g. a store with injected faults.
 func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epochN int64, dst store.Store) (*SavepointInfo, error) {
-	st, c, head, err := openForSavepoints(ctx, p)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func savepointInfo(s epoch.SavepointInfo, u string) *SavepointInfo {
 
 // ListSavepoints lists the pipeline's named savepoints.
 func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, error) {
-	st, c, head, err := openForSavepoints(ctx, p)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +138,7 @@ func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, err
 
 // DeleteSavepoint deletes a named savepoint (refused while claimed).
 func DeleteSavepoint(ctx context.Context, p *spec.Pipeline, name string) error {
-	st, c, head, err := openForSavepoints(ctx, p)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if err := manifest.ValidateSavepointName(name); err != nil {
 		return nil, err
 	}
-	st, c, head, err := openForSavepoints(ctx, p)
+	st, c, head, err := openHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -82,6 +82,13 @@ func loadSpec(path string) (*spec.Pipeline, error) {
 	return p, nil
 }
 
+// writeJSON prints v as indented JSON: the --json form of every command.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func newLogger(format string, w io.Writer, level slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch format {
@@ -325,9 +332,7 @@ func planCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(stdout, rep)
 			}
 			rep.Print(stdout)
 			if !rep.Compatible {
@@ -357,9 +362,7 @@ func verifyCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := writeJSON(stdout, rep); err != nil {
 					return err
 				}
 			} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +138,7 @@ that is missing or corrupt: exit 1), or unknown (the source cannot be listed).
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(st); err != nil {
+				if err := writeJSON(stdout, st); err != nil {
 					return err
 				}
 			} else {
@@ -185,9 +182,7 @@ an older floe; rows of the oldest retained epoch when its parent was removed).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(recs)
+				return writeJSON(stdout, recs)
 			}
 			if len(recs) == 0 {
 				fmt.Fprintf(stdout, "pipeline %s: nothing committed yet\n", p.Name)

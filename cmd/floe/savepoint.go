@@ -87,9 +87,7 @@ func savepointCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if listJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(sps)
+				return writeJSON(stdout, sps)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "name\tepoch\tgeneration\twatermark\tbytes\tcreated\tclaimed")
