@@ -1,0 +1,81 @@
+package operators
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Stateful is one instance (subtask) of a keyed, event-time operator whose
+// state lives in the epoch: the window, and the graph stages (dedup, top_n,
+// join). The engine drives every instance the same way:
+//
+//   - rows are routed to an instance by the key group of their key columns
+//     (KeyColumns of the input they arrive on; keygroup.Of over the
+//     SerializeKey encoding) and passed with ProcessInput, each instance
+//     seeing every batch through its own selection (possibly empty, which
+//     still advances its arrival sequence, so ties break the same way at any
+//     parallelism);
+//   - Advance(wm) then emits what the watermark made final, exactly once;
+//   - its state is written as a full snapshot (Snapshot) or a delta since
+//     the last snapshot point (SnapshotDelta: upserts and tombstones), and
+//     restored with Restore then ApplyDelta in order, each filtering rows by
+//     key-group range [kgLo, kgHi) so rescale works;
+//   - every state row starts with an int32 column key_group (ColKeyGroup)
+//     and rows are written sorted by it, so readers can skip row groups.
+//
+// Operators are not safe for concurrent use; batches passed in are read,
+// never modified, and may be shared by several instances at once.
+type Stateful interface {
+	// ID is the operator id (the stage name), used in state paths and errors.
+	ID() string
+	// NumInputs is 1, or 2 for a join (input 0 left, 1 right).
+	NumInputs() int
+	// InputSchemaOf is the schema of input i.
+	InputSchemaOf(i int) *arrow.Schema
+	// KeyColumns are the indices, in input i's schema, of the key columns
+	// rows are routed by.
+	KeyColumns(i int) []int
+	OutputSchema() *arrow.Schema
+	StateSchema() *arrow.Schema
+	TombstoneSchema() *arrow.Schema
+	SetAllocator(memory.Allocator)
+
+	// ProcessInput consumes rows sel of rec (ascending; nil means all)
+	// arriving on input i and returns the rows that were late (the caller
+	// writes them to the stage's side output and releases them), or nil.
+	ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (late arrow.RecordBatch, err error)
+	// Advance emits what became final at watermark wm (ignored unless it
+	// raises Watermark), in a deterministic order; nil when nothing is due.
+	Advance(wm int64) (arrow.RecordBatch, error)
+	Watermark() int64
+	// Len is the number of state rows held (a compaction-policy estimate).
+	Len() int
+
+	// Dirty reports the state rows created or changed, and removed, since
+	// the last snapshot point.
+	Dirty() (changed, removed int)
+	Snapshot() ([]arrow.RecordBatch, error)
+	SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error)
+	Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int64) error
+	ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi int) error
+}
+
+// Window is a Stateful operator of one input.
+var _ Stateful = (*Window)(nil)
+
+// ID returns the window operator's id.
+func (w *Window) ID() string { return w.id }
+
+// NumInputs is 1: a window reads one input.
+func (w *Window) NumInputs() int { return 1 }
+
+// InputSchemaOf returns the window's input schema.
+func (w *Window) InputSchemaOf(int) *arrow.Schema { return w.input }
+
+// KeyColumns returns the key column indices of the window's input.
+func (w *Window) KeyColumns(int) []int { return w.keyCols }
+
+// ProcessInput is ProcessSelected (a window has one input).
+func (w *Window) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.RecordBatch, error) {
+	return w.ProcessSelected(rec, sel)
+}
