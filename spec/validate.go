@@ -141,31 +141,34 @@ func (p *Pipeline) validate(c *collector) {
 	p.validateState(c)
 }
 
-func (p *Pipeline) validateSource(c *collector) {
-	s := &p.Source
+func (p *Pipeline) validateSource(c *collector) { validateSourceAt(c, "source", &p.Source) }
+
+// validateSourceAt checks the source s at field path sp ("source", or
+// "sources.<name>" in the graph form).
+func validateSourceAt(c *collector, sp string, s *Source) {
 	switch s.Type {
 	case "":
-		c.add("source.type", "required (allowed: files)")
+		c.add(sp+".type", "required (allowed: files)")
 	case SourceFiles:
 	default:
-		c.add("source.type", "invalid value %q (allowed: files)", s.Type)
+		c.add(sp+".type", "invalid value %q (allowed: files)", s.Type)
 	}
-	checkURLField(c, "source.url", s.URL, true)
+	checkURLField(c, sp+".url", s.URL, true)
 	switch {
 	case s.Format == "":
-		c.add("source.format", "required (allowed: %s)", strings.Join(sourceFormats, ", "))
+		c.add(sp+".format", "required (allowed: %s)", strings.Join(sourceFormats, ", "))
 	case !contains(sourceFormats, string(s.Format)):
-		c.add("source.format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sourceFormats, ", "))
+		c.add(sp+".format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sourceFormats, ", "))
 	}
 	if len(s.Schema) == 0 && s.Format != Parquet && s.Format != "" {
-		c.add("source.schema", "required for format %s (only parquet infers its schema)", s.Format)
+		c.add(sp+".schema", "required for format %s (only parquet infers its schema)", s.Format)
 	}
 	seen := map[string]bool{}
 	for i, f := range s.Schema {
-		fp := "source.schema." + f.Name
+		fp := sp + ".schema." + f.Name
 		switch {
 		case f.Name == "":
-			c.add(index("source.schema", i), "empty column name")
+			c.add(index(sp+".schema", i), "empty column name")
 		case seen[f.Name]:
 			c.add(fp, "duplicate column")
 		case !contains(dataTypes, string(f.Type)):
@@ -174,52 +177,52 @@ func (p *Pipeline) validateSource(c *collector) {
 		seen[f.Name] = true
 	}
 	if s.EventTime == "" {
-		c.add("source.event_time", "required: name the timestamp column that drives event time")
+		c.add(sp+".event_time", "required: name the timestamp column that drives event time")
 	} else if len(s.Schema) > 0 {
 		if f, ok := lookup(s.Schema, s.EventTime); !ok {
-			c.add("source.event_time", "column %q is not in source.schema%s", s.EventTime, colHint(s.EventTime, s.Schema))
+			c.add(sp+".event_time", "column %q is not in %s.schema%s", s.EventTime, sp, colHint(s.EventTime, s.Schema))
 		} else if !f.Type.IsTimestamp() && contains(dataTypes, string(f.Type)) {
-			c.add("source.event_time", "column %q has type %s; event time needs a timestamp type", s.EventTime, f.Type)
+			c.add(sp+".event_time", "column %q has type %s; event time needs a timestamp type", s.EventTime, f.Type)
 		}
 	}
 	if s.MaxFilesPerEpoch < 0 {
-		c.add("source.max_files_per_epoch", "must not be negative")
+		c.add(sp+".max_files_per_epoch", "must not be negative")
 	}
 	if s.MaxRowsPerEpoch < 0 {
-		c.add("source.max_rows_per_epoch", "must not be negative")
+		c.add(sp+".max_rows_per_epoch", "must not be negative")
 	}
 	if s.Pattern != "" {
 		if _, err := path.Match(s.Pattern, ""); err != nil {
-			c.add("source.pattern", "invalid glob %q: %v", s.Pattern, err)
+			c.add(sp+".pattern", "invalid glob %q: %v", s.Pattern, err)
 		}
 	}
 	if s.CSV != nil {
 		if s.Format != CSV && s.Format != "" {
-			c.add("source.csv", "CSV options given but format is %s", s.Format)
+			c.add(sp+".csv", "CSV options given but format is %s", s.Format)
 		}
 		d := s.CSV.Delimiter
 		r, size := utf8.DecodeRuneInString(d)
 		if size != len(d) || d == "" || r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
-			c.add("source.csv.delimiter", "must be one character other than a quote or line break, got %q", d)
+			c.add(sp+".csv.delimiter", "must be one character other than a quote or line break, got %q", d)
 		}
 	}
 	if s.Watermark.MaxOutOfOrderness < 0 {
-		c.add("source.watermark.max_out_of_orderness", "must not be negative")
+		c.add(sp+".watermark.max_out_of_orderness", "must not be negative")
 	}
 	if s.Watermark.IdleTimeout < 0 {
-		c.add("source.watermark.idle_timeout", "must not be negative")
+		c.add(sp+".watermark.idle_timeout", "must not be negative")
 	}
 	if _, _, err := s.StartTime(); err != nil {
-		c.add("source.start_from", "%v", err)
+		c.add(sp+".start_from", "%v", err)
 	}
 	if s.Inputs != InputsSingle && s.Inputs != InputsDirectory {
-		c.add("source.inputs", "invalid value %q (allowed: directory, or leave it out for one input)", s.Inputs)
+		c.add(sp+".inputs", "invalid value %q (allowed: directory, or leave it out for one input)", s.Inputs)
 	}
 	if s.OnError != "" && !contains(onErrors, string(s.OnError)) {
-		c.add("source.on_error", "invalid value %q (allowed: %s)", s.OnError, strings.Join(onErrors, ", "))
+		c.add(sp+".on_error", "invalid value %q (allowed: %s)", s.OnError, strings.Join(onErrors, ", "))
 	}
-	checkURLField(c, "source.rejected_url", s.RejectedURL, false)
-	checkURLField(c, "source.late_url", s.LateURL, false)
+	checkURLField(c, sp+".rejected_url", s.RejectedURL, false)
+	checkURLField(c, sp+".late_url", s.LateURL, false)
 }
 
 // validateOperator checks operator i on its own; its columns are checked
@@ -232,17 +235,7 @@ func (p *Pipeline) validateOperator(c *collector, i int) {
 		checkExpr(c, opPath+"."+KindFilter, op.Filter.Expr)
 		return
 	case KindProject:
-		fp := opPath + "." + KindProject
-		if len(op.Project.Columns) == 0 {
-			c.add(fp, "needs at least one output column")
-			return
-		}
-		for j, pc := range op.Project.Columns {
-			if pc.Name == "" {
-				c.add(index(fp, j), "empty column name")
-			}
-			checkExpr(c, fp+"."+pc.Name, pc.Expr)
-		}
+		validateProject(c, opPath+"."+KindProject, op.Project)
 		return
 	case KindWindow:
 		validateWindow(c, opPath+"."+KindWindow, op.Window)
@@ -258,6 +251,20 @@ func (p *Pipeline) validateOperator(c *collector, i int) {
 		c.add(opPath, "needs one of filter, project, window")
 	} else {
 		c.add(opPath, "sets more than one of filter, project, window; use one list item per operator")
+	}
+}
+
+// validateProject checks a project at field path fp.
+func validateProject(c *collector, fp string, pr *Project) {
+	if len(pr.Columns) == 0 {
+		c.add(fp, "needs at least one output column")
+		return
+	}
+	for j, pc := range pr.Columns {
+		if pc.Name == "" {
+			c.add(index(fp, j), "empty column name")
+		}
+		checkExpr(c, fp+"."+pc.Name, pc.Expr)
 	}
 }
 
@@ -341,33 +348,38 @@ func validateWindow(c *collector, wp string, w *Window) {
 }
 
 func (p *Pipeline) validateSink(c *collector) {
-	s := &p.Sink
+	validateSinkAt(c, "sink", &p.Sink)
+	if p.Sink.URL != "" && p.Sink.URL == p.Source.URL {
+		c.add("sink.url", "must differ from source.url (the pipeline would read its own output)")
+	}
+}
+
+// validateSinkAt checks the sink s at field path sp ("sink", or
+// "sinks.<name>" in the graph form).
+func validateSinkAt(c *collector, sp string, s *Sink) {
 	switch s.Type {
 	case "":
-		c.add("sink.type", "required (allowed: files, iceberg)")
+		c.add(sp+".type", "required (allowed: files, iceberg)")
 	case SinkFiles:
 		if s.PartitionBy != "" {
-			c.add("sink.partition_by", "applies to iceberg sinks only")
+			c.add(sp+".partition_by", "applies to iceberg sinks only")
 		}
 	case SinkIceberg:
 		if s.Format != Parquet {
-			c.add("sink.format", "an iceberg sink writes parquet (leave format out)")
+			c.add(sp+".format", "an iceberg sink writes parquet (leave format out)")
 		}
 		if pb := s.PartitionBy; pb != "" && pb != "none" && !(strings.HasPrefix(pb, "day(") && strings.HasSuffix(pb, ")") && len(pb) > 5) {
-			c.add("sink.partition_by", "invalid value %q (allowed: none, day(<timestamp column>))", pb)
+			c.add(sp+".partition_by", "invalid value %q (allowed: none, day(<timestamp column>))", pb)
 		}
 	default:
-		c.add("sink.type", "invalid value %q (allowed: files, iceberg)", s.Type)
+		c.add(sp+".type", "invalid value %q (allowed: files, iceberg)", s.Type)
 	}
-	checkURLField(c, "sink.url", s.URL, true)
-	if s.URL != "" && s.URL == p.Source.URL {
-		c.add("sink.url", "must differ from source.url (the pipeline would read its own output)")
-	}
+	checkURLField(c, sp+".url", s.URL, true)
 	switch {
 	case s.Format == "":
-		c.add("sink.format", "required (allowed: %s)", strings.Join(sinkFormats, ", "))
+		c.add(sp+".format", "required (allowed: %s)", strings.Join(sinkFormats, ", "))
 	case !contains(sinkFormats, string(s.Format)):
-		c.add("sink.format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sinkFormats, ", "))
+		c.add(sp+".format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sinkFormats, ", "))
 	}
 }
 
