@@ -596,7 +596,7 @@ func (d *decoder) sink(n *node, path string, s *Sink) {
 }
 
 func (d *decoder) state(n *node, path string, s *State) {
-	f := d.fields(n, path, "url", "parallelism", "max_parallelism", "retain_epochs")
+	f := d.fields(n, path, "url", "parallelism", "max_parallelism", "retain_epochs", "memory_limit")
 	if f == nil {
 		return
 	}
@@ -611,5 +611,8 @@ func (d *decoder) state(n *node, path string, s *State) {
 	}
 	if v := f["retain_epochs"]; v != nil {
 		s.RetainEpochs = d.smallInt(v, join(path, "retain_epochs"))
+	}
+	if v := f["memory_limit"]; v != nil {
+		s.MemoryLimit = d.size(v, join(path, "memory_limit"))
 	}
 }

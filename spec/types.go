@@ -354,6 +354,11 @@ type State struct {
 	MaxParallelism int
 	// RetainEpochs is how many committed epochs retention keeps (>= 1).
 	RetainEpochs int
+	// MemoryLimit is the memory budget of one run in bytes
+	// (state.memory_limit: "512MiB", "2GB"). 0 means the default the engine
+	// derives from the machine (a quarter of the cgroup limit, else of
+	// physical memory).
+	MemoryLimit int64
 }
 
 // Start-from modes of Source.StartFrom.

@@ -397,6 +397,9 @@ func (p *Pipeline) validateState(c *collector) {
 	if s.RetainEpochs < 1 {
 		c.add("state.retain_epochs", "must be >= 1, got %d", s.RetainEpochs)
 	}
+	if s.MemoryLimit != 0 && s.MemoryLimit < MinMemoryLimit {
+		c.add("state.memory_limit", "must be at least %s, got %s", FormatSize(MinMemoryLimit), FormatSize(s.MemoryLimit))
+	}
 }
 
 func checkURLField(c *collector, path, u string, required bool) {
