@@ -1,0 +1,304 @@
+package operators
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Shared helpers of the graph stages dedup and top_n: rows held in Go
+// memory, column by column, and a queue of per-entry due times.
+
+// heldRows holds whole rows (a chosen subset of an input schema's columns)
+// in Go memory, one slot per row, so that state survives the release of the
+// batches the rows came from. Strings and binaries are copied.
+type heldRows struct {
+	cols []heldCol
+	n    int32   // slots ever allocated
+	free []int32 // freed slots, reused first
+	live int
+}
+
+// heldCol is one column of heldRows.
+type heldCol interface {
+	// set copies value i of a (an array of the column's type) into slot s.
+	set(s int32, a arrow.Array, i int)
+	// clear drops slot s's value (so freed strings can be collected).
+	clear(s int32)
+	// appendTo appends slot s's value to b (a builder of the column's type).
+	appendTo(b array.Builder, s int32)
+	// compare orders slot s against value i of a: <0, 0, >0. Nulls are
+	// handled by the caller (see isNull); both values are non-null here.
+	compare(s int32, a arrow.Array, i int) int
+	// compareSlots orders two non-null slots.
+	compareSlots(s, t int32) int
+	isNull(s int32) bool
+}
+
+// heldTypes lists the types heldRows can hold, for error messages.
+const heldTypes = "bool, int8..int64, uint8..uint64, float32, float64, string, large_string, binary, large_binary, timestamp, date32, date64, time32, time64, duration, decimal128"
+
+// newHeldCol returns the column store of a data type, or an error naming the
+// type when it is not supported.
+func newHeldCol(dt arrow.DataType) (heldCol, error) {
+	switch dt.ID() {
+	case arrow.BOOL:
+		return &typedCol[bool, *array.Boolean, *array.BooleanBuilder]{cmp: heldCmpBool}, nil
+	case arrow.INT8:
+		return &typedCol[int8, *array.Int8, *array.Int8Builder]{cmp: cmp.Compare[int8]}, nil
+	case arrow.INT16:
+		return &typedCol[int16, *array.Int16, *array.Int16Builder]{cmp: cmp.Compare[int16]}, nil
+	case arrow.INT32:
+		return &typedCol[int32, *array.Int32, *array.Int32Builder]{cmp: cmp.Compare[int32]}, nil
+	case arrow.INT64:
+		return &typedCol[int64, *array.Int64, *array.Int64Builder]{cmp: cmp.Compare[int64]}, nil
+	case arrow.UINT8:
+		return &typedCol[uint8, *array.Uint8, *array.Uint8Builder]{cmp: cmp.Compare[uint8]}, nil
+	case arrow.UINT16:
+		return &typedCol[uint16, *array.Uint16, *array.Uint16Builder]{cmp: cmp.Compare[uint16]}, nil
+	case arrow.UINT32:
+		return &typedCol[uint32, *array.Uint32, *array.Uint32Builder]{cmp: cmp.Compare[uint32]}, nil
+	case arrow.UINT64:
+		return &typedCol[uint64, *array.Uint64, *array.Uint64Builder]{cmp: cmp.Compare[uint64]}, nil
+	case arrow.FLOAT32:
+		return &typedCol[float32, *array.Float32, *array.Float32Builder]{cmp: heldCmpFloat[float32]}, nil
+	case arrow.FLOAT64:
+		return &typedCol[float64, *array.Float64, *array.Float64Builder]{cmp: heldCmpFloat[float64]}, nil
+	case arrow.STRING:
+		return &typedCol[string, *array.String, *array.StringBuilder]{cmp: strings.Compare, clone: strings.Clone}, nil
+	case arrow.LARGE_STRING:
+		return &typedCol[string, *array.LargeString, *array.LargeStringBuilder]{cmp: strings.Compare, clone: strings.Clone}, nil
+	case arrow.BINARY:
+		return &typedCol[[]byte, *array.Binary, *array.BinaryBuilder]{cmp: bytes.Compare, clone: bytes.Clone}, nil
+	case arrow.LARGE_BINARY:
+		return &typedCol[[]byte, *array.LargeBinary, *array.BinaryBuilder]{cmp: bytes.Compare, clone: bytes.Clone}, nil
+	case arrow.TIMESTAMP:
+		return &typedCol[arrow.Timestamp, *array.Timestamp, *array.TimestampBuilder]{cmp: cmp.Compare[arrow.Timestamp]}, nil
+	case arrow.DATE32:
+		return &typedCol[arrow.Date32, *array.Date32, *array.Date32Builder]{cmp: cmp.Compare[arrow.Date32]}, nil
+	case arrow.DATE64:
+		return &typedCol[arrow.Date64, *array.Date64, *array.Date64Builder]{cmp: cmp.Compare[arrow.Date64]}, nil
+	case arrow.TIME32:
+		return &typedCol[arrow.Time32, *array.Time32, *array.Time32Builder]{cmp: cmp.Compare[arrow.Time32]}, nil
+	case arrow.TIME64:
+		return &typedCol[arrow.Time64, *array.Time64, *array.Time64Builder]{cmp: cmp.Compare[arrow.Time64]}, nil
+	case arrow.DURATION:
+		return &typedCol[arrow.Duration, *array.Duration, *array.DurationBuilder]{cmp: cmp.Compare[arrow.Duration]}, nil
+	case arrow.DECIMAL128:
+		return &typedCol[decimal128.Num, *array.Decimal128, *array.Decimal128Builder]{cmp: decimal128.Num.Cmp}, nil
+	}
+	return nil, fmt.Errorf("unsupported type %s (supported: %s)", dt, heldTypes)
+}
+
+func heldCmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// heldCmpFloat orders floats with NaN above every number (and equal to NaN),
+// as Spark and PostgreSQL sort them; -0 equals +0.
+func heldCmpFloat[T float32 | float64](a, b T) int {
+	an, bn := math.IsNaN(float64(a)), math.IsNaN(float64(b))
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
+}
+
+// typedCol is a heldCol over arrays of type A (values T) and builders B.
+type typedCol[T any, A interface {
+	arrow.Array
+	Value(int) T
+}, B interface {
+	array.Builder
+	Append(T)
+}] struct {
+	vals  []T
+	valid []bool
+	cmp   func(a, b T) int
+	clone func(T) T // nil when values hold no Arrow memory
+}
+
+func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
+	if int(s) >= len(c.vals) {
+		n := max(int(s)+1, 2*len(c.vals))
+		c.vals = growTo(c.vals, n)
+		c.valid = growTo(c.valid, n)
+	}
+	if a.IsNull(i) {
+		var zero T
+		c.vals[s], c.valid[s] = zero, false
+		return
+	}
+	v := a.(A).Value(i)
+	if c.clone != nil {
+		v = c.clone(v)
+	}
+	c.vals[s], c.valid[s] = v, true
+}
+
+func (c *typedCol[T, A, B]) clear(s int32) {
+	var zero T
+	c.vals[s], c.valid[s] = zero, false
+}
+
+func (c *typedCol[T, A, B]) appendTo(b array.Builder, s int32) {
+	if !c.valid[s] {
+		b.AppendNull()
+		return
+	}
+	b.(B).Append(c.vals[s])
+}
+
+func (c *typedCol[T, A, B]) compare(s int32, a arrow.Array, i int) int {
+	return c.cmp(c.vals[s], a.(A).Value(i))
+}
+
+func (c *typedCol[T, A, B]) compareSlots(s, t int32) int { return c.cmp(c.vals[s], c.vals[t]) }
+
+func (c *typedCol[T, A, B]) isNull(s int32) bool { return !c.valid[s] }
+
+// newHeldRows returns a store for columns of the given types; what names the
+// columns in an error.
+func newHeldRows(types []arrow.DataType, names []string) (*heldRows, error) {
+	h := &heldRows{}
+	for i, dt := range types {
+		c, err := newHeldCol(dt)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", names[i], err)
+		}
+		h.cols = append(h.cols, c)
+	}
+	return h, nil
+}
+
+// add copies row i of cols (one array per held column) into a new slot.
+func (h *heldRows) add(cols []arrow.Array, i int) int32 {
+	var s int32
+	if n := len(h.free); n > 0 {
+		s = h.free[n-1]
+		h.free = h.free[:n-1]
+	} else {
+		s = h.n
+		h.n++
+	}
+	h.put(s, cols, i)
+	h.live++
+	return s
+}
+
+// put overwrites slot s with row i of cols.
+func (h *heldRows) put(s int32, cols []arrow.Array, i int) {
+	for c, hc := range h.cols {
+		hc.set(s, cols[c], i)
+	}
+}
+
+// release frees slot s.
+func (h *heldRows) release(s int32) {
+	for _, hc := range h.cols {
+		hc.clear(s)
+	}
+	h.free = append(h.free, s)
+	h.live--
+}
+
+// appendRow appends slot s to one builder per held column; s < 0 appends
+// nulls.
+func (h *heldRows) appendRow(bs []array.Builder, s int32) {
+	for c, hc := range h.cols {
+		if s < 0 {
+			bs[c].AppendNull()
+			continue
+		}
+		hc.appendTo(bs[c], s)
+	}
+}
+
+// dueItem is one entry of a dueQueue: id is due at time due.
+type dueItem struct {
+	due int64
+	id  int32
+}
+
+// dueQueue is a min-heap of due times. Entries are never updated in place:
+// when an id's due time changes the owner pushes a new entry and ignores, on
+// pop, entries that no longer match (lazy deletion), so every entry is
+// popped once the watermark passes its time and the heap stays bounded by
+// the pushes since.
+type dueQueue []dueItem
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].due < q[j].due }
+func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueItem)) }
+func (q *dueQueue) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
+
+func (q *dueQueue) push(due int64, id int32) { heap.Push(q, dueItem{due: due, id: id}) }
+
+// popDue pops every entry with due <= t and returns their ids (possibly
+// repeated or stale: the owner checks).
+func (q *dueQueue) popDue(t int64, ids []int32) []int32 {
+	for len(*q) > 0 && (*q)[0].due <= t {
+		ids = append(ids, heap.Pop(q).(dueItem).id)
+	}
+	return ids
+}
+
+// clampSub returns a-b clamped to int64 (b >= 0).
+func clampSub(a, b int64) int64 {
+	if a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+// durMicros checks that d is a whole, non-negative (positive when asked)
+// number of microseconds and returns it.
+func durMicros(op, name string, d time.Duration, positive bool) (int64, error) {
+	if d < 0 || (positive && d == 0) {
+		return 0, fmt.Errorf("%s: %s %v must be positive", op, name, d)
+	}
+	if d%time.Microsecond != 0 {
+		return 0, fmt.Errorf("%s: %s %v is not a whole number of microseconds", op, name, d)
+	}
+	return d.Microseconds(), nil
+}
+
+// uniqueColumn returns the index of the one column named name, or -1.
+func uniqueColumn(s *arrow.Schema, name string) int {
+	idx := s.FieldIndices(name)
+	if len(idx) != 1 {
+		return -1
+	}
+	return idx[0]
+}
+
+// isEventTimeField reports whether a field has the event-time type timestamp[us].
+func isEventTimeField(f arrow.Field) bool {
+	ts, ok := f.Type.(*arrow.TimestampType)
+	return ok && ts.Unit == arrow.Microsecond
+}
