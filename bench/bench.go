@@ -178,6 +178,13 @@ type FloeJob struct {
 	Parallelism int    // 0: GOMAXPROCS
 	Drain       bool   // emit every window at the end
 	CPUProfile  string `json:",omitempty"` // write a CPU profile here (child mode only)
+	// Case is the pipeline shape: CaseTumbling (""), CaseSliding,
+	// CaseDaily or CaseFilter.
+	Case string `json:",omitempty"`
+	// MaxFilesPerEpoch is the epoch size; 0 means MaxFilesPerEpoch.
+	MaxFilesPerEpoch int `json:",omitempty"`
+	// RetainEpochs is state.retain_epochs; 0 means the default.
+	RetainEpochs int `json:",omitempty"`
 }
 
 // FloeResult is what a floe run reports.
@@ -191,12 +198,13 @@ type FloeResult struct {
 	Outputs  []string // absolute paths of the output files of this run
 }
 
-// MaxFilesPerEpoch is the benchmark's epoch size.
+// MaxFilesPerEpoch is the benchmark's default epoch size.
 const MaxFilesPerEpoch = 10
 
 // Pipeline builds the benchmark pipeline for j: source j.Source, at most
-// MaxFilesPerEpoch files an epoch, a 1-minute tumbling window per user_id
-// with clicks = count() and total_bytes = sum(bytes), a Parquet sink.
+// j.MaxFilesPerEpoch files an epoch, then by j.Case a 1-minute tumbling
+// window per user_id with clicks = count() and total_bytes = sum(bytes)
+// (the default), a sliding or daily window, or a filter; a Parquet sink.
 func Pipeline(j FloeJob) (*spec.Pipeline, error) {
 	par := j.Parallelism
 	if par <= 0 {
@@ -211,15 +219,26 @@ func Pipeline(j FloeJob) (*spec.Pipeline, error) {
 			spec.Col("bytes", spec.TypeInt64),
 		}
 	}
+	w, err := window(j.Case)
+	if err != nil {
+		return nil, err
+	}
 	p := spec.New("clickstream").
 		FromFiles(j.Source, spec.Format(j.Format), schema...).
-		EventTime("event_time", 5*time.Second).
-		Window(spec.NewTumbling(time.Minute).By("user_id").
-			Agg("clicks", spec.Count, "").
-			Agg("total_bytes", spec.Sum, "bytes")).
-		ToFiles(j.Sink, spec.Parquet).
-		StateAt(j.State, par)
+		EventTime("event_time", 5*time.Second)
+	if w != nil {
+		p.Window(w)
+	} else {
+		p.Filter(FilterExpr)
+	}
+	p.ToFiles(j.Sink, spec.Parquet).StateAt(j.State, par)
 	p.Source.MaxFilesPerEpoch = MaxFilesPerEpoch
+	if j.MaxFilesPerEpoch > 0 {
+		p.Source.MaxFilesPerEpoch = j.MaxFilesPerEpoch
+	}
+	if j.RetainEpochs > 0 {
+		p.State.RetainEpochs = j.RetainEpochs
+	}
 	p.Source.Pattern = "*." + j.Format
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("benchmark pipeline: %w", err)
@@ -254,6 +273,7 @@ type DuckJob struct {
 	Files  []string // input files
 	Format string   // datagen.Parquet or datagen.JSONL
 	Out    string   // output Parquet file
+	Case   string   `json:",omitempty"` // the pipeline shape, as FloeJob.Case
 }
 
 // DuckResult is what a DuckDB run reports.
@@ -284,9 +304,11 @@ func Query(j DuckJob) (string, error) {
 	default:
 		return "", fmt.Errorf("duckdb: unsupported format %q", j.Format)
 	}
-	return "COPY (SELECT user_id, time_bucket(INTERVAL 1 minute, event_time) AS window_start, " +
-		"count(*) AS clicks, sum(bytes)::BIGINT AS total_bytes FROM " + src +
-		" GROUP BY ALL) TO " + sqlString(j.Out) + " (FORMAT parquet)", nil
+	q, err := selectSQL(j.Case, src)
+	if err != nil {
+		return "", err
+	}
+	return "COPY (" + q + ") TO " + sqlString(j.Out) + " (FORMAT parquet)", nil
 }
 
 // OpenDuckDB opens an in-memory DuckDB with the session set to UTC.
@@ -321,11 +343,16 @@ func RunDuckDB(ctx context.Context, j DuckJob) (*DuckResult, error) {
 	return &DuckResult{Seconds: time.Since(t0).Seconds()}, nil
 }
 
-// Summary totals an aggregation output.
+// Summary totals an output. For the window cases Clicks and TotalBytes add
+// up the first and second aggregate (CaseDaily: clicks and pages); for
+// CaseFilter Windows and Clicks count the rows and TotalBytes adds up bytes.
 type Summary struct {
 	Windows    int64 // (user, window) rows
 	Clicks     int64
 	TotalBytes int64
+	// Checksum is the sum of DuckDB's hash of every normalised row: equal
+	// multisets of rows have equal checksums.
+	Checksum string
 }
 
 // Comparison is the result of Compare.
@@ -341,9 +368,19 @@ func (c *Comparison) Equal() bool {
 	return c.OnlyFloe == 0 && c.OnlyDuckDB == 0 && c.Floe == c.DuckDB
 }
 
-// Compare reads floe's output files and DuckDB's output file and compares
-// them row by row.
+// Compare reads floe's output files and DuckDB's output file of the
+// original tumbling case and compares them row by row.
 func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Comparison, error) {
+	return CompareCase(ctx, CaseTumbling, floeFiles, duckFile)
+}
+
+// CompareCase compares floe's output files and DuckDB's output file of
+// case c row by row (multiset difference both ways) and by their summaries.
+func CompareCase(ctx context.Context, c string, floeFiles []string, duckFile string) (*Comparison, error) {
+	cols, err := normSQL(c)
+	if err != nil {
+		return nil, err
+	}
 	if len(floeFiles) == 0 {
 		return nil, errors.New("compare: floe wrote no output files")
 	}
@@ -353,15 +390,14 @@ func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Compari
 	}
 	defer db.Close()
 	norm := func(src string) string {
-		return "SELECT user_id, epoch_us(window_start) AS ws, clicks::BIGINT AS clicks, " +
-			"total_bytes::BIGINT AS total_bytes FROM read_parquet(" + src + ")"
+		return "SELECT " + cols + " FROM read_parquet(" + src + ")"
 	}
 	f, d := norm(sqlList(floeFiles)), norm(sqlString(duckFile))
-	c := &Comparison{}
+	cmp := &Comparison{}
 	sum := func(q string, s *Summary) error {
-		row := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(clicks), 0)::BIGINT, "+
-			"coalesce(sum(total_bytes), 0)::BIGINT FROM ("+q+")")
-		if err := row.Scan(&s.Windows, &s.Clicks, &s.TotalBytes); err != nil {
+		row := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(a), 0)::BIGINT, "+
+			"coalesce(sum(b), 0)::BIGINT, coalesce(sum(hash(t)), 0)::VARCHAR FROM ("+q+") AS t")
+		if err := row.Scan(&s.Windows, &s.Clicks, &s.TotalBytes, &s.Checksum); err != nil {
 			return fmt.Errorf("compare: summary: %w", err)
 		}
 		return nil
@@ -372,10 +408,10 @@ func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Compari
 		}
 		return nil
 	}
-	if err := errors.Join(sum(f, &c.Floe), sum(d, &c.DuckDB), diff(f, d, &c.OnlyFloe), diff(d, f, &c.OnlyDuckDB)); err != nil {
+	if err := errors.Join(sum(f, &cmp.Floe), sum(d, &cmp.DuckDB), diff(f, d, &cmp.OnlyFloe), diff(d, f, &cmp.OnlyDuckDB)); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return cmp, nil
 }
 
 // Median returns the median of xs (the mean of the middle two for an even

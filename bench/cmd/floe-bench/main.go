@@ -29,10 +29,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/floe-dev/floe/bench"
+	"github.com/floe-dev/floe/internal/datagen"
 )
 
 func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -46,13 +49,21 @@ type config struct {
 	formats []string
 	runs    int
 	pprof   string
+	// Issue 8 cases.
+	cases        []string
+	usersLarge   int   // keys1m and growing: distinct users
+	dailyPer     int   // growing: files per epoch
+	filterEpochs []int // filter: files per epoch, one measurement each
 }
+
+// allCases lists --cases in the order they run.
+var allCases = []string{"tumbling", "keys1m", "sliding", "growing", "filter"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("floe-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
-	var formats, child, job string
+	var formats, cases, filterEpochs, child, job string
 	fs.Int64Var(&c.rows, "rows", 10_000_000, "rows in the history files")
 	fs.IntVar(&c.files, "files", 100, "history files (one more is generated for the incremental run)")
 	fs.IntVar(&c.users, "users", 10_000, "distinct users")
@@ -61,6 +72,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&formats, "formats", "parquet,jsonl", "input formats to benchmark")
 	fs.IntVar(&c.runs, "runs", 3, "timed runs per measurement (the median is reported)")
 	fs.StringVar(&c.pprof, "pprof", "", "write a CPU profile of one extra floe catch-up per format here")
+	fs.StringVar(&cases, "cases", strings.Join(allCases, ","), "comma list of cases to run: "+strings.Join(allCases, ", ")+
+		" (tumbling: the original benchmark per --formats; keys1m: tumbling over --users-large users, with the incremental run;"+
+		" sliding: 5m/1m sliding vs the same tumbling; growing: a 24h window per user over many epochs; filter: a filter-only pipeline)")
+	fs.IntVar(&c.usersLarge, "users-large", 1_000_000, "distinct users of the keys1m and growing cases")
+	fs.IntVar(&c.dailyPer, "growing-files-per-epoch", 4, "growing: files per epoch (100 files / 4 = 25 epochs)")
+	fs.StringVar(&filterEpochs, "filter-files-per-epoch", "10,50,100", "filter: epoch sizes to measure, files per epoch")
 	fs.StringVar(&child, "child", "", "internal: run one job (floe or duckdb) and report JSON")
 	fs.StringVar(&job, "job", "", "internal: the child's job, JSON")
 	if err := fs.Parse(args); err != nil {
@@ -74,8 +91,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	c.formats = strings.Split(formats, ",")
-	if c.data == "" || c.runs < 1 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "floe-bench: --data is required, --runs must be >= 1, no arguments")
+	c.cases = strings.Split(cases, ",")
+	for _, k := range c.cases {
+		if !slices.Contains(allCases, k) {
+			fmt.Fprintf(stderr, "floe-bench: --cases: unknown case %q (want some of %s)\n", k, strings.Join(allCases, ","))
+			return 2
+		}
+	}
+	for _, f := range strings.Split(filterEpochs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "floe-bench: --filter-files-per-epoch: %q is not a positive number\n", f)
+			return 2
+		}
+		c.filterEpochs = append(c.filterEpochs, n)
+	}
+	if c.data == "" || c.runs < 1 || c.dailyPer < 1 || c.usersLarge < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "floe-bench: --data is required, --runs, --growing-files-per-epoch and --users-large must be >= 1, no arguments")
 		return 2
 	}
 	ok, err := benchmark(ctx, c, stdout, stderr)
@@ -190,16 +222,19 @@ func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer, cpu
 
 // row is one format's line of the result table.
 type row struct {
-	format                      string
+	format                      string // label: the format, and the key count when not --users
+	users                       int
 	floeSec, duckSec            float64
 	floeRSS, duckRSS            float64
 	rows                        int64
 	incSec, duckAllSec, incRSS  float64
 	cmp                         *bench.Comparison
 	floeRuns, duckRuns, incRuns []float64
+	duckAllRuns                 []float64
 	catchupNoDrain, duckAllRSS  float64
 	epochs                      int
 	floeCPU, duckCPU            []float64 // CPU seconds (user+sys) per run
+	incCPU, duckAllCPU          []float64
 }
 
 func benchmark(ctx context.Context, c config, stdout, stderr io.Writer) (bool, error) {
@@ -217,21 +252,51 @@ func benchmark(ctx context.Context, c config, stdout, stderr io.Writer) (bool, e
 		}
 	}
 	var rows []*row
+	var results []*caseResult
 	allOK := true
-	for _, format := range c.formats {
-		r, err := benchFormat(ctx, c, format, work, stderr)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", format, err)
+	stopLoad := sampleLoad(ctx)
+	for _, k := range c.cases {
+		switch k {
+		case "tumbling":
+			for _, format := range c.formats {
+				r, err := benchFormat(ctx, c, format, c.users, work, stderr)
+				if err != nil {
+					return false, fmt.Errorf("%s: %w", format, err)
+				}
+				rows = append(rows, r)
+				allOK = allOK && r.cmp.Equal()
+			}
+		case "keys1m":
+			r, err := benchFormat(ctx, c, datagen.Parquet, c.usersLarge, work, stderr)
+			if err != nil {
+				return false, fmt.Errorf("keys1m: %w", err)
+			}
+			rows = append(rows, r)
+			allOK = allOK && r.cmp.Equal()
+			results = append(results, keysResults(c, r)...)
+		default:
+			res, err := benchCase(ctx, c, k, work, stderr)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", k, err)
+			}
+			for _, r := range res {
+				allOK = allOK && r.ok()
+			}
+			results = append(results, res...)
 		}
-		rows = append(rows, r)
-		allOK = allOK && r.cmp.Equal()
 	}
-	printTable(stdout, c, rows)
+	load := stopLoad()
+	if len(rows) > 0 {
+		printTable(stdout, c, rows)
+	}
+	if len(results) > 0 {
+		printCases(stdout, c, results, load)
+	}
 	return allOK, nil
 }
 
-func benchFormat(ctx context.Context, c config, format, work string, log io.Writer) (*row, error) {
-	d := bench.Dataset{Rows: c.rows, Files: c.files, Users: c.users, Format: format}
+func benchFormat(ctx context.Context, c config, format string, users int, work string, log io.Writer) (*row, error) {
+	d := bench.Dataset{Rows: c.rows, Files: c.files, Users: users, Format: format}
 	l, err := bench.Generate(c.data, d, log)
 	if err != nil {
 		return nil, err
@@ -243,8 +308,11 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 	if len(hist) != c.files {
 		return nil, fmt.Errorf("data set %s has %d files, want %d", l.History, len(hist), c.files)
 	}
-	r := &row{format: format, rows: c.rows}
-	base := filepath.Join(work, format)
+	r := &row{format: format, rows: c.rows, users: users}
+	if users != c.users {
+		r.format = fmt.Sprintf("%s, %d users", format, users)
+	}
+	base := filepath.Join(work, fmt.Sprintf("%s-%d", format, users))
 	newRunDir := func(name string, files ...string) (bench.FloeJob, error) {
 		dir := filepath.Join(base, name)
 		if err := os.RemoveAll(dir); err != nil {
@@ -255,8 +323,9 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		return j, bench.LinkFiles(j.Source, files...)
 	}
 
-	// Full catch-up, drained.
+	// Full catch-up, drained, alternating with DuckDB over the same files.
 	var lastOutputs []string
+	duckOut := filepath.Join(base, "duckdb.parquet")
 	for i := range c.runs {
 		j, err := newRunDir(fmt.Sprintf("full-%d", i), hist...)
 		if err != nil {
@@ -281,14 +350,9 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		} else if err := os.RemoveAll(filepath.Dir(j.Source)); err != nil {
 			return nil, err
 		}
-	}
-	r.floeSec = bench.Median(r.floeRuns)
 
-	// DuckDB over the same files.
-	duckOut := filepath.Join(base, "duckdb.parquet")
-	for i := range c.runs {
 		var dr bench.DuckResult
-		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log, &r.duckCPU)
+		rss, err = spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log, &r.duckCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -296,6 +360,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		r.duckRuns = append(r.duckRuns, dr.Seconds)
 		r.duckRSS = max(r.duckRSS, rss)
 	}
+	r.floeSec = bench.Median(r.floeRuns)
 	r.duckSec = bench.Median(r.duckRuns)
 	if r.cmp, err = bench.Compare(ctx, lastOutputs, duckOut); err != nil {
 		return nil, err
@@ -327,7 +392,7 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 			return nil, err
 		}
 		var ir bench.FloeResult
-		rss, err := spawn(ctx, "floe", j, &ir, log, nil)
+		rss, err := spawn(ctx, "floe", j, &ir, log, &r.incCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -340,18 +405,16 @@ func benchFormat(ctx context.Context, c config, format, work string, log io.Writ
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
-	}
-	r.incSec = bench.Median(r.incRuns)
-	var all []float64
-	for range c.runs {
 		var dr bench.DuckResult
-		rss, err := spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log, nil)
+		rss, err = spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log, &r.duckAllCPU)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, dr.Seconds)
+		r.duckAllRuns = append(r.duckAllRuns, dr.Seconds)
 		r.duckAllRSS = max(r.duckAllRSS, rss)
 	}
+	r.incSec = bench.Median(r.incRuns)
+	all := r.duckAllRuns
 	r.duckAllSec = bench.Median(all)
 	fmt.Fprintf(log, "%s duckdb over %d files: %v\n", format, c.files+1, all)
 	if err := os.RemoveAll(filepath.Dir(hj.Source)); err != nil {
@@ -430,8 +493,8 @@ func printTable(w io.Writer, c config, rows []*row) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s: floe runs %v, DuckDB runs %v, incremental runs %v, %d epochs; history catch-up without drain %.2fs; incremental peak RSS %.0f MiB, DuckDB-all peak RSS %.0f MiB\n",
-			r.format, round(r.floeRuns), round(r.duckRuns), round(r.incRuns), r.epochs, r.catchupNoDrain, r.incRSS, r.duckAllRSS)
+		fmt.Fprintf(w, "%s: floe runs %v, DuckDB runs %v, incremental runs %v, DuckDB-all runs %v, %d epochs; history catch-up without drain %.2fs; incremental peak RSS %.0f MiB, DuckDB-all peak RSS %.0f MiB\n",
+			r.format, round(r.floeRuns), round(r.duckRuns), round(r.incRuns), round(r.duckAllRuns), r.epochs, r.catchupNoDrain, r.incRSS, r.duckAllRSS)
 	}
 	for _, r := range rows {
 		fc, dc := bench.Median(r.floeCPU), bench.Median(r.duckCPU)
