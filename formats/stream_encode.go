@@ -1,0 +1,177 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// PartEncoder encodes batches into one output file as they come, so that a
+// writer can bound the memory of an output by rolling to a new file when
+// Size reaches a limit. Fed the same batches, it produces the same bytes as
+// EncodeParquet (or EncodeJSONL) with the same options. Not safe for
+// concurrent use.
+type PartEncoder struct {
+	schema *arrow.Schema
+	rows   int64
+	buf    bytes.Buffer
+	pq     *pqarrow.FileWriter // nil for JSON lines
+	keys   [][]byte            // JSON lines: `"name":` per column
+	batch  int                 // batches written, for error messages
+	done   bool
+}
+
+// NewPartEncoder returns an encoder of one file in format "parquet" or
+// "jsonl". opts apply to Parquet only.
+func NewPartEncoder(format string, schema *arrow.Schema, opts EncodeOptions) (*PartEncoder, error) {
+	if schema == nil {
+		return nil, fmt.Errorf("encode %s: nil schema", format)
+	}
+	e := &PartEncoder{schema: schema}
+	switch strings.ToLower(format) {
+	case "jsonl", "json", "ndjson":
+		e.keys = make([][]byte, schema.NumFields())
+		for i, f := range schema.Fields() {
+			e.keys[i] = append(appendJSONString(nil, f.Name), ':')
+		}
+		return e, nil
+	case "parquet":
+		props, arrProps, err := parquetWriterProps(schema, opts)
+		if err != nil {
+			return nil, err
+		}
+		if e.pq, err = pqarrow.NewFileWriter(schema, &e.buf, props, arrProps); err != nil {
+			return nil, fmt.Errorf("encode parquet: %w", err)
+		}
+		return e, nil
+	}
+	return nil, fmt.Errorf("encode: unknown format %q (want parquet or jsonl)", format)
+}
+
+// parquetWriterProps are EncodeParquet's writer properties.
+func parquetWriterProps(schema *arrow.Schema, opts EncodeOptions) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties, error) {
+	mem := opts.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	var codec compress.Compression
+	switch strings.ToLower(opts.Compression) {
+	case "", "zstd":
+		codec = compress.Codecs.Zstd
+	case "snappy":
+		codec = compress.Codecs.Snappy
+	case "none", "uncompressed":
+		codec = compress.Codecs.Uncompressed
+	default:
+		return nil, pqarrow.ArrowWriterProperties{}, fmt.Errorf("encode parquet: unknown compression %q (want zstd, snappy or none)", opts.Compression)
+	}
+	rg := opts.RowGroupRows
+	if rg <= 0 {
+		rg = DefaultRowGroupRows
+	}
+	wopts := []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}
+	if !opts.NoDictionary {
+		for _, f := range schema.Fields() {
+			switch f.Type.ID() {
+			case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+				wopts = append(wopts, parquet.WithDictionaryFor(f.Name, true))
+			}
+		}
+	}
+	props := parquet.NewWriterProperties(append(wopts,
+		parquet.WithCompression(codec),
+		parquet.WithStats(true),
+		parquet.WithMaxRowGroupLength(rg),
+		parquet.WithAllocator(mem),
+	)...)
+	return props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)), nil
+}
+
+// Write encodes one batch, which must have the schema's column types. It
+// does not keep b.
+func (e *PartEncoder) Write(b arrow.RecordBatch) (err error) {
+	if e.done {
+		return errors.New("encode: write after Finish")
+	}
+	n := e.batch
+	e.batch++
+	if err := checkBatch(e.schema, b); err != nil {
+		return fmt.Errorf("encode: batch %d: %w", n, err)
+	}
+	if b.NumRows() == 0 {
+		return nil
+	}
+	e.rows += b.NumRows()
+	if e.pq == nil {
+		buf := e.buf.AvailableBuffer()
+		cols := b.Columns()
+		for r := 0; r < int(b.NumRows()); r++ {
+			buf = append(buf, '{')
+			for c, a := range cols {
+				if c > 0 {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, e.keys[c]...)
+				if buf, err = appendJSONValue(buf, a, r); err != nil {
+					return fmt.Errorf("encode jsonl: column %q: %w", e.schema.Field(c).Name, err)
+				}
+			}
+			buf = append(buf, '}', '\n')
+		}
+		e.buf.Write(buf)
+		return nil
+	}
+	rec := array.NewRecordBatch(e.schema, b.Columns(), b.NumRows())
+	defer rec.Release()
+	if err := e.pq.WriteBuffered(rec); err != nil {
+		e.done = true
+		return fmt.Errorf("encode parquet: batch %d: %w", n, err)
+	}
+	return nil
+}
+
+// Rows is the number of rows written.
+func (e *PartEncoder) Rows() int64 { return e.rows }
+
+// Size estimates the encoded size so far: the bytes of finished row groups
+// and the compressed pages of the buffered one (Parquet), or the bytes
+// written (JSON lines).
+func (e *PartEncoder) Size() int64 {
+	n := int64(e.buf.Len())
+	if e.pq != nil {
+		n += e.pq.RowGroupTotalCompressedBytes()
+	}
+	return n
+}
+
+// Finish completes the file and returns its bytes. The encoder cannot be
+// used afterwards.
+func (e *PartEncoder) Finish() ([]byte, error) {
+	if e.done {
+		return nil, errors.New("encode: Finish called twice or after a failed write")
+	}
+	e.done = true
+	if e.pq != nil {
+		if err := e.pq.Close(); err != nil {
+			return nil, fmt.Errorf("encode parquet: %w", err)
+		}
+	}
+	return e.buf.Bytes(), nil
+}
+
+// Abort releases an unfinished encoder's buffers.
+func (e *PartEncoder) Abort() {
+	if !e.done && e.pq != nil {
+		e.pq.Close()
+	}
+	e.done = true
+	e.buf = bytes.Buffer{}
+}
