@@ -166,4 +166,3 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 	}
 	return res, nil
 }
-
