@@ -319,7 +319,7 @@ func (d *decoder) stringList(n *node, path string) []string {
 
 func (d *decoder) pipeline(root *node) *Pipeline {
 	p := &Pipeline{}
-	f := d.fields(root, "", "name", "source", "operators", "sink", "state")
+	f := d.fields(root, "", "name", "source", "operators", "sink", "state", "sources", "stages", "sinks")
 	if f == nil {
 		return p
 	}
@@ -335,6 +335,7 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 	if n := f["sink"]; n != nil {
 		d.sink(n, "sink", &p.Sink)
 	}
+	d.graph(f, p) // sources, stages, sinks (graph.go)
 	p.State = State{Parallelism: DefaultParallelism, MaxParallelism: DefaultMaxParallelism, RetainEpochs: DefaultRetainEpochs}
 	if n := f["state"]; n != nil {
 		d.state(n, "state", &p.State)
@@ -573,10 +574,12 @@ func ParseAggregate(name, text string) (Aggregate, error) {
 	return Aggregate{Name: name, Func: AggFunc(fn), Column: col}, err
 }
 
-func (d *decoder) sink(n *node, path string, s *Sink) {
-	f := d.fields(n, path, "type", "url", "format", "partition_by")
+// sink decodes a sink block; extra names further allowed fields, which it
+// returns, with the others, for the caller to decode.
+func (d *decoder) sink(n *node, path string, s *Sink, extra ...string) map[string]*node {
+	f := d.fields(n, path, append([]string{"type", "url", "format", "partition_by"}, extra...)...)
 	if f == nil {
-		return
+		return nil
 	}
 	if v := f["type"]; v != nil {
 		s.Type = SinkType(d.str(v, join(path, "type")))
@@ -593,6 +596,7 @@ func (d *decoder) sink(n *node, path string, s *Sink) {
 	if s.Type == SinkIceberg && s.Format == "" {
 		s.Format = Parquet // an Iceberg table's data files are Parquet
 	}
+	return f
 }
 
 func (d *decoder) state(n *node, path string, s *State) {

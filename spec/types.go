@@ -28,6 +28,14 @@ type Pipeline struct {
 	Sink      Sink
 	State     State
 
+	// Sources, Stages and Sinks are the graph form (`sources:`, `stages:`,
+	// `sinks:`; see graph.go and docs/graph.md), which a pipeline uses
+	// instead of Source, Operators and Sink. They are empty in the linear
+	// form; Graph returns one Graph for either form.
+	Sources []NamedSource
+	Stages  []Stage
+	Sinks   []NamedSink
+
 	// origin holds the file name and field positions of a parsed spec; nil
 	// for pipelines built in Go.
 	origin *origin

@@ -77,6 +77,7 @@ func (p *Pipeline) SetDefaults() {
 		p.Source.CSV = &CSVOptions{Header: true, Delimiter: ","}
 	}
 	p.assignIDs()
+	p.setGraphDefaults() // graph.go
 }
 
 // assignIDs gives every operator without an id its kind as id, then
@@ -115,6 +116,11 @@ func (p *Pipeline) validate(c *collector) {
 		c.add("name", "required")
 	case !validIdent(p.Name):
 		c.add("name", "invalid name %q (%s)", p.Name, identRule)
+	}
+	if p.isGraph() {
+		p.validateGraph(c) // graph.go
+		p.validateState(c)
+		return
 	}
 	p.validateSource(c)
 	for i := range p.Operators {

@@ -1,0 +1,891 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The graph form of a pipeline (docs/graph.md):
+//
+//	sources: {clicks: {type: files, ...}, orders: {...}}  # name -> source block
+//	stages:                                                # a list
+//	  - {name: valid, input: clicks, filter: "bytes > 0"}
+//	  - {name: joined, inputs: [valid, orders], join: {on: [user_id], interval: {before: 5m, after: 5m}}}
+//	sinks: {out: {input: joined, type: files, url: ..., format: parquet}}
+//
+// Sources, stages and sinks share one namespace of names; a stage's name is
+// its state operator id. The linear form (source, operators, sink) is the
+// graph with one source named "source", one stage per operator named by
+// its id, and one sink named "sink" (Pipeline.Graph).
+
+// Limits of the graph form. Like the limits of limits.go, no real pipeline
+// comes near them.
+const (
+	maxSources = 16
+	maxStages  = 64
+	maxSinks   = 16
+	// maxNameLen bounds source, stage and sink names: a stage's name is
+	// its operator id in state keys, at most manifest.MaxOpIDLen bytes.
+	maxNameLen = 64
+	// maxTopN bounds top_n.n: the stage keeps n rows per key in state.
+	maxTopN = 10000
+	// maxKeyColumns bounds the key columns of a join, lookup, top_n or dedup.
+	maxKeyColumns = 32
+)
+
+// Stage kinds beyond the operator kinds (KindFilter, KindProject,
+// KindWindow), as returned by Stage.Kind.
+const (
+	KindJoin   = "join"
+	KindLookup = "lookup"
+	KindTopN   = "top_n"
+	KindDedup  = "dedup"
+)
+
+// StageKinds lists every stage kind, in documentation order.
+var StageKinds = []string{KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
+
+// NamedSource is one entry of `sources:`.
+type NamedSource struct {
+	Name   string
+	Source Source
+}
+
+// NamedSink is one entry of `sinks:`: a sink that writes the rows of the
+// source or stage named Input.
+type NamedSink struct {
+	Name  string
+	Input string
+	Sink  Sink
+}
+
+// Stage is one entry of `stages:`: a named step that reads one or two
+// named upstreams (sources or stages). Exactly one of Filter, Project,
+// Window, Join, Lookup, TopN and Dedup is set.
+type Stage struct {
+	// Name is unique among sources, stages and sinks, and is the stage's
+	// state operator id (op=<name>).
+	Name string
+	// Inputs names the upstreams: two for a join (left, right), one for
+	// every other kind.
+	Inputs []string
+	// LateURL receives the rows this stage finds late (window, join, top_n
+	// and dedup stages); empty = they are only counted.
+	LateURL string
+
+	Filter  *Filter
+	Project *Project
+	Window  *Window
+	Join    *Join
+	Lookup  *Lookup
+	TopN    *TopN
+	Dedup   *Dedup
+}
+
+// Kind returns one of StageKinds, or "" when none or several are set.
+func (s Stage) Kind() string {
+	n, k := 0, ""
+	for _, c := range []struct {
+		set  bool
+		kind string
+	}{
+		{s.Filter != nil, KindFilter}, {s.Project != nil, KindProject}, {s.Window != nil, KindWindow},
+		{s.Join != nil, KindJoin}, {s.Lookup != nil, KindLookup}, {s.TopN != nil, KindTopN}, {s.Dedup != nil, KindDedup},
+	} {
+		if c.set {
+			n, k = n+1, c.kind
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	return k
+}
+
+// JoinType is inner or left (outer).
+type JoinType string
+
+// Join types.
+const (
+	// JoinInner emits a row for each matching pair.
+	JoinInner JoinType = "inner"
+	// JoinLeft also emits each left row that found no match, with the
+	// right columns null, once no match can come any more.
+	JoinLeft JoinType = "left"
+)
+
+// Join joins its two inputs (Inputs[0] left, Inputs[1] right) on equal
+// key columns within a time bound: exactly one of Interval and Window is
+// set.
+type Join struct {
+	// Type is inner (the default) or left.
+	Type JoinType
+	// LeftKeys and RightKeys are the key columns, pairwise equal in a
+	// match; `on: [k]` sets both to the same names.
+	LeftKeys, RightKeys []string
+	// LeftTime and RightTime name each side's event-time column; empty =
+	// that input's event time (Graph.EventTime).
+	LeftTime, RightTime string
+	// Interval: a right row matches a left row when
+	// left.t - Before <= right.t <= left.t + After.
+	Interval *JoinInterval
+	// Window: rows match when both fall in the same window.
+	Window *JoinWindow
+}
+
+// JoinInterval bounds an interval join: right.t between left.t - Before and
+// left.t + After. Either may be negative (an interval wholly after or
+// before the left row), but not both so far that the interval is empty.
+type JoinInterval struct {
+	Before, After time.Duration
+}
+
+// JoinWindow is the window of a windowed join: exactly one of Tumbling and
+// Sliding is set.
+type JoinWindow struct {
+	Tumbling time.Duration
+	Sliding  *SlidingWindow
+}
+
+// Lookup enriches its input with the rows of a table read from files,
+// matching LeftKeys (input columns) to RightKeys (table columns).
+type Lookup struct {
+	// URL is the prefix the table's files are under.
+	URL    string
+	Format Format
+	// Schema lists the table's columns; required unless Format is Parquet.
+	Schema []Field
+	// CSV holds CSV options; set only for Format CSV (Parse sets defaults).
+	CSV *CSVOptions
+	// Pattern is a path.Match glob on the file key relative to URL.
+	Pattern string
+	// Type is inner (the default: rows without a match are dropped) or
+	// left (they are kept, with the table's columns null).
+	Type                JoinType
+	LeftKeys, RightKeys []string
+}
+
+// TopN keeps the N first rows by OrderBy of each key (and, with PerWindow,
+// of each window of a window stage's output).
+type TopN struct {
+	N       int
+	Keys    []string
+	OrderBy []OrderColumn
+	// PerWindow ranks within each window: the input rows carry
+	// window_start and window_end (a window stage's output).
+	PerWindow bool
+}
+
+// OrderColumn is one column of a TopN's order.
+type OrderColumn struct {
+	Column string
+	Desc   bool
+}
+
+// String returns the spec form, "column" or "column desc".
+func (o OrderColumn) String() string {
+	if o.Desc {
+		return o.Column + " desc"
+	}
+	return o.Column
+}
+
+// DedupKeep says which row of a key's duplicates a Dedup keeps.
+type DedupKeep string
+
+// Dedup policies.
+const (
+	// KeepFirst emits a key's first row at once and drops the rows of the
+	// same key within the time bound.
+	KeepFirst DedupKeep = "first"
+	// KeepLast emits a key's last row within the time bound, once the
+	// watermark has passed the bound.
+	KeepLast DedupKeep = "last"
+)
+
+// Dedup drops duplicate rows: rows with equal Keys whose event times are
+// within Within of the first row of the key.
+type Dedup struct {
+	Keys []string
+	// Keep is first (the default) or last.
+	Keep   DedupKeep
+	Within time.Duration
+	// EventTime names the event-time column; empty = the input's.
+	EventTime string
+}
+
+// isGraph reports whether p uses the graph form: it has sources, stages or
+// sinks, or its spec file names one of those keys (even with no entries).
+func (p *Pipeline) isGraph() bool {
+	if len(p.Sources) > 0 || len(p.Stages) > 0 || len(p.Sinks) > 0 {
+		return true
+	}
+	if p.origin == nil {
+		return false
+	}
+	for _, k := range []string{"sources", "stages", "sinks"} {
+		if _, ok := p.origin.pos[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// legacyField returns the first linear-form key (source, operators, sink)
+// p sets, or "". Defaults SetDefaults gives an unset source (on_error) do
+// not count.
+func (p *Pipeline) legacyField() string {
+	s := &p.Source
+	switch {
+	case s.Type != "" || s.URL != "" || s.Format != "" || len(s.Schema) > 0 || s.EventTime != "":
+		return "source"
+	case len(p.Operators) > 0:
+		return "operators"
+	case p.Sink != (Sink{}):
+		return "sink"
+	}
+	return ""
+}
+
+// setGraphDefaults fills the defaults of the graph form: each source's
+// on_error and CSV options, join and lookup types, dedup keep.
+func (p *Pipeline) setGraphDefaults() {
+	for i := range p.Sources {
+		s := &p.Sources[i].Source
+		if s.OnError == "" {
+			s.OnError = OnErrorReject
+		}
+		if s.Format == CSV && s.CSV == nil {
+			s.CSV = &CSVOptions{Header: true, Delimiter: ","}
+		}
+	}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		if st.Join != nil && st.Join.Type == "" {
+			st.Join.Type = JoinInner
+		}
+		if l := st.Lookup; l != nil {
+			if l.Type == "" {
+				l.Type = JoinInner
+			}
+			if l.Format == CSV && l.CSV == nil {
+				l.CSV = &CSVOptions{Header: true, Delimiter: ","}
+			}
+		}
+		if st.Dedup != nil && st.Dedup.Keep == "" {
+			st.Dedup.Keep = KeepFirst
+		}
+	}
+}
+
+// ---- decoding ----
+
+var (
+	stageFields  = []string{"name", "input", "inputs", "late_url", KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
+	joinFields   = []string{"type", "on", "left_on", "right_on", "left_time", "right_time", "interval", "window"}
+	lookupFields = []string{"url", "format", "schema", "csv", "pattern", "type", "on", "left_on", "right_on"}
+	topNFields   = []string{"n", "key", "order_by", "per_window"}
+	dedupFields  = []string{"key", "keep", "within", "event_time"}
+)
+
+// graph decodes the graph form's top-level fields (sources, stages, sinks)
+// of the document's fields f into p, and refuses a document that mixes
+// them with the linear form's.
+func (d *decoder) graph(f map[string]*node, p *Pipeline) {
+	var used []string
+	for _, k := range []string{"sources", "stages", "sinks"} {
+		if f[k] != nil {
+			used = append(used, k)
+		}
+	}
+	if len(used) == 0 {
+		return
+	}
+	for _, k := range []string{"source", "operators", "sink"} {
+		if v := f[k]; v != nil {
+			d.c.decodeErr(d.o.at(k), k, "cannot be used with %s: a spec is either linear (source, operators, sink) or a graph (sources, stages, sinks)", strings.Join(used, ", "))
+		}
+	}
+	if n := f["sources"]; n != nil && !isNull(n) {
+		names, vals := d.pairs(n, "sources")
+		for i, name := range names {
+			ns := NamedSource{Name: name}
+			d.source(vals[i], join("sources", name), &ns.Source)
+			p.Sources = append(p.Sources, ns)
+		}
+	}
+	if n := f["stages"]; n != nil && !isNull(n) {
+		if n.kind != kindSeq {
+			d.c.decodeErr(n.pos, "stages", "expected a list of stages, got %s", n.describe())
+		} else {
+			for i, it := range n.items {
+				p.Stages = append(p.Stages, d.stage(it, index("stages", i)))
+			}
+		}
+	}
+	if n := f["sinks"]; n != nil && !isNull(n) {
+		names, vals := d.pairs(n, "sinks")
+		for i, name := range names {
+			ns := NamedSink{Name: name}
+			fp := join("sinks", name)
+			sf := d.sink(vals[i], fp, &ns.Sink, "input")
+			if v := sf["input"]; v != nil {
+				ns.Input = d.str(v, join(fp, "input"))
+			}
+			p.Sinks = append(p.Sinks, ns)
+		}
+	}
+}
+
+func isNull(n *node) bool { return n.kind == kindScalar && n.sType == scalarNull }
+
+func (d *decoder) stage(n *node, sp string) Stage {
+	var st Stage
+	f := d.fields(n, sp, stageFields...)
+	if f == nil {
+		return st
+	}
+	if v := f["name"]; v != nil {
+		st.Name = d.str(v, join(sp, "name"))
+	}
+	in, ins := f["input"], f["inputs"]
+	switch {
+	case in != nil && ins != nil:
+		d.c.decodeErr(ins.pos, join(sp, "inputs"), "set input (one upstream) or inputs (a list), not both")
+	case in != nil:
+		st.Inputs = []string{d.str(in, join(sp, "input"))}
+	case ins != nil:
+		st.Inputs = d.nameList(ins, join(sp, "inputs"))
+	}
+	if v := f["late_url"]; v != nil {
+		st.LateURL = d.url(v, join(sp, "late_url"))
+	}
+	// filter, project and window decode as operators do.
+	ops := &node{kind: kindMap, pos: n.pos}
+	for i, k := range n.keys {
+		if (k.str == KindFilter || k.str == KindProject || k.str == KindWindow) && f[k.str] == n.vals[i] {
+			ops.keys, ops.vals = append(ops.keys, k), append(ops.vals, n.vals[i])
+		}
+	}
+	if len(ops.keys) > 0 {
+		op := d.operator(ops, sp)
+		st.Filter, st.Project, st.Window = op.Filter, op.Project, op.Window
+		if op.ID != "" {
+			ip := join(sp, "window.id")
+			d.c.decodeErr(d.o.at(ip), ip, "a stage's id is its name; leave window.id out")
+		}
+	}
+	if v := f[KindJoin]; v != nil {
+		st.Join = d.joinStage(v, join(sp, KindJoin))
+	}
+	if v := f[KindLookup]; v != nil {
+		st.Lookup = d.lookupStage(v, join(sp, KindLookup))
+	}
+	if v := f[KindTopN]; v != nil {
+		st.TopN = d.topNStage(v, join(sp, KindTopN))
+	}
+	if v := f[KindDedup]; v != nil {
+		st.Dedup = d.dedupStage(v, join(sp, KindDedup))
+	}
+	return st
+}
+
+// nameList accepts a name or a list of names.
+func (d *decoder) nameList(n *node, path string) []string {
+	if n.kind == kindScalar && n.sType != scalarNull {
+		return []string{n.str}
+	}
+	if n.kind != kindSeq {
+		d.c.decodeErr(n.pos, path, "expected a list of source or stage names, got %s", n.describe())
+		return nil
+	}
+	d.o.pos[path] = n.pos
+	out := make([]string, 0, len(n.items))
+	for i, it := range n.items {
+		ip := index(path, i)
+		d.o.pos[ip] = it.pos
+		out = append(out, d.str(it, ip))
+	}
+	return out
+}
+
+// keys decodes `on` (the same columns on both sides) or `left_on` and
+// `right_on`.
+func (d *decoder) keys(f map[string]*node, path string) (left, right []string) {
+	on, lo, ro := f["on"], f["left_on"], f["right_on"]
+	if on != nil {
+		for _, x := range []struct {
+			n    *node
+			name string
+		}{{lo, "left_on"}, {ro, "right_on"}} {
+			if x.n != nil {
+				d.c.decodeErr(x.n.pos, join(path, x.name), "set on (the same columns on both sides) or left_on and right_on, not both")
+			}
+		}
+		k := d.stringList(on, join(path, "on"))
+		return k, slices.Clone(k)
+	}
+	if lo != nil {
+		left = d.stringList(lo, join(path, "left_on"))
+	}
+	if ro != nil {
+		right = d.stringList(ro, join(path, "right_on"))
+	}
+	return left, right
+}
+
+func (d *decoder) joinStage(n *node, path string) *Join {
+	j := &Join{Type: JoinInner}
+	f := d.fields(n, path, joinFields...)
+	if f == nil {
+		return j
+	}
+	j.LeftKeys, j.RightKeys = d.keys(f, path)
+	if v := f["type"]; v != nil {
+		j.Type = JoinType(d.str(v, join(path, "type")))
+	}
+	if v := f["left_time"]; v != nil {
+		j.LeftTime = d.str(v, join(path, "left_time"))
+	}
+	if v := f["right_time"]; v != nil {
+		j.RightTime = d.str(v, join(path, "right_time"))
+	}
+	if v := f["interval"]; v != nil {
+		fp := join(path, "interval")
+		j.Interval = &JoinInterval{}
+		inf := d.fields(v, fp, "before", "after")
+		if x := inf["before"]; x != nil {
+			j.Interval.Before = d.duration(x, join(fp, "before"))
+		}
+		if x := inf["after"]; x != nil {
+			j.Interval.After = d.duration(x, join(fp, "after"))
+		}
+	}
+	if v := f["window"]; v != nil {
+		fp := join(path, "window")
+		j.Window = &JoinWindow{}
+		wf := d.fields(v, fp, "tumbling", "sliding")
+		if x := wf["tumbling"]; x != nil {
+			j.Window.Tumbling = d.duration(x, join(fp, "tumbling"))
+			if j.Window.Tumbling == 0 && !d.c.hasFailed(join(fp, "tumbling")) {
+				d.c.decodeErr(x.pos, join(fp, "tumbling"), "must be > 0")
+			}
+		}
+		if x := wf["sliding"]; x != nil {
+			sp := join(fp, "sliding")
+			j.Window.Sliding = &SlidingWindow{}
+			sf := d.fields(x, sp, "size", "slide")
+			if y := sf["size"]; y != nil {
+				j.Window.Sliding.Size = d.duration(y, join(sp, "size"))
+			}
+			if y := sf["slide"]; y != nil {
+				j.Window.Sliding.Slide = d.duration(y, join(sp, "slide"))
+			}
+		}
+	}
+	return j
+}
+
+func (d *decoder) lookupStage(n *node, path string) *Lookup {
+	l := &Lookup{Type: JoinInner}
+	f := d.fields(n, path, lookupFields...)
+	if f == nil {
+		return l
+	}
+	l.LeftKeys, l.RightKeys = d.keys(f, path)
+	if v := f["url"]; v != nil {
+		l.URL = d.url(v, join(path, "url"))
+	}
+	if v := f["format"]; v != nil {
+		l.Format = Format(d.str(v, join(path, "format")))
+	}
+	if v := f["schema"]; v != nil {
+		fp := join(path, "schema")
+		names, vals := d.pairs(v, fp)
+		for i, name := range names {
+			l.Schema = append(l.Schema, Field{Name: name, Type: DataType(d.str(vals[i], join(fp, name)))})
+		}
+	}
+	if v := f["csv"]; v != nil {
+		fp := join(path, "csv")
+		l.CSV = &CSVOptions{Header: true, Delimiter: ","}
+		cf := d.fields(v, fp, "header", "delimiter")
+		if h := cf["header"]; h != nil {
+			l.CSV.Header = d.boolean(h, join(fp, "header"))
+		}
+		if dl := cf["delimiter"]; dl != nil {
+			l.CSV.Delimiter = d.str(dl, join(fp, "delimiter"))
+		}
+	}
+	if v := f["pattern"]; v != nil {
+		l.Pattern = d.str(v, join(path, "pattern"))
+	}
+	if v := f["type"]; v != nil {
+		l.Type = JoinType(d.str(v, join(path, "type")))
+	}
+	if l.Format == CSV && l.CSV == nil {
+		l.CSV = &CSVOptions{Header: true, Delimiter: ","}
+	}
+	return l
+}
+
+func (d *decoder) topNStage(n *node, path string) *TopN {
+	t := &TopN{}
+	f := d.fields(n, path, topNFields...)
+	if f == nil {
+		return t
+	}
+	if v := f["n"]; v != nil {
+		t.N = d.smallInt(v, join(path, "n"))
+	}
+	if v := f["key"]; v != nil {
+		t.Keys = d.stringList(v, join(path, "key"))
+	}
+	if v := f["per_window"]; v != nil {
+		t.PerWindow = d.boolean(v, join(path, "per_window"))
+	}
+	if v := f["order_by"]; v != nil {
+		fp := join(path, "order_by")
+		for i, s := range d.stringList(v, fp) {
+			ip := fp
+			if v.kind == kindSeq {
+				ip = index(fp, i)
+			}
+			o, err := ParseOrderColumn(s)
+			if err != nil {
+				d.c.decodeErr(d.o.at(ip), ip, "%s", reQuote(err, s))
+			}
+			t.OrderBy = append(t.OrderBy, o)
+		}
+	}
+	return t
+}
+
+// ParseOrderColumn parses "column", "column asc" or "column desc"
+// (asc and desc in any case).
+func ParseOrderColumn(s string) (OrderColumn, error) {
+	f := strings.Fields(s)
+	switch {
+	case len(f) == 1:
+		return OrderColumn{Column: f[0]}, nil
+	case len(f) == 2 && strings.EqualFold(f[1], "asc"):
+		return OrderColumn{Column: f[0]}, nil
+	case len(f) == 2 && strings.EqualFold(f[1], "desc"):
+		return OrderColumn{Column: f[0], Desc: true}, nil
+	}
+	return OrderColumn{}, fmt.Errorf("invalid order %q (want \"column\", \"column asc\" or \"column desc\")", s)
+}
+
+func (d *decoder) dedupStage(n *node, path string) *Dedup {
+	dd := &Dedup{Keep: KeepFirst}
+	f := d.fields(n, path, dedupFields...)
+	if f == nil {
+		return dd
+	}
+	if v := f["key"]; v != nil {
+		dd.Keys = d.stringList(v, join(path, "key"))
+	}
+	if v := f["keep"]; v != nil {
+		dd.Keep = DedupKeep(d.str(v, join(path, "keep")))
+	}
+	if v := f["within"]; v != nil {
+		dd.Within = d.duration(v, join(path, "within"))
+	}
+	if v := f["event_time"]; v != nil {
+		dd.EventTime = d.str(v, join(path, "event_time"))
+	}
+	return dd
+}
+
+// ---- Graph queries ----
+
+// Source returns the source named name, or nil.
+func (g *Graph) Source(name string) *NamedSource {
+	for i := range g.Sources {
+		if g.Sources[i].Name == name {
+			return &g.Sources[i]
+		}
+	}
+	return nil
+}
+
+// Stage returns the stage named name, or nil.
+func (g *Graph) Stage(name string) *Stage {
+	for i := range g.Stages {
+		if g.Stages[i].Name == name {
+			return &g.Stages[i]
+		}
+	}
+	return nil
+}
+
+// Sink returns the sink named name, or nil.
+func (g *Graph) Sink(name string) *NamedSink {
+	for i := range g.Sinks {
+		if g.Sinks[i].Name == name {
+			return &g.Sinks[i]
+		}
+	}
+	return nil
+}
+
+// Upstreams returns what name reads: a stage's inputs in order (a join's
+// left then right), a sink's input; nil for a source or an unknown name.
+func (g *Graph) Upstreams(name string) []string {
+	if st := g.Stage(name); st != nil {
+		return slices.Clone(st.Inputs)
+	}
+	if s := g.Sink(name); s != nil {
+		return []string{s.Input}
+	}
+	return nil
+}
+
+// Downstreams returns the stages and sinks that read name, each once,
+// stages in Graph order then sinks.
+func (g *Graph) Downstreams(name string) []string { return slices.Clone(g.down[name]) }
+
+// Path returns the field path in the spec of the source, stage or sink
+// named name ("sources.clicks", "stages[2]", "sinks.out", and for the
+// linear form "source", "operators[1]", "sink"), for Pipeline.Where; ""
+// for an unknown name.
+func (g *Graph) Path(name string) string { return g.paths[name] }
+
+// FromLinear reports whether the graph came from the linear form (source,
+// operators, sink).
+func (g *Graph) FromLinear() bool { return g.linear }
+
+// Linear reports whether the graph is a chain: one source, stages that
+// each read one input, the previous stage (the first reads the source),
+// and one sink writing the last. Every linear-form pipeline is linear; a
+// graph-form one may be.
+func (g *Graph) Linear() bool {
+	if len(g.Sources) != 1 || len(g.Sinks) != 1 {
+		return false
+	}
+	prev := g.Sources[0].Name
+	for _, st := range g.Stages {
+		if len(st.Inputs) != 1 || st.Inputs[0] != prev {
+			return false
+		}
+		prev = st.Name
+	}
+	return g.Sinks[0].Input == prev
+}
+
+// WindowEventTime is the event-time column of a window stage's output
+// (Graph.EventTime): a result row's event time is the last instant of its
+// window, window_end minus one microsecond, so that a window reading a
+// window puts each input window in the window that contains it.
+const WindowEventTime = "window_end"
+
+// EventTime returns the event-time column of the rows that the source,
+// stage or sink named name produces (a sink: the rows it writes): a
+// source's event_time; a window's WindowEventTime; a join's left time
+// column (left_time, else its left input's); for every other kind, its
+// input's. "" for an unknown name.
+func (g *Graph) EventTime(name string) string {
+	for range len(g.Stages) + 2 { // a Graph is acyclic: each step goes upstream
+		if s := g.Source(name); s != nil {
+			return s.Source.EventTime
+		}
+		if s := g.Sink(name); s != nil {
+			name = s.Input
+			continue
+		}
+		st := g.Stage(name)
+		if st == nil || len(st.Inputs) == 0 {
+			return ""
+		}
+		switch {
+		case st.Window != nil:
+			return WindowEventTime
+		case st.Join != nil && st.Join.LeftTime != "":
+			return st.Join.LeftTime
+		}
+		name = st.Inputs[0]
+	}
+	return ""
+}
+
+// ---- Describe ----
+
+// Describe draws the graph as text for `floe plan`: every source, then
+// every stage in topological order, then every sink, each as a header line
+// "<role> <name>: <what it does>" and a line "inputs -> name -> outputs".
+func (g *Graph) Describe() string { return g.DescribeWith(nil) }
+
+// DescribeWith is Describe with note(name), when not empty, appended in
+// brackets to the header line of each source, stage and sink (the engine
+// adds parallelism this way).
+func (g *Graph) DescribeWith(note func(name string) string) string {
+	var b strings.Builder
+	header := func(role, name, what string) {
+		fmt.Fprintf(&b, "%s %s: %s", role, name, what)
+		if note != nil {
+			if n := note(name); n != "" {
+				fmt.Fprintf(&b, " [%s]", n)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	flow := func(in []string, name string) {
+		b.WriteString("  ")
+		if len(in) > 0 {
+			b.WriteString(strings.Join(in, ", "))
+			b.WriteString(" -> ")
+		}
+		b.WriteString(name)
+		if out := g.down[name]; len(out) > 0 {
+			b.WriteString(" -> ")
+			b.WriteString(strings.Join(out, ", "))
+		}
+		b.WriteByte('\n')
+	}
+	for _, s := range g.Sources {
+		header("source", s.Name, describeSource(&s.Source))
+		flow(nil, s.Name)
+	}
+	for _, st := range g.Stages {
+		header("stage", st.Name, g.describeStage(&st))
+		in := st.Inputs
+		if st.Join != nil && len(in) == 2 {
+			in = []string{in[0] + " (left)", in[1] + " (right)"}
+		}
+		flow(in, st.Name)
+	}
+	for _, s := range g.Sinks {
+		what := fmt.Sprintf("%s %s %s", s.Sink.Type, s.Sink.Format, s.Sink.URL)
+		if s.Sink.PartitionBy != "" {
+			what += ", partition by " + s.Sink.PartitionBy
+		}
+		header("sink", s.Name, what)
+		flow([]string{s.Input}, s.Name)
+	}
+	return b.String()
+}
+
+func describeSource(s *Source) string {
+	what := fmt.Sprintf("%s %s %s, event time %s", s.Type, s.Format, s.URL, s.EventTime)
+	if s.Watermark.MaxOutOfOrderness > 0 {
+		what += ", out of order " + fmtDur(s.Watermark.MaxOutOfOrderness)
+	}
+	if s.Inputs == InputsDirectory {
+		what += ", an input per directory"
+	}
+	return what
+}
+
+func (g *Graph) describeStage(st *Stage) string {
+	var what string
+	switch st.Kind() {
+	case KindFilter:
+		what = "filter " + excerpt(st.Filter.Expr)
+	case KindProject:
+		cols := make([]string, len(st.Project.Columns))
+		for i, c := range st.Project.Columns {
+			cols[i] = c.Name
+		}
+		what = "project " + strings.Join(cols, ", ")
+	case KindWindow:
+		w := st.Window
+		switch w.Kind() {
+		case WindowTumbling:
+			what = "window tumbling " + fmtDur(w.Tumbling)
+		case WindowSliding:
+			what = fmt.Sprintf("window sliding %s every %s", fmtDur(w.Sliding.Size), fmtDur(w.Sliding.Slide))
+		case WindowSession:
+			what = "window session gap " + fmtDur(w.Session.Gap)
+		default:
+			what = "window"
+		}
+		what += ", key " + keyList(w.Key)
+		if w.AllowedLateness > 0 {
+			what += ", lateness " + fmtDur(w.AllowedLateness)
+		}
+		aggs := make([]string, len(w.Aggregates))
+		for i, a := range w.Aggregates {
+			aggs[i] = a.Name + "=" + a.String()
+		}
+		what += ", " + strings.Join(aggs, " ")
+	case KindJoin:
+		j := st.Join
+		what = fmt.Sprintf("join %s on %s", j.Type, onList(j.LeftKeys, j.RightKeys))
+		lt, rt := "left."+j.LeftTime, "right."+j.RightTime
+		if j.LeftTime == "" && len(st.Inputs) == 2 {
+			lt = "left." + g.EventTime(st.Inputs[0])
+		}
+		if j.RightTime == "" && len(st.Inputs) == 2 {
+			rt = "right." + g.EventTime(st.Inputs[1])
+		}
+		switch {
+		case j.Interval != nil:
+			what += fmt.Sprintf(", %s between %s - %s and %s + %s", rt, lt, fmtDur(j.Interval.Before), lt, fmtDur(j.Interval.After))
+		case j.Window != nil && j.Window.Sliding != nil:
+			what += fmt.Sprintf(", same sliding window %s every %s", fmtDur(j.Window.Sliding.Size), fmtDur(j.Window.Sliding.Slide))
+		case j.Window != nil:
+			what += ", same tumbling window " + fmtDur(j.Window.Tumbling)
+		}
+	case KindLookup:
+		l := st.Lookup
+		what = fmt.Sprintf("lookup %s on %s in %s %s", l.Type, onList(l.LeftKeys, l.RightKeys), l.Format, l.URL)
+	case KindTopN:
+		t := st.TopN
+		order := make([]string, len(t.OrderBy))
+		for i, o := range t.OrderBy {
+			order[i] = o.String()
+		}
+		what = fmt.Sprintf("top_n %d by %s, key %s", t.N, strings.Join(order, ", "), keyList(t.Keys))
+		if t.PerWindow {
+			what += ", per window"
+		}
+	case KindDedup:
+		dd := st.Dedup
+		what = fmt.Sprintf("dedup keep %s within %s, key %s", dd.Keep, fmtDur(dd.Within), keyList(dd.Keys))
+		if dd.EventTime != "" {
+			what += ", event time " + dd.EventTime
+		}
+	default:
+		what = "?"
+	}
+	if st.LateURL != "" {
+		what += ", late rows to " + st.LateURL
+	}
+	return what
+}
+
+func keyList(k []string) string { return "[" + strings.Join(k, ", ") + "]" }
+
+// onList renders join keys: "[a, b]" when both sides name the same
+// columns, else "[a = x, b = y]".
+func onList(left, right []string) string {
+	if slices.Equal(left, right) {
+		return keyList(left)
+	}
+	pairs := make([]string, max(len(left), len(right)))
+	for i := range pairs {
+		var l, r string
+		if i < len(left) {
+			l = left[i]
+		}
+		if i < len(right) {
+			r = right[i]
+		}
+		pairs[i] = l + " = " + r
+	}
+	return keyList(pairs)
+}
+
+// fmtDur formats d as Go does without trailing zero units: 1m, 1h30m, 5s.
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
