@@ -3,15 +3,15 @@ package iceberg
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/floe-dev/floe/store"
 )
@@ -94,8 +94,7 @@ type state struct {
 	version int64
 	key     string // store key of the metadata file
 	loc     string // its full location
-	meta    table.Metadata
-	tbl     *table.Table // commits go through a committer fixed to this base
+	meta    *tableMeta
 }
 
 // load returns the current version: the highest N present, whatever the
@@ -118,74 +117,33 @@ func (t *Table) loadVersion(ctx context.Context, n int64) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: read %s: %w", key, err)
 	}
-	md, err := parseMetadata(data)
+	md, err := parseMeta(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
 	}
-	s := &state{version: n, key: key, loc: t.loc + "/" + key, meta: md}
-	s.tbl = table.New(t.ident, md, s.loc, t.fsF, &committer{t: t, base: s})
-	return s, nil
+	return &state{version: n, key: key, loc: t.loc + "/" + key, meta: md}, nil
 }
 
-// parseMetadata parses a metadata file; a panic inside the parser on hostile
-// input becomes an error.
-func parseMetadata(data []byte) (md table.Metadata, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			md, err = nil, fmt.Errorf("parse: %v", r)
-		}
-	}()
-	md, err = table.ParseMetadataBytes(data)
-	if err == nil && md == nil {
-		err = errors.New("parse: empty metadata")
+// commit applies c on top of exactly the base version (plus floe's version
+// stamp) and creates version base+1 only if it does not exist. A commit on
+// an older base can therefore never succeed.
+func (t *Table) commit(ctx context.Context, base *state, c change) (*tableMeta, error) {
+	n := base.version + 1
+	c.props = maps.Clone(c.props)
+	if c.props == nil {
+		c.props = iceberg.Properties{}
 	}
-	return md, err
-}
-
-// committer is the table.CatalogIO of one loaded version: CommitTable always
-// commits on top of exactly that base, creating version base+1 only if it
-// does not exist. A commit on an older base can therefore never succeed, and
-// a replay by iceberg-go's retry loop (disabled anyway) would fail the same
-// way.
-type committer struct {
-	t    *Table
-	base *state
-}
-
-var _ table.CatalogIO = (*committer)(nil)
-
-// LoadTable returns the current version of the table.
-func (c *committer) LoadTable(ctx context.Context, _ table.Identifier) (*table.Table, error) {
-	s, err := c.t.load(ctx)
+	maps.Copy(c.props, stamp(n))
+	c.baseFile = base.loc
+	c.nowMs = time.Now().UnixMilli()
+	md, err := base.meta.apply(c)
 	if err != nil {
+		return nil, fmt.Errorf("iceberg: apply changes on %s: %w", base.key, err)
+	}
+	if _, err := t.createVersion(ctx, n, md); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return nil, fmt.Errorf("iceberg: no table at %s", c.t.loc)
-	}
-	return s.tbl, nil
-}
-
-// CommitTable checks reqs against the base, applies updates (plus floe's
-// version stamp) and creates the next metadata file.
-func (c *committer) CommitTable(ctx context.Context, _ table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	base := c.base
-	for _, r := range reqs {
-		if err := r.Validate(base.meta); err != nil {
-			return nil, "", fmt.Errorf("%w: %s: %v", table.ErrCommitFailed, base.key, err)
-		}
-	}
-	n := base.version + 1
-	updates = append(slices.Clone(updates), table.NewSetPropertiesUpdate(stamp(n)))
-	md, err := table.UpdateTableMetadata(base.meta, updates, base.loc)
-	if err != nil {
-		return nil, "", fmt.Errorf("iceberg: apply updates on %s: %w", base.key, err)
-	}
-	loc, err := c.t.createVersion(ctx, n, md)
-	if err != nil {
-		return nil, "", err
-	}
-	return md, loc, nil
+	return md, nil
 }
 
 func stamp(n int64) iceberg.Properties {
@@ -195,21 +153,21 @@ func stamp(n int64) iceberg.Properties {
 // createVersion writes md as metadata/vN.metadata.json with create-if-absent.
 //
 // Outcomes: nil (committed: the file is ours and it is the head of the
-// table); an error matching table.ErrCommitFailed (nothing of ours is
+// table); an error matching ErrCommitFailed (nothing of ours is
 // current: another writer has version N, or ours landed in a slot that
 // retention had emptied behind the head); any other error, matching
 // ErrCommitUnknown when the write may have landed. The caller resolves every
 // failure the same way: reload and re-check its epoch marker.
-func (t *Table) createVersion(ctx context.Context, n int64, md table.Metadata) (string, error) {
+func (t *Table) createVersion(ctx context.Context, n int64, md *tableMeta) (string, error) {
 	key := versionKey(n)
-	data, err := json.Marshal(md)
+	data, err := md.encode()
 	if err != nil {
 		return "", fmt.Errorf("iceberg: encode %s: %w", key, err)
 	}
 	_, err = t.st.Put(ctx, key, data, store.PutOptions{IfNotExist: true})
 	if err != nil {
 		if errors.Is(err, store.ErrPrecondition) && !errors.Is(err, store.ErrOutcomeUnknown) {
-			return "", fmt.Errorf("%w: %s already exists: another writer committed version %d", table.ErrCommitFailed, key, n)
+			return "", fmt.Errorf("%w: %s already exists: another writer committed version %d", ErrCommitFailed, key, n)
 		}
 		// The write may have applied (lost response, a retried write that
 		// then lost to itself): read it back and compare.
@@ -218,18 +176,18 @@ func (t *Table) createVersion(ctx context.Context, n int64, md table.Metadata) (
 		case rerr == nil && bytes.Equal(got, data):
 			t.log.Debug("iceberg: ambiguous metadata write resolved as committed", "key", key, "cause", err)
 		case rerr == nil:
-			return "", fmt.Errorf("%w: %s was written by another writer (our write failed: %v)", table.ErrCommitFailed, key, err)
+			return "", fmt.Errorf("%w: %s was written by another writer (our write failed: %v)", ErrCommitFailed, key, err)
 		case errors.Is(rerr, store.ErrNotFound):
 			// Not there now. A delayed request could still land later;
 			// then it is a commit like any other and the epoch marker
 			// inside it keeps the retry from applying the epoch twice.
-			return "", fmt.Errorf("%w: %s not written: %v", table.ErrCommitFailed, key, err)
+			return "", fmt.Errorf("%w: %s not written: %v", ErrCommitFailed, key, err)
 		default:
 			return "", fmt.Errorf("%w: create %s: %v; reading it back: %v", ErrCommitUnknown, key, err, rerr)
 		}
 	}
 	loc := t.loc + "/" + key
-	if err := t.verifyHead(ctx, n, loc, md.LastUpdatedMillis()); err != nil {
+	if err := t.verifyHead(ctx, n, loc, md.lastUpdatedMs); err != nil {
 		return "", err
 	}
 	// Best effort: readers that trust the hint also check for newer
@@ -255,12 +213,12 @@ func (t *Table) verifyHead(ctx context.Context, n int64, loc string, lastUpdated
 	}
 	next, err := t.loadVersion(ctx, n+1)
 	if err == nil {
-		for e := range next.meta.PreviousFiles() {
+		for _, e := range next.meta.metadataLog {
 			if e.MetadataFile == loc && e.TimestampMs == lastUpdatedMs {
 				return nil
 			}
 		}
 	}
 	return fmt.Errorf("%w: %s was created behind the head (version %d exists and does not follow it): a stalled writer refilled a slot emptied by retention",
-		table.ErrCommitFailed, versionKey(n), vs[len(vs)-1].n)
+		ErrCommitFailed, versionKey(n), vs[len(vs)-1].n)
 }

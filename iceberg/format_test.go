@@ -112,7 +112,7 @@ func TestForeignWriter(t *testing.T) {
 	if d := diffRows(ft.read(t), rowStrings(want)); d != "" {
 		t.Fatal(d)
 	}
-	cur, _ := shared.Current(ctx)
+	cur := currentTable(t, shared)
 	if cur.Properties()["owner"] != "spark" {
 		t.Fatal("floe's commit dropped the other writer's property")
 	}

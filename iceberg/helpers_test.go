@@ -207,6 +207,26 @@ func readVia(t testing.TB, tbl *Table) []string {
 	return scanRows(t, newStoreIO(context.Background(), tbl.st, tbl.loc), s.loc)
 }
 
+// currentTable loads the table's current version with iceberg-go's own
+// catalog-less reader (through the table's store).
+func currentTable(t testing.TB, tbl *Table) *table.Table {
+	t.Helper()
+	ctx := context.Background()
+	h, err := tbl.Head(ctx)
+	if err != nil || h == nil {
+		t.Fatalf("head: %v (head %v)", err, h)
+	}
+	rt, err := table.NewFromLocation(ctx, table.Identifier{"reader", "t"}, h.MetadataLocation,
+		func(ctx context.Context) (icebergio.IO, error) { return newStoreIO(ctx, tbl.st, tbl.loc), nil }, nil)
+	if err != nil {
+		t.Fatalf("reader: load %s: %v", h.MetadataLocation, err)
+	}
+	if got := rt.Metadata().Properties()[PropMetadataVersion]; got != fmt.Sprint(h.Version) {
+		t.Fatalf("head version %d, metadata stamped %q", h.Version, got)
+	}
+	return rt
+}
+
 func diffRows(got, want []string) string {
 	if slices.Equal(got, want) {
 		return ""

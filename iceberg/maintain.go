@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go/table"
-
 	"github.com/floe-dev/floe/store"
 )
 
@@ -122,17 +120,20 @@ func (t *Table) expire(ctx context.Context, opts MaintainOptions) (int, error) {
 		if err := t.check(s); err != nil {
 			return 0, err
 		}
-		before := len(s.meta.Snapshots())
-		if before <= opts.RetainSnapshots {
+		if len(s.meta.snapshots) <= opts.RetainSnapshots {
 			return 0, nil
 		}
-		txn := s.tbl.NewTransaction()
-		if err := txn.ExpireSnapshots(table.WithRetainLast(opts.RetainSnapshots), table.WithOlderThan(opts.MaxSnapshotAge), table.WithPostCommit(false)); err != nil {
-			return 0, fmt.Errorf("iceberg: maintain %s: expire snapshots: %w", t.loc, err)
+		cutoff := opts.Now().Add(-opts.MaxSnapshotAge).UnixMilli()
+		exp, err := expireSnapshots(s.meta, opts.RetainSnapshots, cutoff)
+		if err != nil {
+			return 0, fmt.Errorf("iceberg: maintain %s: expire snapshots: %s: %w", t.loc, s.key, err)
 		}
-		nt, err := txn.Commit(ctx)
+		if len(exp) == 0 {
+			return 0, nil
+		}
+		_, err = t.commit(ctx, s, change{expire: exp})
 		if err == nil {
-			return before - len(nt.Metadata().Snapshots()), nil
+			return len(exp), nil
 		}
 		if !retriable(err) {
 			return 0, fmt.Errorf("iceberg: maintain %s: expire snapshots: %w", t.loc, err)
@@ -226,27 +227,27 @@ func (t *Table) addReferences(ctx context.Context, head *state, live []int64, re
 				return err
 			}
 		}
-		for _, snap := range s.meta.Snapshots() {
+		for _, snap := range s.meta.snapshots {
 			if snap.ManifestList == "" || lists[snap.ManifestList] {
 				continue
 			}
 			lists[snap.ManifestList] = true
 			k, err := io.key(snap.ManifestList)
 			if err != nil {
-				return fmt.Errorf("%s: snapshot %d: manifest list %w", s.key, snap.SnapshotID, err)
+				return fmt.Errorf("%s: snapshot %d: manifest list %w", s.key, snap.ID, err)
 			}
 			referenced[k] = true
-			mfs, err := snap.Manifests(io)
+			mfs, err := readManifestList(io, snap.ManifestList)
 			if errors.Is(err, fs.ErrNotExist) && s != head {
 				continue // an older version's expired snapshot
 			}
 			if err != nil {
-				return fmt.Errorf("%s: snapshot %d: read manifest list: %w", s.key, snap.SnapshotID, err)
+				return fmt.Errorf("%s: snapshot %d: read manifest list: %w", s.key, snap.ID, err)
 			}
 			for _, mf := range mfs {
 				k, err := io.key(mf.FilePath())
 				if err != nil {
-					return fmt.Errorf("%s: snapshot %d: manifest %w", s.key, snap.SnapshotID, err)
+					return fmt.Errorf("%s: snapshot %d: manifest %w", s.key, snap.ID, err)
 				}
 				referenced[k] = true
 			}
@@ -267,5 +268,5 @@ func (t *Table) wroteVersion(ctx context.Context, n int64) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	return s.meta.Properties()[PropMetadataVersion] == fmt.Sprint(n), nil
+	return s.meta.props[PropMetadataVersion] == fmt.Sprint(n), nil
 }

@@ -72,7 +72,7 @@ func TestMaintainBounded(t *testing.T) {
 		t.Fatalf("data files: %d, %v; want %d", len(data), err, epochs)
 	}
 	// Every kept snapshot names one epoch.
-	cur, _ := tbl.Current(ctx)
+	cur := currentTable(t, tbl)
 	for _, s := range cur.Metadata().Snapshots() {
 		if s.Summary.Properties["floe.epoch"] == "" {
 			t.Fatalf("snapshot %d without epoch: %v", s.SnapshotID, s.Summary.Properties)

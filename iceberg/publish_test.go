@@ -40,10 +40,7 @@ func TestPublishEpochs(t *testing.T) {
 				t.Fatalf("PublishedEpoch = %d, %v; want %d", got, err, epochs)
 			}
 			// Every snapshot names one epoch of p1, each epoch at most once.
-			cur, err := tbl.Current(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cur := currentTable(t, tbl)
 			seen := map[string]bool{}
 			for _, s := range cur.Metadata().Snapshots() {
 				e := s.Summary.Properties["floe.epoch"]

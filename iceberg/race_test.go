@@ -84,7 +84,7 @@ func raceScenario(t *testing.T, open func(t *testing.T) (store.Store, string), r
 		t.Fatalf("PublishedEpoch = %d, %v", got, err)
 	}
 	// Each epoch is in exactly one snapshot (of those not expired).
-	cur, _ := tbl.Current(ctx)
+	cur := currentTable(t, tbl)
 	seen := map[string]int{}
 	for _, s := range cur.Metadata().Snapshots() {
 		seen[s.Summary.Properties["floe.epoch"]]++

@@ -55,7 +55,7 @@ func TestS3PublishMaintain(t *testing.T) {
 		t.Fatal(d)
 	}
 	// The metadata records the plain s3:// location: any reader resolves it.
-	cur, _ := tbl.Current(ctx)
+	cur := currentTable(t, tbl)
 	if got := cur.Metadata().Location(); got != tbl.Location() {
 		t.Fatalf("metadata location %q", got)
 	}

@@ -2,9 +2,11 @@ package iceberg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"path"
@@ -14,8 +16,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
-	icebergio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/store"
@@ -33,6 +33,10 @@ var (
 	// (now or in a later run) resolves it: the epoch marker travels in the
 	// same metadata file as the epoch's data files.
 	ErrCommitUnknown = errors.New("iceberg commit outcome unknown")
+	// ErrCommitFailed: another commit created the version this one was
+	// built for; nothing of this commit is current. Publish and Maintain
+	// retry it themselves.
+	ErrCommitFailed = errors.New("iceberg commit lost to a concurrent commit")
 )
 
 // Defaults of Options and MaintainOptions.
@@ -83,12 +87,11 @@ type DataFile struct {
 // configuration: every call reads the current metadata. Safe for concurrent
 // use, also across processes.
 type Table struct {
-	st    store.Store
-	loc   string
-	opts  Options
-	log   *slog.Logger
-	ident table.Identifier
-	day   string // partition source column, "" for unpartitioned
+	st   store.Store
+	loc  string
+	opts Options
+	log  *slog.Logger
+	day  string // partition source column, "" for unpartitioned
 }
 
 // Open returns the table at location, whose files st holds (st is rooted at
@@ -118,8 +121,7 @@ func Open(ctx context.Context, st store.Store, location string, opts Options) (*
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Table{st: st, loc: loc, opts: opts, log: log, day: day,
-		ident: table.Identifier{"floe", path.Base(loc)}}
+	t := &Table{st: st, loc: loc, opts: opts, log: log, day: day}
 	s, err := t.load(ctx)
 	if err != nil {
 		return nil, err
@@ -170,19 +172,15 @@ func parsePartitionBy(s string) (string, error) {
 	return "", fmt.Errorf("partition_by %q: want none or day(<timestamp column>)", s)
 }
 
-func (t *Table) fsF(ctx context.Context) (icebergio.IO, error) {
-	return newStoreIO(ctx, t.st, t.loc), nil
-}
-
 // check refuses a version floe must not commit on.
 func (t *Table) check(s *state) error {
-	if got := strings.TrimRight(s.meta.Location(), "/"); got != t.loc {
+	if got := strings.TrimRight(s.meta.location, "/"); got != t.loc {
 		return fmt.Errorf("iceberg: %s records table location %q, opened as %q", s.key, got, t.loc)
 	}
 	if t.opts.AllowForeignWriters {
 		return nil
 	}
-	if got := s.meta.Properties()[PropMetadataVersion]; got != strconv.FormatInt(s.version, 10) {
+	if got := s.meta.props[PropMetadataVersion]; got != strconv.FormatInt(s.version, 10) {
 		return fmt.Errorf("%w: %s/%s was not written by floe (%s=%q, want %d); floe must be the only writer of the table, or allow others (AllowForeignWriters)",
 			ErrForeignWriter, t.loc, s.key, PropMetadataVersion, got, s.version)
 	}
@@ -193,9 +191,9 @@ func (t *Table) check(s *state) error {
 // published to the table.
 func EpochProperty(pipelineID string) string { return "floe." + pipelineID + ".epoch" }
 
-func publishedEpoch(md table.Metadata, pipelineID string) (int64, error) {
+func publishedEpoch(md *tableMeta, pipelineID string) (int64, error) {
 	key := EpochProperty(pipelineID)
-	v, ok := md.Properties()[key]
+	v, ok := md.props[key]
 	if !ok {
 		return 0, nil
 	}
@@ -219,14 +217,32 @@ func (t *Table) PublishedEpoch(ctx context.Context, pipelineID string) (int64, e
 	return publishedEpoch(s.meta, pipelineID)
 }
 
-// Current returns the current version of the table for reading (scans,
-// status), or nil when there is no table yet. Do not commit through it.
-func (t *Table) Current(ctx context.Context) (*table.Table, error) {
+// Head describes the current version of a table.
+type Head struct {
+	// Version is N of metadata/vN.metadata.json; MetadataLocation its
+	// full location (what a catalog-less reader opens).
+	Version          int64
+	MetadataLocation string
+	// SnapshotID is the current snapshot (0: none); Snapshots counts the
+	// snapshots the version keeps.
+	SnapshotID int64
+	Snapshots  int
+	// Properties are the table properties.
+	Properties map[string]string
+}
+
+// Head returns the current version of the table, or nil when there is no
+// table yet.
+func (t *Table) Head(ctx context.Context) (*Head, error) {
 	s, err := t.load(ctx)
 	if err != nil || s == nil {
 		return nil, err
 	}
-	return s.tbl, nil
+	h := &Head{Version: s.version, MetadataLocation: s.loc, Snapshots: len(s.meta.snapshots), Properties: maps.Clone(s.meta.props)}
+	if cur := s.meta.current(); cur != nil {
+		h.SnapshotID = cur.ID
+	}
+	return h, nil
 }
 
 // Publish adds epoch's files to the table in one commit that also sets the
@@ -299,7 +315,7 @@ func (t *Table) Publish(ctx context.Context, pipelineID string, epoch int64, sum
 }
 
 func retriable(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) || errors.Is(err, ErrCommitUnknown) || errors.Is(err, store.ErrTransient)
+	return errors.Is(err, ErrCommitFailed) || errors.Is(err, ErrCommitUnknown) || errors.Is(err, store.ErrTransient)
 }
 
 func sleep(ctx context.Context, attempt int) error {
@@ -347,22 +363,28 @@ func (t *Table) publishOnce(ctx context.Context, pipelineID string, epoch int64,
 	if err != nil {
 		return false, err
 	}
-	txn := s.tbl.NewTransaction()
 	props := iceberg.Properties{EpochProperty(pipelineID): strconv.FormatInt(epoch, 10)}
 	for k, v := range t.tableProps() {
-		if s.meta.Properties()[k] != v {
+		if s.meta.props[k] != v {
 			props[k] = v
 		}
 	}
-	if err := txn.SetProperties(props); err != nil {
-		return false, err
-	}
+	var snap *snapshot
 	if len(dfs) > 0 {
-		if err := txn.AddDataFiles(ctx, dfs, snapProps, table.WithoutDuplicateCheck()); err != nil {
+		if _, ok := s.meta.props[propNameMappingDefault]; !ok {
+			nm, err := json.Marshal(s.meta.schema.NameMapping())
+			if err != nil {
+				return false, fmt.Errorf("name mapping: %w", err)
+			}
+			props[propNameMappingDefault] = string(nm)
+		}
+		all := maps.Clone(s.meta.props)
+		maps.Copy(all, props)
+		if snap, err = appendSnapshot(newStoreIO(ctx, t.st, t.loc), s.meta, dfs, snapProps, all, time.Now()); err != nil {
 			return false, fmt.Errorf("add data files: %w", err)
 		}
 	}
-	if _, err := txn.Commit(ctx); err != nil {
+	if _, err := t.commit(ctx, s, change{props: props, add: snap}); err != nil {
 		return false, err
 	}
 	t.log.Debug("iceberg: published epoch", "table", t.loc, "pipeline", pipelineID, "epoch", epoch, "files", len(dfs), "version", s.version+1)
@@ -372,10 +394,10 @@ func (t *Table) publishOnce(ctx context.Context, pipelineID string, epoch int64,
 // tableProps are the properties floe keeps on the table.
 func (t *Table) tableProps() iceberg.Properties {
 	return iceberg.Properties{
-		table.CommitNumRetriesKey:            "0", // never replay a commit on a newer base
-		table.ManifestMergeEnabledKey:        "true",
-		table.ManifestMinMergeCountKey:       strconv.Itoa(t.opts.ManifestMergeMinCount),
-		table.MetadataPreviousVersionsMaxKey: strconv.Itoa(DefaultMetadataVersionsMax),
+		propCommitNumRetries:      "0", // never replay a commit on a newer base
+		propManifestMergeEnabled:  "true",
+		propManifestMinMergeCount: strconv.Itoa(t.opts.ManifestMergeMinCount),
+		propMetadataPreviousMax:   strconv.Itoa(DefaultMetadataVersionsMax),
 	}
 }
 
@@ -404,37 +426,22 @@ func (t *Table) create(ctx context.Context) error {
 		}
 	}
 	props := t.tableProps()
-	props[table.PropertyFormatVersion] = "2"
 	for k, v := range stamp(1) {
 		props[k] = v
 	}
-	md, err := table.NewMetadata(sc, &spec, table.UnsortedSortOrder, t.loc, props)
+	nm, err := json.Marshal(sc.NameMapping())
+	if err != nil {
+		return fmt.Errorf("iceberg: create %s: name mapping: %w", t.loc, err)
+	}
+	props[propNameMappingDefault] = string(nm)
+	md, err := newMeta(sc, spec, t.loc, props, time.Now().UnixMilli())
 	if err != nil {
 		return fmt.Errorf("iceberg: create %s: %w", t.loc, err)
 	}
-	if _, err := t.createVersion(ctx, 1, md); err != nil && !errors.Is(err, table.ErrCommitFailed) {
+	if _, err := t.createVersion(ctx, 1, md); err != nil && !errors.Is(err, ErrCommitFailed) {
 		return err
 	}
 	return nil
-}
-
-// icebergSchema converts an Arrow schema, timestamps as timestamptz.
-func icebergSchema(sc *arrow.Schema) (*iceberg.Schema, error) {
-	fields := sc.Fields()
-	for i, f := range fields {
-		if ts, ok := f.Type.(*arrow.TimestampType); ok {
-			if ts.TimeZone != "" && ts.TimeZone != "UTC" && ts.TimeZone != "+00:00" && ts.TimeZone != "Etc/UTC" {
-				return nil, fmt.Errorf("column %q: timestamp zone %q, want UTC", f.Name, ts.TimeZone)
-			}
-			fields[i].Type = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
-		}
-	}
-	md := sc.Metadata()
-	out, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema(fields, &md), false)
-	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	return out, nil
 }
 
 // dataFileCache keeps the DataFiles built from footers across retries, as
@@ -445,18 +452,20 @@ type dataFileCache struct {
 }
 
 func (c *dataFileCache) get(ctx context.Context, t *Table, s *state, files []DataFile) ([]iceberg.DataFile, error) {
-	sc, spec := s.meta.CurrentSchema(), s.meta.PartitionSpec()
+	sc, spec := s.meta.schema, s.meta.spec
 	if c.dfs != nil && c.schemaID == sc.ID && c.specID == spec.ID() {
 		return c.dfs, nil
 	}
-	io := newStoreIO(ctx, t.st, t.loc)
 	dfs := make([]iceberg.DataFile, len(files))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
-	io.ctx = gctx
 	for i, f := range files {
 		g.Go(func() error {
-			df, err := table.FileToDataFile(gctx, io, t.loc+"/"+f.Path, sc, spec, 0, s.meta.Properties())
+			data, err := store.Read(gctx, t.st, f.Path)
+			if err != nil {
+				return fmt.Errorf("data file %s: %w", f.Path, err)
+			}
+			df, err := dataFileFromParquet(data, t.loc+"/"+f.Path, sc, spec)
 			if err != nil {
 				return fmt.Errorf("data file %s: %w", f.Path, err)
 			}
