@@ -394,6 +394,9 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
+	if err := r.loadEverything(ctx); err != nil {
+		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
+	}
 	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
 		Parallelism: par, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
 	for _, f := range b.Files {

@@ -110,6 +110,10 @@ type Result struct {
 	StateURL string
 	// UntilReached: the head was already at or past Options.UntilEpoch.
 	UntilReached bool
+	// StateRowsDecoded counts the restored window-state rows this run
+	// decoded; StateRowsSkipped those it never needed (restore on demand:
+	// key groups without input and without windows due).
+	StateRowsDecoded, StateRowsSkipped int64
 }
 
 // ErrFenced is returned when another writer committed an epoch this run was

@@ -292,12 +292,16 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
 	changed, removed := sub.Dirty()
 	full := prev.base.Path == "" || len(prev.deltas) >= maxDeltas || prev.deltaBytes() > prev.base.Size/2 ||
-		changed+removed >= max(1, sub.Len()/2)
+		int64(changed+removed) >= max(1, (int64(sub.Len())+r.pendingRows(s))/2)
 	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
-		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: 16 << 10,
+		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: stateRowGroupRows,
 			Compression: "snappy", NoDictionary: true})
 	}
 	if full {
+		// A base holds every window: decode what this run has not needed yet.
+		if err := r.loadAll(ctx, s); err != nil {
+			return subState{}, err
+		}
 		snap, err := sub.Snapshot()
 		if err != nil {
 			return subState{}, err

@@ -281,6 +281,9 @@ func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *mani
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, err
 	}
+	if err := r.loadEverything(ctx); err != nil {
+		return nil, err
+	}
 	op := &WindowState{ID: ws.ID, Window: describeWindow(ws), Keys: slices.Clone(ws.Keys), EmittedThrough: rp.emitted}
 	for _, a := range ws.Aggregates {
 		op.Aggregates = append(op.Aggregates, a.Name)

@@ -393,6 +393,9 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
 	}
+	if err := r.loadEverything(ctx); err != nil {
+		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
+	}
 
 	// The files epoch N consumed, in its order.
 	keys, err := y.consumed(ctx, r.seen)

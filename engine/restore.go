@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -110,6 +111,7 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	}
 	r.subtasks = make([]*operators.Window, r.parallelism)
 	r.state = make([]subState, r.parallelism)
+	r.pending = make([]*pendingState, r.parallelism)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for s, sr := range rp.restore {
@@ -166,36 +168,35 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 			if ev != nil {
 				emitted = ev.RestoreWatermark(emitted)
 			}
-			var batches []arrow.RecordBatch
+			if err := w.Restore(nil, sr.lo, sr.hi, emitted); err != nil {
+				return fmt.Errorf("restore subtask %d: %w", s, err)
+			}
+			ps := &pendingState{lo: sr.lo, hi: sr.hi, emitted: emitted, loaded: make([]bool, sr.hi-sr.lo), dueAt: make([]int64, sr.hi-sr.lo), left: sr.hi - sr.lo,
+				migrate: func(recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) { return migrate(recs, false) }}
+			for g := range ps.dueAt {
+				ps.dueAt[g] = math.MaxInt64
+			}
+			r.pending[s] = ps
 			for _, f := range sr.files {
-				recs, err := read(f)
+				data, err := from.read(gctx, f)
 				if err != nil {
 					return err
 				}
-				if recs, err = migrate(recs, false); err != nil {
+				if err := ps.addBase(f, data); err != nil {
 					return err
 				}
-				batches = append(batches, recs...)
-			}
-			if err := w.Restore(batches, sr.lo, sr.hi, emitted); err != nil {
-				return fmt.Errorf("restore subtask %d: %w", s, err)
 			}
 			for _, d := range sr.deltas {
 				recs, err := read(d)
 				if err != nil {
 					return err
 				}
-				tomb := d.Kind == manifest.DeltaTombstones
-				if recs, err = migrate(recs, tomb); err != nil {
+				if recs, err = migrate(recs, d.Kind == manifest.DeltaTombstones); err != nil {
 					return err
 				}
-				if tomb {
-					err = w.ApplyDelta(nil, recs, sr.lo, sr.hi)
-				} else {
-					err = w.ApplyDelta(recs, nil, sr.lo, sr.hi)
-				}
-				if err != nil {
-					return fmt.Errorf("restore subtask %d: delta %s: %w", s, d.Path, err)
+				if err := ps.addDelta(d, recs); err != nil {
+					releaseBatches(recs)
+					return err
 				}
 			}
 			if rp.share && len(sr.files) == 1 {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -36,6 +37,8 @@ type runner struct {
 	parallelism int
 	k           int
 	subtasks    []*operators.Window
+	pending     []*pendingState // per subtask: restored state not decoded yet (lazyrestore.go)
+	decodedAll  atomic.Int64    // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
@@ -176,7 +179,13 @@ func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	defer func() { r.res.Requests = r.st.requests() }()
+	defer func() {
+		r.res.Requests = r.st.requests()
+		r.res.StateRowsDecoded += r.decodedAll.Swap(0)
+		for s := range r.pending {
+			r.res.StateRowsSkipped += r.pendingRows(s)
+		}
+	}()
 	files, err := r.start(ctx)
 	if err != nil {
 		return &r.res, err
@@ -426,6 +435,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	d := r.dc.decide(r.inputs, r.wm, in.obs, now, pend, len(files), drain, idle)
 	if !d.commit {
 		return 0, nil
+	}
+	if err := r.loadFor(ctx, results, d.watermark); err != nil {
+		return 0, err
 	}
 	out, err := r.process(ctx, results, d.watermark)
 	if err != nil {

@@ -1,0 +1,110 @@
+package engine_test
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/floe-dev/floe/engine"
+)
+
+const lazySpec = `
+name: lazy
+source: {type: files, url: "{{source}}", format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, max_files_per_epoch: 10,
+         watermark: {max_out_of_orderness: 0s}}
+operators:
+  - window: {key: [user_id], WINDOW, allowed_lateness: 0s,
+             aggregates: {clicks: "count()", pages: "count_distinct(page)", total_bytes: "sum(bytes)"}}
+sink:  {type: files, url: "{{sink}}", format: parquet}
+state: {url: "{{state}}", parallelism: 2}
+`
+
+// lazyHistory is 5 files of 1000 distinct users each (5000 open windows).
+func lazyHistory(t *testing.T, e *env) {
+	for f := range 5 {
+		var lines []string
+		for j := range 1000 {
+			u := f*1000 + j
+			lines = append(lines, fmt.Sprintf(`{"event_time":"2024-01-01T%02d:%02d:00Z","user_id":"u%04d","page":"/p%d","bytes":%d}`,
+				f, j%60, u, j%7, j))
+		}
+		e.put(t, fmt.Sprintf("a-hist-%d.jsonl", f), jsonl(lines...))
+	}
+}
+
+// TestRestoreOnDemand: a run over a small file after a long history
+// decodes only the key groups its input touches (plus windows due), and the
+// committed rows equal one run over all the files, for every window kind.
+func TestRestoreOnDemand(t *testing.T) {
+	defer engine.SetStateRowGroupRows(128)()
+	for _, win := range []string{"tumbling: 24h", "sliding: {size: 48h, slide: 24h}", "session: {gap: 24h}"} {
+		t.Run(strings.TrimSuffix(strings.Fields(win)[0], ":"), func(t *testing.T) {
+			bothEnvs(t, func(t *testing.T, newEnv func(testing.TB) *env) {
+				tmpl := strings.Replace(lazySpec, "WINDOW", win, 1)
+				small := []struct{ key, body string }{
+					{"b-small-1.jsonl", `{"event_time":"2024-01-01T06:00:00Z","user_id":"u0001","page":"/x","bytes":5}` + "\n" +
+						`{"event_time":"2024-01-01T06:01:00Z","user_id":"new","page":"/y","bytes":6}`},
+					{"b-small-2.jsonl", `{"event_time":"2024-01-01T07:00:00Z","user_id":"u0002","page":"/z","bytes":7}`},
+					{"b-small-3.jsonl", `{"event_time":"2024-01-01T08:00:00Z","user_id":"u0001","page":"/q","bytes":8}`},
+				}
+				end := `{"event_time":"2024-01-04T00:00:00Z","user_id":"u4999","page":"/end","bytes":1}`
+
+				e := newEnv(t)
+				p := e.pipeline(t, tmpl)
+				lazyHistory(t, e)
+				first := run(t, p, engine.Options{})
+				if first.Epochs != 1 || first.StateRowsSkipped != 0 {
+					t.Fatalf("history run: %+v", first)
+				}
+				for i, f := range small {
+					e.put(t, f.key, []byte(f.body+"\n"))
+					res := run(t, p, engine.Options{})
+					total := res.StateRowsDecoded + res.StateRowsSkipped
+					if res.Epochs != 1 || total < 5000 {
+						t.Fatalf("small file %d: %d epochs, %d decoded + %d skipped state rows, want >= 5000 in all",
+							i, res.Epochs, res.StateRowsDecoded, res.StateRowsSkipped)
+					}
+					// One or two keys touch at most two key groups of 128,
+					// each in at most two row groups of 128 rows.
+					if res.StateRowsDecoded > 4*128*2 {
+						t.Fatalf("small file %d: decoded %d of %d state rows, want only the touched key groups'", i, res.StateRowsDecoded, total)
+					}
+				}
+				e.put(t, "c-end.jsonl", []byte(end+"\n"))
+				last := run(t, p, engine.Options{Drain: true})
+				if last.StateRowsSkipped != 0 || last.StateRowsDecoded < 5000 {
+					t.Fatalf("final run must decode every window to emit it: %+v", last)
+				}
+				got := committedRows(t, p)
+
+				ref := newEnv(t)
+				rp := ref.pipeline(t, tmpl)
+				lazyHistory(t, ref)
+				for _, f := range small {
+					ref.put(t, f.key, []byte(f.body+"\n"))
+				}
+				ref.put(t, "c-end.jsonl", []byte(end+"\n"))
+				run(t, rp, engine.Options{Drain: true})
+				want := committedRows(t, rp)
+				if len(want) < 5000 {
+					t.Fatalf("reference emitted %d rows", len(want))
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("restore on demand: %d rows, reference %d; first difference %s", len(got), len(want), firstDiff(got, want))
+				}
+			})
+		})
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("at %d: %q vs %q", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
+}
