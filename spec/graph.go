@@ -129,17 +129,26 @@ type Join struct {
 	// that input's event time (Graph.EventTime).
 	LeftTime, RightTime string
 	// Interval: a right row matches a left row when
-	// left.t - Before <= right.t <= left.t + After.
+	// left.t - Lower <= right.t <= left.t + Upper.
 	Interval *JoinInterval
 	// Window: rows match when both fall in the same window.
 	Window *JoinWindow
+	// AllowedLateness delays the cutoff (watermark - AllowedLateness)
+	// after which a row is late and a left join emits a left row with
+	// no match.
+	AllowedLateness time.Duration
+	// RightPrefix renames a right column whose name a left column has
+	// ("user" becomes RightPrefix+"user"); empty = the engine's default
+	// ("right_").
+	RightPrefix string
 }
 
-// JoinInterval bounds an interval join: right.t between left.t - Before and
-// left.t + After. Either may be negative (an interval wholly after or
-// before the left row), but not both so far that the interval is empty.
+// JoinInterval bounds an interval join: right.t between left.t - Lower and
+// left.t + Upper, inclusive (SQL: b.t BETWEEN a.t - Lower AND a.t + Upper).
+// Either may be negative (an interval wholly after or before the left
+// row), but not so far that the interval is empty.
 type JoinInterval struct {
-	Before, After time.Duration
+	Lower, Upper time.Duration
 }
 
 // JoinWindow is the window of a windowed join: exactly one of Tumbling and
@@ -163,33 +172,61 @@ type Lookup struct {
 	Pattern string
 	// Type is inner (the default: rows without a match are dropped) or
 	// left (they are kept, with the table's columns null).
-	Type                JoinType
+	Type JoinType
+	// LeftKeys are input columns, RightKeys table columns, paired in
+	// order. The table's key must be unique.
 	LeftKeys, RightKeys []string
+	// RightPrefix renames a table column whose name an input column has;
+	// empty = the engine's default ("right_").
+	RightPrefix string
 }
 
-// TopN keeps the N first rows by OrderBy of each key (and, with PerWindow,
-// of each window of a window stage's output).
+// TopN keeps the N first rows by OrderBy of each group and emits them,
+// ranked, when the group's window closes. A group is the key columns and
+// a window: the input's window_start and window_end (PerWindow: it reads
+// a window stage's output), or, with Tumbling set, the tumbling window of
+// the row's event time.
 type TopN struct {
-	N       int
+	N int
+	// Keys may be empty: one group per window.
 	Keys    []string
 	OrderBy []OrderColumn
-	// PerWindow ranks within each window: the input rows carry
-	// window_start and window_end (a window stage's output).
-	PerWindow bool
+	// Tumbling is the size of the stage's own windows; 0 = the input
+	// carries window_start and window_end.
+	Tumbling time.Duration
+	// EventTime (with Tumbling) names the column windowed; empty = the
+	// input's event time.
+	EventTime string
+	// AllowedLateness: a group is emitted when window_end +
+	// AllowedLateness <= watermark. After a window stage with lateness L,
+	// use at least L.
+	AllowedLateness time.Duration
+	// RankColumn names the output's rank column; empty = "rank".
+	RankColumn string
 }
+
+// PerWindow reports whether t ranks within the windows its input carries
+// (no tumbling of its own).
+func (t *TopN) PerWindow() bool { return t.Tumbling == 0 }
 
 // OrderColumn is one column of a TopN's order.
 type OrderColumn struct {
 	Column string
 	Desc   bool
+	// NullsFirst ranks nulls before every value (default: after).
+	NullsFirst bool
 }
 
-// String returns the spec form, "column" or "column desc".
+// String returns the spec form, e.g. "score", "score desc nulls first".
 func (o OrderColumn) String() string {
+	s := o.Column
 	if o.Desc {
-		return o.Column + " desc"
+		s += " desc"
 	}
-	return o.Column
+	if o.NullsFirst {
+		s += " nulls first"
+	}
+	return s
 }
 
 // DedupKeep says which row of a key's duplicates a Dedup keeps.
@@ -214,6 +251,9 @@ type Dedup struct {
 	Within time.Duration
 	// EventTime names the event-time column; empty = the input's.
 	EventTime string
+	// AllowedLateness delays the cutoff (watermark - AllowedLateness)
+	// that makes a row late and keep: last rows final.
+	AllowedLateness time.Duration
 }
 
 // isGraph reports whether p uses the graph form: it has sources, stages or
@@ -284,10 +324,10 @@ func (p *Pipeline) setGraphDefaults() {
 
 var (
 	stageFields  = []string{"name", "input", "inputs", "late_url", KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
-	joinFields   = []string{"type", "on", "left_on", "right_on", "left_time", "right_time", "interval", "window"}
-	lookupFields = []string{"url", "format", "schema", "csv", "pattern", "type", "on", "left_on", "right_on"}
-	topNFields   = []string{"n", "key", "order_by", "per_window"}
-	dedupFields  = []string{"key", "keep", "within", "event_time"}
+	joinFields   = []string{"type", "on", "left_on", "right_on", "left_time", "right_time", "interval", "window", "allowed_lateness", "right_prefix"}
+	lookupFields = []string{"url", "format", "schema", "csv", "pattern", "type", "on", "left_on", "right_on", "right_prefix"}
+	topNFields   = []string{"n", "key", "order_by", "tumbling", "event_time", "allowed_lateness", "rank_column"}
+	dedupFields  = []string{"key", "keep", "within", "event_time", "allowed_lateness"}
 )
 
 // graph decodes the graph form's top-level fields (sources, stages, sinks)
@@ -312,7 +352,9 @@ func (d *decoder) graph(f map[string]*node, p *Pipeline) {
 		names, vals := d.pairs(n, "sources")
 		for i, name := range names {
 			ns := NamedSource{Name: name}
-			d.source(vals[i], join("sources", name), &ns.Source)
+			fp := join("sources", name)
+			d.source(vals[i], fp, &ns.Source)
+			d.o.pos[fp] = keyPos(n, name) // problems of the source as a whole point at its name
 			p.Sources = append(p.Sources, ns)
 		}
 	}
@@ -334,12 +376,23 @@ func (d *decoder) graph(f map[string]*node, p *Pipeline) {
 			if v := sf["input"]; v != nil {
 				ns.Input = d.str(v, join(fp, "input"))
 			}
+			d.o.pos[fp] = keyPos(n, name)
 			p.Sinks = append(p.Sinks, ns)
 		}
 	}
 }
 
 func isNull(n *node) bool { return n.kind == kindScalar && n.sType == scalarNull }
+
+// keyPos returns the position of the first key of mapping n named key.
+func keyPos(n *node, key string) Pos {
+	for _, k := range n.keys {
+		if k.str == key {
+			return k.pos
+		}
+	}
+	return n.pos
+}
 
 func (d *decoder) stage(n *node, sp string) Stage {
 	var st Stage
@@ -452,15 +505,21 @@ func (d *decoder) joinStage(n *node, path string) *Join {
 	if v := f["right_time"]; v != nil {
 		j.RightTime = d.str(v, join(path, "right_time"))
 	}
+	if v := f["allowed_lateness"]; v != nil {
+		j.AllowedLateness = d.duration(v, join(path, "allowed_lateness"))
+	}
+	if v := f["right_prefix"]; v != nil {
+		j.RightPrefix = d.str(v, join(path, "right_prefix"))
+	}
 	if v := f["interval"]; v != nil {
 		fp := join(path, "interval")
 		j.Interval = &JoinInterval{}
-		inf := d.fields(v, fp, "before", "after")
-		if x := inf["before"]; x != nil {
-			j.Interval.Before = d.duration(x, join(fp, "before"))
+		inf := d.fields(v, fp, "lower", "upper")
+		if x := inf["lower"]; x != nil {
+			j.Interval.Lower = d.duration(x, join(fp, "lower"))
 		}
-		if x := inf["after"]; x != nil {
-			j.Interval.After = d.duration(x, join(fp, "after"))
+		if x := inf["upper"]; x != nil {
+			j.Interval.Upper = d.duration(x, join(fp, "upper"))
 		}
 	}
 	if v := f["window"]; v != nil {
@@ -525,6 +584,9 @@ func (d *decoder) lookupStage(n *node, path string) *Lookup {
 	if v := f["type"]; v != nil {
 		l.Type = JoinType(d.str(v, join(path, "type")))
 	}
+	if v := f["right_prefix"]; v != nil {
+		l.RightPrefix = d.str(v, join(path, "right_prefix"))
+	}
 	if l.Format == CSV && l.CSV == nil {
 		l.CSV = &CSVOptions{Header: true, Delimiter: ","}
 	}
@@ -543,8 +605,20 @@ func (d *decoder) topNStage(n *node, path string) *TopN {
 	if v := f["key"]; v != nil {
 		t.Keys = d.stringList(v, join(path, "key"))
 	}
-	if v := f["per_window"]; v != nil {
-		t.PerWindow = d.boolean(v, join(path, "per_window"))
+	if v := f["tumbling"]; v != nil {
+		fp := join(path, "tumbling")
+		if t.Tumbling = d.duration(v, fp); t.Tumbling == 0 && !d.c.hasFailed(fp) {
+			d.c.decodeErr(v.pos, fp, "must be > 0 (leave it out to rank within the input's windows)")
+		}
+	}
+	if v := f["event_time"]; v != nil {
+		t.EventTime = d.str(v, join(path, "event_time"))
+	}
+	if v := f["allowed_lateness"]; v != nil {
+		t.AllowedLateness = d.duration(v, join(path, "allowed_lateness"))
+	}
+	if v := f["rank_column"]; v != nil {
+		t.RankColumn = d.str(v, join(path, "rank_column"))
 	}
 	if v := f["order_by"]; v != nil {
 		fp := join(path, "order_by")
@@ -553,29 +627,37 @@ func (d *decoder) topNStage(n *node, path string) *TopN {
 			if v.kind == kindSeq {
 				ip = index(fp, i)
 			}
-			o, err := ParseOrderColumn(s)
-			if err != nil {
-				d.c.decodeErr(d.o.at(ip), ip, "%s", reQuote(err, s))
+			for _, part := range strings.Split(s, ",") {
+				o, err := ParseOrderColumn(part)
+				if err != nil {
+					d.c.decodeErr(d.o.at(ip), ip, "%s", reQuote(err, part))
+				}
+				t.OrderBy = append(t.OrderBy, o)
 			}
-			t.OrderBy = append(t.OrderBy, o)
 		}
 	}
 	return t
 }
 
-// ParseOrderColumn parses "column", "column asc" or "column desc"
-// (asc and desc in any case).
+// ParseOrderColumn parses one order column: "column [asc|desc] [nulls
+// first|nulls last]" (the words in any case), as operators.ParseOrderBy
+// reads each of its comma-separated parts.
 func ParseOrderColumn(s string) (OrderColumn, error) {
 	f := strings.Fields(s)
-	switch {
-	case len(f) == 1:
-		return OrderColumn{Column: f[0]}, nil
-	case len(f) == 2 && strings.EqualFold(f[1], "asc"):
-		return OrderColumn{Column: f[0]}, nil
-	case len(f) == 2 && strings.EqualFold(f[1], "desc"):
-		return OrderColumn{Column: f[0], Desc: true}, nil
+	if len(f) == 0 {
+		return OrderColumn{}, fmt.Errorf("empty order column (want \"column [asc|desc] [nulls first|nulls last]\")")
 	}
-	return OrderColumn{}, fmt.Errorf("invalid order %q (want \"column\", \"column asc\" or \"column desc\")", s)
+	o, rest := OrderColumn{Column: f[0]}, f[1:]
+	if len(rest) > 0 && (strings.EqualFold(rest[0], "asc") || strings.EqualFold(rest[0], "desc")) {
+		o.Desc, rest = strings.EqualFold(rest[0], "desc"), rest[1:]
+	}
+	if len(rest) == 2 && strings.EqualFold(rest[0], "nulls") && (strings.EqualFold(rest[1], "first") || strings.EqualFold(rest[1], "last")) {
+		o.NullsFirst, rest = strings.EqualFold(rest[1], "first"), nil
+	}
+	if len(rest) > 0 {
+		return OrderColumn{}, fmt.Errorf("invalid order %q (want \"column [asc|desc] [nulls first|nulls last]\", e.g. \"clicks desc\")", strings.TrimSpace(s))
+	}
+	return o, nil
 }
 
 func (d *decoder) dedupStage(n *node, path string) *Dedup {
@@ -595,6 +677,9 @@ func (d *decoder) dedupStage(n *node, path string) *Dedup {
 	}
 	if v := f["event_time"]; v != nil {
 		dd.EventTime = d.str(v, join(path, "event_time"))
+	}
+	if v := f["allowed_lateness"]; v != nil {
+		dd.AllowedLateness = d.duration(v, join(path, "allowed_lateness"))
 	}
 	return dd
 }
@@ -822,11 +907,14 @@ func (g *Graph) describeStage(st *Stage) string {
 		}
 		switch {
 		case j.Interval != nil:
-			what += fmt.Sprintf(", %s between %s - %s and %s + %s", rt, lt, fmtDur(j.Interval.Before), lt, fmtDur(j.Interval.After))
+			what += fmt.Sprintf(", %s between %s - %s and %s + %s", rt, lt, fmtDur(j.Interval.Lower), lt, fmtDur(j.Interval.Upper))
 		case j.Window != nil && j.Window.Sliding != nil:
 			what += fmt.Sprintf(", same sliding window %s every %s", fmtDur(j.Window.Sliding.Size), fmtDur(j.Window.Sliding.Slide))
 		case j.Window != nil:
 			what += ", same tumbling window " + fmtDur(j.Window.Tumbling)
+		}
+		if j.AllowedLateness > 0 {
+			what += ", lateness " + fmtDur(j.AllowedLateness)
 		}
 	case KindLookup:
 		l := st.Lookup
@@ -838,14 +926,22 @@ func (g *Graph) describeStage(st *Stage) string {
 			order[i] = o.String()
 		}
 		what = fmt.Sprintf("top_n %d by %s, key %s", t.N, strings.Join(order, ", "), keyList(t.Keys))
-		if t.PerWindow {
-			what += ", per window"
+		if t.PerWindow() {
+			what += ", per input window"
+		} else {
+			what += ", tumbling " + fmtDur(t.Tumbling)
+		}
+		if t.AllowedLateness > 0 {
+			what += ", lateness " + fmtDur(t.AllowedLateness)
 		}
 	case KindDedup:
 		dd := st.Dedup
 		what = fmt.Sprintf("dedup keep %s within %s, key %s", dd.Keep, fmtDur(dd.Within), keyList(dd.Keys))
 		if dd.EventTime != "" {
 			what += ", event time " + dd.EventTime
+		}
+		if dd.AllowedLateness > 0 {
+			what += ", lateness " + fmtDur(dd.AllowedLateness)
 		}
 	default:
 		what = "?"

@@ -113,28 +113,34 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 	}
 	var readable []string // sources and stages, for suggestions
 	for _, s := range p.Sources {
-		readable = append(readable, s.Name)
+		if role[s.Name] == "source" {
+			readable = append(readable, s.Name)
+		}
 	}
-	for _, st := range p.Stages {
-		readable = append(readable, st.Name)
+	for i, st := range p.Stages {
+		if g.paths[st.Name] == index("stages", i) {
+			readable = append(readable, st.Name)
+		}
 	}
 	// resolve reports whether input names something a stage or sink can
-	// read; self is the reader's name.
+	// read.
+	broken := false // some input did not resolve
 	resolve := func(fp, input string) bool {
 		switch {
+		case role[input] == "source" || role[input] == "stage":
+			return true
 		case input == "":
 			c.add(fp, "empty name: name a source or a stage")
 		case role[input] == "sink":
 			c.add(fp, "%q is a sink; a stage or sink reads a source or a stage", input)
-		case role[input] == "":
+		default:
 			if s := closest(input, readable); s != "" {
 				c.add(fp, "unknown input %q (did you mean %s?)", input, s)
 			} else {
 				c.add(fp, "unknown input %q (sources and stages: %s)", input, strings.Join(readable, ", "))
 			}
-		default:
-			return true
 		}
+		broken = true
 		return false
 	}
 	// Stage inputs.
@@ -148,18 +154,23 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 		}
 		switch {
 		case len(st.Inputs) == 0:
+			broken = true
+			if c.hasFailed(sp+".input") || c.hasFailed(sp+".inputs") {
+				break // reported by the decoder
+			}
 			if kind == KindJoin {
 				c.add(sp+".inputs", "required: a join reads two inputs, inputs: [left, right]")
 			} else {
 				c.add(sp+".input", "required: name the source or stage this stage reads")
 			}
-		case kind != "" && len(st.Inputs) != want:
-			if kind == KindJoin {
-				c.add(p.inputPath(i, 0), "a join reads two inputs (inputs: [left, right]), got %d", len(st.Inputs))
-			} else {
-				c.add(p.inputPath(i, 0), "a %s stage reads one input, got %d", kind, len(st.Inputs))
-			}
 		default:
+			if kind != "" && len(st.Inputs) != want {
+				if kind == KindJoin {
+					c.add(p.inputPath(i, 0), "a join reads two inputs (inputs: [left, right]), got %d", len(st.Inputs))
+				} else {
+					c.add(p.inputPath(i, 0), "a %s stage reads one input, got %d", kind, len(st.Inputs))
+				}
+			}
 			for j, in := range st.Inputs {
 				if resolve(p.inputPath(i, j), in) {
 					reads[i] = append(reads[i], in)
@@ -199,6 +210,7 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 	for _, s := range p.Sinks {
 		fp := join("sinks", s.Name) + ".input"
 		if s.Input == "" {
+			broken = true
 			c.add(fp, "required: name the source or stage this sink writes")
 		} else {
 			resolve(fp, s.Input)
@@ -206,14 +218,27 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 		g.Sinks = append(g.Sinks, s)
 	}
 	g.index()
-	// Sources and stages nobody reads.
+	// Sources and stages nobody reads (stages in a cycle count as
+	// readers). Not when an input did not resolve: fix that first.
+	if broken {
+		return g
+	}
+	read := map[string]bool{}
+	for _, in := range reads {
+		for _, n := range in {
+			read[n] = true
+		}
+	}
+	for _, s := range p.Sinks {
+		read[s.Input] = true
+	}
 	for _, s := range p.Sources {
-		if role[s.Name] == "source" && len(g.down[s.Name]) == 0 {
+		if role[s.Name] == "source" && !read[s.Name] {
 			c.add(g.paths[s.Name], "source %q is not read by any stage or sink", s.Name)
 		}
 	}
 	for i, st := range p.Stages {
-		if role[st.Name] == "stage" && done[i] && len(g.down[st.Name]) == 0 {
+		if g.paths[st.Name] == index("stages", i) && done[i] && !read[st.Name] {
 			c.add(index("stages", i), "the output of stage %q is not read by any stage or sink (add a sink with input: %s, or remove the stage)", st.Name, st.Name)
 		}
 	}
@@ -373,6 +398,16 @@ func (g *Graph) index() {
 
 // ---- validation of the graph form ----
 
+// sourceIndex returns the index of the source named name, or -1.
+func (p *Pipeline) sourceIndex(name string) int {
+	for i, s := range p.Sources {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // validateGraph checks a pipeline in the graph form: the shape (as Graph),
 // then each source, stage and sink on its own.
 func (p *Pipeline) validateGraph(c *collector) {
@@ -389,6 +424,11 @@ func (p *Pipeline) validateGraph(c *collector) {
 	}
 	for i := range p.Stages {
 		p.validateStage(c, i)
+	}
+	for i, st := range p.Stages {
+		if st.TopN != nil && st.TopN.PerWindow() && len(st.Inputs) == 1 && p.sourceIndex(st.Inputs[0]) >= 0 {
+			c.add(p.inputPath(i, 0), "a top_n without tumbling ranks within its input's windows, and source %q has none: read a window stage, or set tumbling", st.Inputs[0])
+		}
 	}
 	// Locations: a sink must not write where the pipeline reads, nor where
 	// another sink writes.
@@ -540,8 +580,8 @@ func validateJoin(c *collector, jp string, j *Join) {
 	case j.Interval != nil && j.Window != nil:
 		c.add(jp+".window", "join has both interval and window; set exactly one")
 	case j.Interval != nil:
-		if iv := j.Interval; iv.Before+iv.After < 0 {
-			c.add(jp+".interval", "empty interval: right rows from %s before to %s after the left row (before + after must be >= 0)", fmtDur(iv.Before), fmtDur(iv.After))
+		if iv := j.Interval; iv.Lower+iv.Upper < 0 {
+			c.add(jp+".interval", "empty interval: right.t between left.t - %s and left.t + %s (lower + upper must be >= 0)", fmtDur(iv.Lower), fmtDur(iv.Upper))
 		}
 	default:
 		w, wp := j.Window, jp+".window"
@@ -563,10 +603,13 @@ func validateJoin(c *collector, jp string, j *Join) {
 			}
 		}
 	}
-	for _, x := range []struct{ name, v string }{{"left_time", j.LeftTime}, {"right_time", j.RightTime}} {
+	if j.AllowedLateness < 0 {
+		c.add(jp+".allowed_lateness", "must not be negative")
+	}
+	for _, x := range []struct{ name, v string }{{"left_time", j.LeftTime}, {"right_time", j.RightTime}, {"right_prefix", j.RightPrefix}} {
 		if x.v == "" && c.origin != nil {
 			if _, ok := c.origin.pos[jp+"."+x.name]; ok {
-				c.add(jp+"."+x.name, "empty column name (leave it out for the input's event time)")
+				c.add(jp+"."+x.name, "empty (leave it out for the default)")
 			}
 		}
 	}
@@ -641,6 +684,15 @@ func validateTopN(c *collector, tp string, t *TopN) {
 			c.add(index(tp+".order_by", j), "empty column name")
 		}
 	}
+	if t.Tumbling < 0 {
+		c.add(tp+".tumbling", "must be > 0")
+	}
+	if t.EventTime != "" && t.Tumbling == 0 {
+		c.add(tp+".event_time", "applies with tumbling only (without it the input's window_start and window_end group the rows)")
+	}
+	if t.AllowedLateness < 0 {
+		c.add(tp+".allowed_lateness", "must not be negative")
+	}
 }
 
 var dedupKeeps = []string{string(KeepFirst), string(KeepLast)}
@@ -652,6 +704,9 @@ func validateDedup(c *collector, dp string, d *Dedup) {
 	validateKeyList(c, dp+".key", d.Keys)
 	if d.Keep != "" && !slices.Contains(dedupKeeps, string(d.Keep)) {
 		c.add(dp+".keep", "invalid value %q (allowed: %s)", d.Keep, strings.Join(dedupKeeps, ", "))
+	}
+	if d.AllowedLateness < 0 {
+		c.add(dp+".allowed_lateness", "must not be negative")
 	}
 	switch {
 	case d.Within < 0:
