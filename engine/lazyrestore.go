@@ -46,8 +46,6 @@ import (
 
 // stateRowGroupRows is the row-group size of state files: the granularity
 // of restore on demand (a variable for tests).
-var debugLazy = false
-
 var stateRowGroupRows int64 = 16 << 10
 
 // pendingState is the part of one subtask's restored state not decoded yet.
@@ -96,9 +94,6 @@ func (ps *pendingState) addBase(f manifest.FileRef, data []byte) error {
 	ranges, err := formats.ParquetRowGroupRanges(data, operators.ColKeyGroup, operators.ColWindowEnd)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", f.Path, err)
-	}
-	if debugLazy {
-		fmt.Println("DEBUG ranges", f.Path, len(ranges), ranges[:min(3, len(ranges))])
 	}
 	for g, rg := range ranges {
 		u := stateUnit{path: f.Path, data: data, group: g, kgMin: ps.lo, kgMax: ps.hi - 1, rows: rg.Rows, known: rg.Known[0] && rg.Known[1]}
@@ -326,22 +321,7 @@ func (r *runner) loadFor(ctx context.Context, results []*fileResult, wm int64) e
 					}
 				}
 			}
-			nIn := 0
-			for _, x := range want {
-				if x {
-					nIn++
-				}
-			}
 			ps.wantDue(want, wm)
-			if debugLazy {
-				nD := 0
-				for _, x := range want {
-					if x {
-						nD++
-					}
-				}
-				fmt.Println("DEBUG want", s, nIn, nD, wm)
-			}
 			n, err := ps.load(gctx, r.subtasks[s], r, s, want)
 			decoded[s] = n
 			if ps.left == 0 {
@@ -375,9 +355,6 @@ func (r *runner) loadAll(ctx context.Context, s int) error {
 	want := make([]bool, ps.hi-ps.lo)
 	for g := range want {
 		want[g] = true
-	}
-	if debugLazy {
-		fmt.Println("DEBUG loadAll", s)
 	}
 	n, err := ps.load(ctx, r.subtasks[s], r, s, want)
 	if err != nil {
