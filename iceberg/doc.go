@@ -1,7 +1,12 @@
 // Package iceberg commits floe's epochs to an Apache Iceberg table exactly
-// once, on object storage alone: no catalog server. It is built on
-// apache/iceberg-go (transactions, manifests, snapshot expiry) and does all
-// table I/O through a floe store.Store rooted at the table location, so only
+// once, on object storage alone: no catalog server. It writes the table
+// metadata JSON itself (meta.go, after the Iceberg spec, format version 2)
+// and uses only apache/iceberg-go's root package (schemas, partition specs,
+// manifests, manifest lists, transforms). It must not import iceberg-go's
+// table package: that package's table/substrait dependency parses a YAML
+// function catalogue in an init function, which cost every floe process,
+// even `floe --help`, ~90 ms and ~32 MB (TestNoTablePackage). All table
+// I/O goes through a floe store.Store rooted at the table location, so only
 // package store touches gocloud or the AWS SDK.
 //
 // # Layout
@@ -19,15 +24,14 @@
 // # Commit protocol
 //
 // The current version is the highest N listed under metadata/ (the hint is
-// only for other readers). A commit loads version N, builds the change with
-// an iceberg-go Transaction whose CatalogIO is fixed to that base, applies
-// it with table.UpdateTableMetadata, and creates metadata/v(N+1) with
-// create-if-absent (S3 If-None-Match: *). So:
+// only for other readers). A commit loads version N, writes its manifests
+// and manifest list (fresh UUID names), applies its change to version N's
+// metadata (members floe does not interpret are written back verbatim) and
+// creates metadata/v(N+1) with create-if-absent (S3 If-None-Match: *). So:
 //
-//   - At most one commit per version: a loser gets table.ErrCommitFailed and
-//     nothing of it is current. iceberg-go's own retry (refresh and replay on
-//     a newer base) is off (commit.retry.num-retries = 0) and could not
-//     succeed anyway: the committer only ever writes base+1.
+//   - At most one commit per version: a loser gets ErrCommitFailed and
+//     nothing of it is current. A commit is never replayed on a newer base
+//     (commit.retry.num-retries = 0 tells other writers the same).
 //   - An ambiguous create (lost response, store.ErrOutcomeUnknown) is
 //     resolved by reading the file back and comparing bytes; if that read
 //     fails too the outcome is ErrCommitUnknown and the caller reloads.
@@ -56,4 +60,14 @@
 // references. Manifests are merged on append (commit.manifest-merge.enabled,
 // commit.manifest.min-count-to-merge), so each snapshot references a
 // bounded number of them and every snapshot is an append naming one epoch.
+//
+// # Data files
+//
+// A data file's manifest record is built from its Parquet footer: record
+// count, column sizes, value and null counts, lower and upper bounds
+// (strings and binary truncated to 16 characters, as Iceberg's default
+// metrics mode) and, for a day-partitioned table, the partition value, which
+// all rows of the file must share. Columns are matched by name (floe's files
+// carry no field IDs; the table's schema.name-mapping.default says the same
+// to readers).
 package iceberg

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -91,6 +92,9 @@ func TestForeignWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc["properties"].(map[string]any)["owner"] = "spark"
+	// Members floe does not interpret, at the top and in a snapshot.
+	doc["x-vendor"] = map[string]any{"k": []any{1.0, "two"}}
+	doc["snapshots"].([]any)[0].(map[string]any)["x-snap"] = "kept"
 	foreign, _ := json.Marshal(doc)
 	if _, err := ft.st.Put(ctx, "metadata/v5.metadata.json", foreign, store.PutOptions{IfNotExist: true}); err != nil {
 		t.Fatal(err)
@@ -115,6 +119,21 @@ func TestForeignWriter(t *testing.T) {
 	cur := currentTable(t, shared)
 	if cur.Properties()["owner"] != "spark" {
 		t.Fatal("floe's commit dropped the other writer's property")
+	}
+	head, err := shared.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err = ft.st.Get(ctx, versionKey(head.Version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next map[string]any
+	if err := json.Unmarshal(data, &next); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(next["x-vendor"], doc["x-vendor"]) || next["snapshots"].([]any)[0].(map[string]any)["x-snap"] != "kept" {
+		t.Fatalf("floe's commit dropped members it does not know: x-vendor %v, snapshot 0 %v", next["x-vendor"], next["snapshots"].([]any)[0])
 	}
 	rep, err := shared.Maintain(ctx, MaintainOptions{RetainSnapshots: 1, RetainMetadata: 1, MinAge: -1})
 	if err != nil {

@@ -78,19 +78,18 @@ type metadataLogEntry struct {
 type tableMeta struct {
 	raw map[string]json.RawMessage
 
-	location       string
-	lastUpdatedMs  int64
-	lastSeq        int64
-	schema         *iceberg.Schema // the current schema
-	spec           iceberg.PartitionSpec
-	props          iceberg.Properties
-	currentID      int64 // noSnapshot when none
-	snapshots      []snapshot
-	snapshotLog    []snapshotLogEntry
-	metadataLog    []metadataLogEntry
-	refs           map[string]map[string]json.RawMessage
-	snapshotByID   map[int64]int
-	currentSchemaN int
+	location      string
+	lastUpdatedMs int64
+	lastSeq       int64
+	schema        *iceberg.Schema // the current schema
+	spec          iceberg.PartitionSpec
+	props         iceberg.Properties
+	currentID     int64 // noSnapshot when none
+	snapshots     []snapshot
+	snapshotLog   []snapshotLogEntry
+	metadataLog   []metadataLogEntry
+	refs          map[string]map[string]json.RawMessage
+	snapshotByID  map[int64]int
 }
 
 // member decodes raw[key] into v; required members must be present and
@@ -292,19 +291,18 @@ type change struct {
 // apply returns the next version's metadata.
 func (m *tableMeta) apply(c change) (*tableMeta, error) {
 	n := &tableMeta{
-		raw:            maps.Clone(m.raw),
-		location:       m.location,
-		lastUpdatedMs:  max(c.nowMs, m.lastUpdatedMs+1),
-		lastSeq:        m.lastSeq,
-		schema:         m.schema,
-		spec:           m.spec,
-		props:          maps.Clone(m.props),
-		currentID:      m.currentID,
-		snapshotLog:    slices.Clone(m.snapshotLog),
-		metadataLog:    slices.Clone(m.metadataLog),
-		refs:           maps.Clone(m.refs),
-		snapshotByID:   map[int64]int{},
-		currentSchemaN: m.currentSchemaN,
+		raw:           maps.Clone(m.raw),
+		location:      m.location,
+		lastUpdatedMs: max(c.nowMs, m.lastUpdatedMs+1),
+		lastSeq:       m.lastSeq,
+		schema:        m.schema,
+		spec:          m.spec,
+		props:         maps.Clone(m.props),
+		currentID:     m.currentID,
+		snapshotLog:   slices.Clone(m.snapshotLog),
+		metadataLog:   slices.Clone(m.metadataLog),
+		refs:          maps.Clone(m.refs),
+		snapshotByID:  map[int64]int{},
 	}
 	maps.Copy(n.props, c.props)
 	for _, s := range m.snapshots {
