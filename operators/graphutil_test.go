@@ -1,0 +1,446 @@
+package operators
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/keygroup"
+)
+
+// stageCluster runs p instances of a Stateful stage over testSchema rows as
+// the engine does: every instance sees every batch through its selection of
+// the batch's rows (by key group), and state moves between generations as
+// a chain of a full base and deltas, restored by key-group range (rescale).
+type stageCluster struct {
+	t     *testing.T
+	mk    func() Stateful
+	insts []Stateful
+	rng   *rand.Rand
+
+	base   []arrow.RecordBatch
+	deltas [][2][]arrow.RecordBatch
+	wm     int64
+}
+
+func newStageCluster(t *testing.T, rng *rand.Rand, p int, mk func() Stateful) *stageCluster {
+	c := &stageCluster{t: t, mk: mk, rng: rng, wm: math.MinInt64}
+	for range p {
+		c.insts = append(c.insts, mk())
+	}
+	t.Cleanup(c.releasePersisted)
+	return c
+}
+
+func (c *stageCluster) releasePersisted() {
+	release(c.base...)
+	for _, d := range c.deltas {
+		release(d[0]...)
+		release(d[1]...)
+	}
+	c.base, c.deltas = nil, nil
+}
+
+// process feeds rows, split into 1..3 batches at random points, and returns
+// the late rows (sorted lines).
+func (c *stageCluster) process(rows []ev) []string {
+	c.t.Helper()
+	var late []string
+	for len(rows) > 0 {
+		n := len(rows)
+		if c.rng != nil && n > 1 && c.rng.IntN(3) == 0 {
+			n = 1 + c.rng.IntN(n-1)
+		}
+		late = append(late, c.processBatch(rows[:n])...)
+		rows = rows[n:]
+	}
+	slices.Sort(late)
+	return late
+}
+
+func (c *stageCluster) processBatch(rows []ev) []string {
+	c.t.Helper()
+	rec := batch(c.t, rows...)
+	defer rec.Release()
+	var sels [][]int32
+	if len(c.insts) == 1 {
+		sels = [][]int32{nil} // the whole batch, no selection
+	} else {
+		var err error
+		if sels, err = PartitionIndices(rec, c.insts[0].KeyColumns(0), len(c.insts), 128); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	var late []string
+	for i, sel := range sels {
+		l, err := c.insts[i].ProcessInput(0, rec, sel)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if l != nil && !l.Schema().Equal(c.insts[i].InputSchemaOf(0)) {
+			c.t.Fatalf("late rows schema %s", l.Schema())
+		}
+		late = append(late, rowsOf(l)...)
+		release(l)
+	}
+	return late
+}
+
+// advance returns each instance's output in its order, instances in
+// subtask order.
+func (c *stageCluster) advance(wm int64) []string {
+	c.t.Helper()
+	var out []string
+	for _, s := range c.insts {
+		o, err := s.Advance(wm)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if o != nil && !o.Schema().Equal(s.OutputSchema()) {
+			c.t.Fatalf("output schema %s, want %s", o.Schema(), s.OutputSchema())
+		}
+		out = append(out, rowsOf(o)...)
+		release(o)
+	}
+	return out
+}
+
+func (c *stageCluster) len() int {
+	n := 0
+	for _, s := range c.insts {
+		n += s.Len()
+	}
+	return n
+}
+
+// snapshotLines is the state of all instances as lines, in key-group order.
+func (c *stageCluster) snapshotLines(insts []Stateful) []string {
+	c.t.Helper()
+	var out []string
+	for _, s := range insts {
+		snap, err := s.Snapshot()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, r := range snap {
+			if !r.Schema().Equal(s.StateSchema()) {
+				c.t.Fatalf("snapshot schema %s, want %s", r.Schema(), s.StateSchema())
+			}
+			if kgs := r.Column(0).(*array.Int32).Int32Values(); !slices.IsSorted(kgs) {
+				c.t.Fatalf("snapshot not sorted by key_group: %v", kgs)
+			}
+		}
+		out = append(out, batchLines(snap)...)
+		release(snap...)
+	}
+	return out
+}
+
+func batchLines(bs []arrow.RecordBatch) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, rowsOf(b)...)
+	}
+	return out
+}
+
+// checkpoint persists every instance's state: a full base (full, or when
+// there is none yet) or a delta appended to the chain. It checks Dirty
+// against the delta, the batches' schemas and order, and that the chain
+// rebuilt into one instance and into three key-group ranges gives exactly
+// the live state.
+func (c *stageCluster) checkpoint(full bool) {
+	c.t.Helper()
+	if full || c.base == nil {
+		c.releasePersisted()
+		for _, s := range c.insts {
+			snap, err := s.Snapshot()
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			if ch, rm := s.Dirty(); ch != 0 || rm != 0 {
+				c.t.Fatalf("Dirty() = %d, %d right after Snapshot", ch, rm)
+			}
+			c.base = append(c.base, snap...)
+		}
+		c.wm = c.insts[0].Watermark()
+		return
+	}
+	var d [2][]arrow.RecordBatch
+	for _, s := range c.insts {
+		changed, removed := s.Dirty()
+		ups, tombs, err := s.SnapshotDelta()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if countRows(ups) != changed || countRows(tombs) != removed {
+			c.t.Fatalf("Dirty() = %d, %d; delta has %d upserts, %d tombstones", changed, removed, countRows(ups), countRows(tombs))
+		}
+		for _, u := range ups {
+			if !u.Schema().Equal(s.StateSchema()) {
+				c.t.Fatalf("upsert schema %s, want %s", u.Schema(), s.StateSchema())
+			}
+			if kgs := u.Column(0).(*array.Int32).Int32Values(); !slices.IsSorted(kgs) {
+				c.t.Fatalf("upserts not sorted by key_group: %v", kgs)
+			}
+		}
+		for _, tb := range tombs {
+			if !tb.Schema().Equal(s.TombstoneSchema()) {
+				c.t.Fatalf("tombstone schema %s, want %s", tb.Schema(), s.TombstoneSchema())
+			}
+			if kgs := tb.Column(0).(*array.Int32).Int32Values(); !slices.IsSorted(kgs) {
+				c.t.Fatalf("tombstones not sorted by key_group: %v", kgs)
+			}
+		}
+		d[0] = append(d[0], ups...)
+		d[1] = append(d[1], tombs...)
+	}
+	c.deltas = append(c.deltas, d)
+	c.wm = c.insts[0].Watermark()
+	want := c.snapshotLines(c.insts) // right after a delta: changes nothing
+	eqLines(c.t, fmt.Sprintf("base + %d deltas", len(c.deltas)), c.snapshotLines([]Stateful{c.rebuild(0, 128)}), want)
+	cut := []int{0, 1 + c.rng.IntN(60), 61 + c.rng.IntN(60), 128}
+	var split []Stateful
+	for r := range 3 {
+		split = append(split, c.rebuild(cut[r], cut[r+1]))
+	}
+	eqLines(c.t, fmt.Sprintf("base + %d deltas split at %v", len(c.deltas), cut), c.snapshotLines(split), want)
+}
+
+// rebuild restores key groups [lo, hi) of the persisted chain.
+func (c *stageCluster) rebuild(lo, hi int) Stateful {
+	c.t.Helper()
+	s := c.mk()
+	if err := s.Restore(c.base, lo, hi, c.wm); err != nil {
+		c.t.Fatal(err)
+	}
+	for i, d := range c.deltas {
+		if err := s.ApplyDelta(d[0], d[1], lo, hi); err != nil {
+			c.t.Fatalf("delta %d: %v", i, err)
+		}
+	}
+	return s
+}
+
+// rescale persists the state (a base or a delta) and rebuilds it into p
+// new instances, as a new generation would.
+func (c *stageCluster) rescale(p int, full bool) {
+	c.t.Helper()
+	c.checkpoint(full)
+	had := c.len()
+	c.insts = nil
+	for s := range p {
+		lo, hi := keygroup.Range(s, p, 128)
+		c.insts = append(c.insts, c.rebuild(lo, hi))
+	}
+	if got := c.len(); got != had {
+		c.t.Fatalf("rescale to %d: %d state rows, had %d", p, got, had)
+	}
+}
+
+// evLine formats a row like rowsOf formats testSchema rows.
+func evLine(e ev) string {
+	return fmt.Sprintf("%d %s %s %s %s %s", e.ts, keyStr(e.user), numStr(e.n), fstr(e.f), keyStr(e.s), i32str(e.i32))
+}
+
+// randomRows makes 1..30 rows around clock with few users (and null) so
+// that keys repeat; exact binary floats.
+func randomRows(rng *rand.Rand, clock int64) []ev {
+	users := []*string{sp("ann"), sp("bob"), sp("cy"), sp("dee"), nil}
+	strs := []*string{sp("x"), sp("y"), sp("z"), nil}
+	var rows []ev
+	for range 1 + rng.IntN(30) {
+		e := ev{ts: clock + int64(rng.IntN(40)) - 30, user: users[rng.IntN(len(users))], s: strs[rng.IntN(len(strs))]}
+		if rng.IntN(5) > 0 {
+			e.n = ip(int64(rng.IntN(8)))
+		}
+		if rng.IntN(3) > 0 {
+			e.f = fp(float64(rng.IntN(50)) / 4)
+		}
+		if rng.IntN(3) > 0 {
+			e.i32 = i32p(int32(rng.IntN(3)))
+		}
+		rows = append(rows, e)
+	}
+	return rows
+}
+
+func testSeed(t *testing.T) uint64 {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
+	return seed
+}
+
+// refModel is a naive model of a stage fed the same stream.
+type refModel interface {
+	process(rows []ev) []string // late rows, sorted
+	advance(wm int64) []string  // output, sorted
+}
+
+// runAgainstReference drives a cluster of random parallelism and a
+// reference through a random stream of batches (random splits), watermark
+// advances, checkpoints (bases and deltas) and rescales, comparing late
+// rows and outputs at every step and after a final drain.
+func runAgainstReference(t *testing.T, rng *rand.Rand, steps int, mk func() Stateful, ref refModel) {
+	t.Helper()
+	c := newStageCluster(t, rng, 1+rng.IntN(4), mk)
+	clock := int64(-50)
+	wm := int64(math.MinInt64)
+	rescales, checkpoints := 0, 0
+	for i := range steps {
+		switch op := rng.IntN(20); {
+		case op < 11:
+			rows := randomRows(rng, clock)
+			clock += int64(rng.IntN(6))
+			eqLines(t, fmt.Sprintf("step %d late rows", i), c.process(rows), ref.process(rows))
+		case op < 16:
+			w := clock - int64(rng.IntN(25))
+			got := c.advance(w)
+			slices.Sort(got)
+			eqLines(t, fmt.Sprintf("step %d advance(%d)", i, w), got, ref.advance(w))
+			wm = max(wm, w)
+		case op < 18:
+			checkpoints++
+			c.checkpoint(rng.IntN(5) == 0)
+		default:
+			rescales++
+			c.rescale(1+rng.IntN(5), rng.IntN(4) == 0)
+		}
+	}
+	got := c.advance(math.MaxInt64)
+	slices.Sort(got)
+	eqLines(t, "drain", got, ref.advance(math.MaxInt64))
+	if n := c.len(); n != 0 {
+		t.Fatalf("after drain: %d state rows", n)
+	}
+	if rescales < 3 || checkpoints < 3 {
+		t.Fatalf("only %d rescales and %d checkpoints", rescales, checkpoints)
+	}
+}
+
+// runPlan runs a fixed stream on a cluster that starts with one instance
+// and, before the batches in plan, rescales to plan[b] instances (negative:
+// through base + deltas rather than a new full base); outputs are sorted
+// per advance.
+func runPlan(t *testing.T, mk func() Stateful, batches [][]ev, wms []int64, plan map[int]int) []string {
+	t.Helper()
+	c := newStageCluster(t, rand.New(rand.NewPCG(1, 2)), 1, mk)
+	var out []string
+	for b, rows := range batches {
+		if p, ok := plan[b]; ok {
+			c.rescale(max(p, -p), p > 0)
+		}
+		out = append(out, c.process(rows)...)
+		out = append(out, "--")
+		o := c.advance(wms[b])
+		slices.Sort(o)
+		out = append(out, o...)
+		if b == 0 {
+			c.checkpoint(true) // a base, so that later rescales through deltas carry changes
+		}
+	}
+	o := c.advance(math.MaxInt64)
+	slices.Sort(o)
+	return append(out, o...)
+}
+
+// checkReleases runs a stage with a checked allocator through Process
+// (whole batch and selection, with late rows), Advance, Snapshot, Restore,
+// SnapshotDelta and ApplyDelta, and checks that no byte stays allocated.
+func checkReleases(t *testing.T, mk func() Stateful, rows []ev, wmMid int64) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := mk()
+	s.SetAllocator(mem)
+	feed := func(s Stateful, rows []ev, sel []int32) int {
+		rec := batchFrom(t, mem, rows...)
+		late, err := s.ProcessInput(0, rec, sel)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if late != nil {
+			n = int(late.NumRows())
+			late.Release()
+		}
+		return n
+	}
+	half := len(rows) / 2
+	feed(s, rows[:half], nil)
+	base, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Advance(wmMid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out == nil || out.NumRows() == 0 {
+		t.Error("nothing emitted at the middle watermark; the test means to cover it")
+	}
+	release(out)
+	var sel []int32
+	for i := range int32(len(rows) - half) {
+		if i%3 != 0 {
+			sel = append(sel, i)
+		}
+	}
+	if feed(s, rows[half:], sel) == 0 {
+		t.Error("no late rows; the test means to cover them")
+	}
+	ups, tombs, err := s.SnapshotDelta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups) == 0 || len(tombs) == 0 {
+		t.Errorf("delta of %d upsert and %d tombstone batches; the test means to cover both", len(ups), len(tombs))
+	}
+	s2 := mk()
+	s2.SetAllocator(mem)
+	if err := s2.Restore(base, 0, 128, s.Watermark()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.ApplyDelta(ups, tombs, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	release(base...)
+	release(ups...)
+	release(tombs...)
+	for _, x := range []Stateful{s, s2} {
+		out, err := x.Advance(math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out == nil || out.NumRows() == 0 {
+			t.Error("nothing emitted at the end")
+		}
+		release(out)
+	}
+}
+
+// errContains checks that err is non-nil and mentions every part.
+func errContains(t *testing.T, what string, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error", what)
+		return
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: error %q does not mention %q", what, err, p)
+		}
+	}
+}
