@@ -289,6 +289,15 @@ func (st subState) deltaBytes() int64 {
 // upserts) on top of prev, or a new base when the policy says so. The
 // window's change tracking is reset either way.
 func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState) (subState, error) {
+	return r.writeOpState(ctx, att, r.plan.window.ID, s, sub, prev, r.pendingRows(s), func() error { return r.loadAll(ctx, s) })
+}
+
+// writeOpState writes subtask s's changed state of operator opID: a delta
+// (tombstones, then upserts) on top of prev, or a new base when the policy
+// says so (pending: state rows restored but not decoded yet, which
+// loadRest decodes before a base is written). The operator's change
+// tracking is reset either way.
+func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev subState, pending int64, loadRest func() error) (subState, error) {
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
 	changed, removed := sub.Dirty()
 	full := prev.base.Path == "" || len(prev.deltas) >= maxDeltas || prev.deltaBytes() > prev.base.Size/2 ||
@@ -299,7 +308,7 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 	}
 	if full {
 		// A base holds every window: decode what this run has not needed yet.
-		if err := r.loadAll(ctx, s); err != nil {
+		if err := loadRest(); err != nil {
 			return subState{}, err
 		}
 		snap, err := sub.Snapshot()
@@ -310,7 +319,7 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 		if err != nil {
 			return subState{}, fmt.Errorf("encode state of subtask %d: %w", s, err)
 		}
-		ref, err := att.WriteState(ctx, r.plan.window.ID, s, lo, hi, data, countRows(snap))
+		ref, err := att.WriteState(ctx, opID, s, lo, hi, data, countRows(snap))
 		if err != nil {
 			return subState{}, err
 		}
@@ -333,7 +342,7 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 		if err != nil {
 			return subState{}, fmt.Errorf("encode state %s of subtask %d: %w", part.kind, s, err)
 		}
-		ref, err := att.WriteDelta(ctx, r.plan.window.ID, s, lo, hi, part.kind, data, countRows(part.bs))
+		ref, err := att.WriteDelta(ctx, opID, s, lo, hi, part.kind, data, countRows(part.bs))
 		if err != nil {
 			return subState{}, err
 		}
