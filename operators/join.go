@@ -641,9 +641,9 @@ func (j *Join) releaseKeyIfEmpty(kid int32) {
 	}
 }
 
-// outRow is one output row: left row l, right row r (-1: none) and, for a
+// joinOut is one output row: left row l, right row r (-1: none) and, for a
 // windowed join, the window start.
-type outRow struct {
+type joinOut struct {
 	l, r int32
 	ws   int64
 }
@@ -660,7 +660,7 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 	if !raise {
 		wm = j.wm
 	}
-	var out []outRow
+	var out []joinOut
 	var matched []int32
 	if j.interval {
 		out, matched = j.intervalPairs()
@@ -689,7 +689,7 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 		}
 		for _, id := range expired {
 			if r := &j.rows[id]; r.side == 0 && !r.matched && !now[id] {
-				out = append(out, outRow{l: id, r: -1})
+				out = append(out, joinOut{l: id, r: -1})
 			}
 		}
 	}
@@ -748,7 +748,7 @@ func (j *Join) byTime(ids []int32) {
 
 // intervalPairs returns the pairs of the keys with pending rows in which at
 // least one row is pending, and the left rows that found a partner.
-func (j *Join) intervalPairs() (out []outRow, matched []int32) {
+func (j *Join) intervalPairs() (out []joinOut, matched []int32) {
 	var lefts, rights, newRights []int32
 	for _, kid := range j.pendingKeys {
 		jk := &j.keys[kid]
@@ -778,7 +778,7 @@ func (j *Join) intervalPairs() (out []outRow, matched []int32) {
 				if j.rows[r].t > hi {
 					break
 				}
-				out = append(out, outRow{l: l, r: r})
+				out = append(out, joinOut{l: l, r: r})
 				found = true
 			}
 			if found {
@@ -791,8 +791,8 @@ func (j *Join) intervalPairs() (out []outRow, matched []int32) {
 
 // windowPairs returns the output of the windows that close when the
 // watermark rises from oldWm to wm.
-func (j *Join) windowPairs(oldWm, wm int64) []outRow {
-	var out []outRow
+func (j *Join) windowPairs(oldWm, wm int64) []joinOut {
+	var out []joinOut
 	var starts []int64
 	var ls, rs []int32
 	for kid := range j.keys {
@@ -837,12 +837,12 @@ func (j *Join) windowPairs(oldWm, wm int64) []outRow {
 			for _, l := range wl {
 				if len(wr) == 0 || jk.null {
 					if j.spec.Type == LeftJoin {
-						out = append(out, outRow{l: l, r: -1, ws: s})
+						out = append(out, joinOut{l: l, r: -1, ws: s})
 					}
 					continue
 				}
 				for _, r := range wr {
-					out = append(out, outRow{l: l, r: r, ws: s})
+					out = append(out, joinOut{l: l, r: r, ws: s})
 				}
 			}
 		}
@@ -851,8 +851,8 @@ func (j *Join) windowPairs(oldWm, wm int64) []outRow {
 }
 
 // sortOutput sorts output rows in emission order.
-func (j *Join) sortOutput(out []outRow) {
-	slices.SortFunc(out, func(a, b outRow) int {
+func (j *Join) sortOutput(out []joinOut) {
+	slices.SortFunc(out, func(a, b joinOut) int {
 		la, lb := &j.rows[a.l], &j.rows[b.l]
 		if c := cmp.Compare(a.ws, b.ws); c != 0 { // windowed: start, then key
 			return c
@@ -878,7 +878,7 @@ func (j *Join) sortOutput(out []outRow) {
 }
 
 // buildOutput makes the output batch of out.
-func (j *Join) buildOutput(out []outRow) (arrow.RecordBatch, error) {
+func (j *Join) buildOutput(out []joinOut) (arrow.RecordBatch, error) {
 	locs := [2][]rowLoc{make([]rowLoc, len(out)), make([]rowLoc, len(out))}
 	for x, o := range out {
 		locs[0][x] = j.rows[o.l].loc
