@@ -768,9 +768,9 @@ const WindowEventTime = "window_end"
 
 // EventTime returns the event-time column of the rows that the source,
 // stage or sink named name produces (a sink: the rows it writes): a
-// source's event_time; a window's WindowEventTime; a join's left time
-// column (left_time, else its left input's); for every other kind, its
-// input's. "" for an unknown name.
+// source's event_time; a window's and a windowed join's WindowEventTime;
+// an interval join's left time column (left_time, else its left input's);
+// for every other kind, its input's. "" for an unknown name.
 func (g *Graph) EventTime(name string) string {
 	for range len(g.Stages) + 2 { // a Graph is acyclic: each step goes upstream
 		if s := g.Source(name); s != nil {
@@ -785,7 +785,7 @@ func (g *Graph) EventTime(name string) string {
 			return ""
 		}
 		switch {
-		case st.Window != nil:
+		case st.Window != nil, st.Join != nil && st.Join.Window != nil:
 			return WindowEventTime
 		case st.Join != nil && st.Join.LeftTime != "":
 			return st.Join.LeftTime
@@ -793,6 +793,38 @@ func (g *Graph) EventTime(name string) string {
 		name = st.Inputs[0]
 	}
 	return ""
+}
+
+// WatermarkDelay returns how far behind its input watermark (the minimum
+// of its inputs' watermarks) the stage named name may emit a row, by its
+// EventTime: the stage's output watermark is its input watermark minus
+// this, so that no row a stage emits is late for the stages reading it
+// (docs/graph.md, "Watermarks"). It is the stage's allowed lateness, plus
+// an interval join's upper bound (when positive), a dedup's within for
+// keep: last, a tumbling top_n's size; 0 for filter, project, lookup,
+// sources, sinks and unknown names.
+func (g *Graph) WatermarkDelay(name string) time.Duration {
+	st := g.Stage(name)
+	if st == nil {
+		return 0
+	}
+	switch {
+	case st.Window != nil:
+		return st.Window.AllowedLateness
+	case st.Join != nil:
+		if j := st.Join; j.Interval != nil {
+			return j.AllowedLateness + max(j.Interval.Upper, 0)
+		}
+		return st.Join.AllowedLateness // a windowed join's rows are stamped by window_end
+	case st.Dedup != nil:
+		if st.Dedup.Keep == KeepLast {
+			return st.Dedup.AllowedLateness + st.Dedup.Within
+		}
+		return st.Dedup.AllowedLateness
+	case st.TopN != nil:
+		return st.TopN.AllowedLateness + st.TopN.Tumbling
+	}
+	return 0
 }
 
 // ---- Describe ----

@@ -434,3 +434,264 @@ func TestGraphErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStageConfigErrors: the configuration of lookup, top_n and dedup
+// stages, each replacing the filter stage of graphBase.
+func TestStageConfigErrors(t *testing.T) {
+	const filter = `    filter: "bytes > 0"`
+	cases := []struct {
+		name, stage string
+		want        []wantErr
+	}{
+		{"lookup needs url and keys", `    lookup: {format: parquet}`,
+			[]wantErr{
+				{"lookup: {|format", `stages[0].lookup.url: required`},
+				{"lookup: {|format", `stages[0].lookup: needs key columns: on: [column, ...], or left_on and right_on`},
+			}},
+		{"lookup csv needs a schema", `    lookup: {url: /t, format: csv, on: [user_id]}`,
+			[]wantErr{{"lookup: {|url", `stages[0].lookup.schema: required for format csv (only parquet infers its schema)`}}},
+		{"lookup key not in schema", `    lookup: {url: /t, format: jsonl, schema: {uid: string, country: string}, on: [user_id]}`,
+			[]wantErr{{"on: |[user_id]", `stages[0].lookup.on: column "user_id" is not in stages[0].lookup.schema (columns: uid, country)`}}},
+		{"lookup right_on without left_on", `    lookup: {url: /t, format: parquet, right_on: [uid]}`,
+			[]wantErr{{"lookup: {|url", `stages[0].lookup.left_on: required with right_on: the left side's key columns`}}},
+		{"lookup reads the sink", `    lookup: {url: /out, format: parquet, on: [user_id]}`,
+			[]wantErr{{"url: |/out, format: parquet}", `sinks.out.url: must differ from stages[0].lookup.url (the pipeline would read its own output)`}}},
+		{"top_n n", `    top_n: {n: 0, order_by: clicks desc, tumbling: 1h}`,
+			[]wantErr{{"n: |0", `stages[0].top_n.n: must be between 1 and 10000, got 0`}}},
+		{"top_n order", `    top_n: {n: 3, order_by: [clicks down], tumbling: 1h}`,
+			[]wantErr{{"order_by: [|clicks down]", `stages[0].top_n.order_by[0]: invalid order "clicks down" (want "column [asc|desc] [nulls first|nulls last]", e.g. "clicks desc")`}}},
+		{"top_n without order", `    top_n: {n: 3, tumbling: 1h}`,
+			[]wantErr{{"top_n: {|n", `stages[0].top_n.order_by: required: the ranking column(s), e.g. order_by: [clicks desc]`}}},
+		{"top_n of a source needs tumbling", `    top_n: {n: 3, order_by: "bytes desc, ts"}`,
+			[]wantErr{{"input: |clicks", `stages[0].input: a top_n without tumbling ranks within its input's windows, and source "clicks" has none: read a window stage, or set tumbling`}}},
+		{"top_n event_time without tumbling", `    input: valid`,
+			nil},
+		{"dedup within", `    dedup: {key: user_id}`,
+			[]wantErr{{"dedup: {|key", `stages[0].dedup.within: required: how long a key's first row is remembered, e.g. within: 1h`}}},
+		{"dedup keep", `    dedup: {key: [user_id], keep: newest, within: 1h}`,
+			[]wantErr{{"keep: |newest", `stages[0].dedup.keep: invalid value "newest" (allowed: first, last)`}}},
+		{"dedup key", `    dedup: {within: 1h, allowed_lateness: -1s}`,
+			[]wantErr{
+				{"dedup: {|within", `stages[0].dedup.key: required: the column(s) that identify a duplicate`},
+				{"allowed_lateness: |-1s", `stages[0].dedup.allowed_lateness: must not be negative`},
+			}},
+		{"late_url on a dedup is fine", `    dedup: {key: user_id, within: 1h}` + "\n    late_url: /late", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.Replace(graphBase, filter, c.stage, 1)
+			if c.name == "top_n event_time without tumbling" {
+				text = strings.Replace(graphBase, "  - name: per-user\n    input: joined", "  - name: per-user\n    input: joined\n    window: {key: [user_id], tumbling: 1m, aggregates: {n: \"count()\"}}\n  - name: top\n    input: per-user\n    top_n: {n: 1, order_by: n, event_time: x}\n  - name: x\n    input: top", 1)
+				text = strings.Replace(text, "    window: {key: [user_id], tumbling: 1m, aggregates: {n: \"count()\"}}\nsinks:\n  out: {input: per-user", "    filter: \"true\"\nsinks:\n  out: {input: x", 1)
+				c.want = []wantErr{{"event_time: |x", `stages[3].top_n.event_time: applies with tumbling only (without it the input's window_start and window_end group the rows)`}}
+			}
+			_, err := Parse("g.yaml", []byte(text), "/srv")
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("Parse: %v\n%s", err, text)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Parse succeeded, want errors\n%s", text)
+			}
+			var want []string
+			for _, w := range c.want {
+				want = append(want, fmt.Sprintf("g.yaml:%s: %s", posOf(t, text, w.at), w.msg))
+			}
+			if got := err.Error(); got != strings.Join(want, "\n") {
+				t.Errorf("errors:\n got: %s\nwant: %s", got, strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestGraphLimits: more stages than maxStages, and a graph with no sources
+// or sinks at all.
+func TestGraphLimits(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: g\nsources:\n  s: {type: files, url: /in, format: parquet, event_time: ts}\nstages:\n")
+	prev := "s"
+	for i := range maxStages + 1 {
+		fmt.Fprintf(&b, "  - {name: f%d, input: %s, filter: \"true\"}\n", i, prev)
+		prev = fmt.Sprintf("f%d", i)
+	}
+	fmt.Fprintf(&b, "sinks:\n  out: {input: %s, type: files, url: /out, format: parquet}\nstate: {url: /state}\n", prev)
+	_, err := Parse("g.yaml", []byte(b.String()), "/")
+	if want := "g.yaml:5:3: stages: 65 stages; at most 64"; err == nil || err.Error() != want {
+		t.Errorf("65 stages: %v, want %s", err, want)
+	}
+	// maxStages exactly is fine.
+	text := strings.Replace(b.String(), fmt.Sprintf("  - {name: f%d, input: f%d, filter: \"true\"}\n", maxStages, maxStages-1), "", 1)
+	text = strings.Replace(text, fmt.Sprintf("input: f%d, type", maxStages), fmt.Sprintf("input: f%d, type", maxStages-1), 1)
+	if _, err := Parse("g.yaml", []byte(text), "/"); err != nil {
+		t.Errorf("64 stages: %v", err)
+	}
+	_, err = Parse("g.yaml", []byte("name: g\nsources: {}\nstages: []\nsinks:\nstate: {url: /state}\n"), "/")
+	want := "g.yaml:2:10: sources: required: at least one named source, e.g. sources: {clicks: {type: files, url: ..., format: jsonl, ...}}\n" +
+		"g.yaml:4:7: sinks: required: at least one named sink, e.g. sinks: {out: {input: <stage>, type: files, url: ..., format: parquet}}"
+	if err == nil || err.Error() != want {
+		t.Errorf("empty graph:\n got: %v\nwant: %s", err, want)
+	}
+}
+
+// TestGraphGoBuilt: a graph built in Go validates without positions, gets
+// its defaults from SetDefaults, and mixing in the linear form is refused.
+func TestGraphGoBuilt(t *testing.T) {
+	p := New("g")
+	p.Sources = []NamedSource{{Name: "a", Source: Source{Type: SourceFiles, URL: "file:///in/a", Format: CSV,
+		Schema: []Field{Col("ts", TypeTimestamp), Col("k", TypeString)}, EventTime: "ts"}}}
+	p.Stages = []Stage{
+		{Name: "d", Inputs: []string{"a"}, Dedup: &Dedup{Keys: []string{"k"}, Within: time.Hour}},
+		{Name: "j", Inputs: []string{"d", "a"}, Join: &Join{LeftKeys: []string{"k"}, RightKeys: []string{"k"}, Window: &JoinWindow{Tumbling: time.Minute}}},
+	}
+	p.Sinks = []NamedSink{{Name: "out", Input: "j", Sink: Sink{Type: SinkFiles, URL: "file:///out", Format: Parquet}}}
+	p.State.URL = "file:///state"
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	p.SetDefaults()
+	if p.Sources[0].Source.OnError != OnErrorReject || p.Sources[0].Source.CSV == nil || p.Stages[0].Dedup.Keep != KeepFirst || p.Stages[1].Join.Type != JoinInner {
+		t.Errorf("SetDefaults: %+v %+v %+v", p.Sources[0].Source, *p.Stages[0].Dedup, *p.Stages[1].Join)
+	}
+	g, err := p.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Path("j") != "stages[1]" || g.Linear() || !slices.Equal(g.Downstreams("a"), []string{"d", "j"}) {
+		t.Errorf("graph: %s", g.Describe())
+	}
+	p.Filter("true") // the linear form's builder
+	p.Stages[1].Join.Window = nil
+	err = p.Validate()
+	want := "operators: cannot be used with sources, stages and sinks: a spec is either linear (source, operators, sink) or a graph (sources, stages, sinks)\n" +
+		"stages[1].join: needs interval or window: a join without a time bound would keep every row"
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate:\n got: %v\nwant: %s", err, want)
+	}
+	p.Operators = nil
+	p.Stages[0].Inputs = []string{"j"}
+	if _, err := p.Graph(); err == nil || err.Error() != "stages[0].inputs[0]: cycle: d -> j -> d (a stage cannot read its own output)" {
+		t.Errorf("Graph of a cycle: %v", err)
+	}
+}
+
+// FuzzParseGraph: on graph-form input Parse never panics nor takes a
+// second, fails only with ErrInvalid in short lines, and a pipeline it
+// accepts passes Validate and has a Graph whose stages come after their
+// inputs and whose Describe names every node.
+func FuzzParseGraph(f *testing.F) {
+	f.Add(graphBase)
+	for _, name := range []string{"testdata/graph/enrich.yaml", "testdata/graph/dedup.yaml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Add(strings.Replace(graphBase, "inputs: [valid, orders]", "inputs: [per-user, orders]", 1))
+	f.Add(strings.Replace(graphBase, "input: clicks", "input: valid", 1))
+	f.Add(strings.Replace(graphBase, `filter: "bytes > 0"`, `top_n: {n: 2, order_by: "bytes desc nulls first", tumbling: 1m}`, 1))
+	f.Add(strings.Replace(graphBase, `filter: "bytes > 0"`, `lookup: {url: /t, format: csv, schema: {user_id: string}, on: user_id, type: left}`, 1))
+	f.Add("name: g\nsources: {a: &s {type: files, url: /a, format: parquet, event_time: t}}\nstages: [{name: b, input: a, filter: x}]\nsinks: {o: {input: b, type: files, url: /o, format: jsonl}}\nstate: {url: /s}\n")
+	f.Add("sources:\nstages:\n  - name: [x]\nsinks: {o: {input: {}}}\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		start := time.Now()
+		p, err := Parse("f.yaml", []byte(text), "/base")
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("Parse took %v on %d bytes", d, len(text))
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error is not ErrInvalid: %v", err)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if len(line) > 600 || strings.ContainsAny(line, "\r\x00") {
+					t.Fatalf("error line of %d bytes: %q", len(line), line)
+				}
+			}
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("Parse accepted a pipeline Validate rejects: %v", err)
+		}
+		g, err := p.Graph()
+		if err != nil {
+			t.Fatalf("Graph of a valid pipeline: %v", err)
+		}
+		checkTopological(t, g)
+		d := g.Describe()
+		if d != g.Describe() {
+			t.Fatalf("Describe is not deterministic")
+		}
+		for _, st := range g.Stages {
+			if !strings.Contains(d, "stage "+st.Name+": ") {
+				t.Fatalf("Describe misses stage %s:\n%s", st.Name, d)
+			}
+		}
+	})
+}
+
+// TestWatermarkDelayAndEventTime pins the rules docs/graph.md states for
+// each stage kind.
+func TestWatermarkDelayAndEventTime(t *testing.T) {
+	data, err := os.ReadFile("testdata/graph/enrich.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse("enrich.yaml", data, "/srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+		et    string
+	}{
+		{"clicks", 0, "event_time"},
+		{"orders", 0, "ts"},
+		{"valid", 0, "event_time"},
+		{"clicks-orders", 10 * time.Minute, "event_time"}, // interval upper bound
+		{"users", 0, "event_time"},
+		{"per-user", 30 * time.Second, WindowEventTime},
+		{"per-country", 0, WindowEventTime},
+		{"top3", 30 * time.Second, WindowEventTime},
+		{"top", 0, WindowEventTime},
+	} {
+		if got := g.WatermarkDelay(c.name); got != c.delay {
+			t.Errorf("WatermarkDelay(%s) = %v, want %v", c.name, got, c.delay)
+		}
+		if got := g.EventTime(c.name); got != c.et {
+			t.Errorf("EventTime(%s) = %q, want %q", c.name, got, c.et)
+		}
+	}
+	st := g.Stage("clicks-orders")
+	st.Join.LeftTime, st.Join.AllowedLateness, st.Join.Interval.Upper = "lt", time.Second, -time.Minute
+	if got := g.EventTime("users"); got != "lt" {
+		t.Errorf("EventTime after a join with left_time = %q", got)
+	}
+	if got := g.WatermarkDelay("clicks-orders"); got != time.Second {
+		t.Errorf("WatermarkDelay with a negative upper bound = %v, want the lateness alone", got)
+	}
+	st.Join.Interval, st.Join.Window = nil, &JoinWindow{Tumbling: time.Hour}
+	if got, d := g.EventTime("users"), g.WatermarkDelay("clicks-orders"); got != WindowEventTime || d != time.Second {
+		t.Errorf("windowed join: EventTime %q, WatermarkDelay %v", got, d)
+	}
+	dd := &Dedup{Keys: []string{"k"}, Keep: KeepLast, Within: time.Hour, AllowedLateness: time.Minute}
+	tn := &TopN{N: 1, Tumbling: time.Hour, AllowedLateness: time.Minute}
+	g2 := &Graph{Stages: []Stage{{Name: "d", Inputs: []string{"x"}, Dedup: dd}, {Name: "t", Inputs: []string{"d"}, TopN: tn}}}
+	if got := g2.WatermarkDelay("d"); got != time.Hour+time.Minute {
+		t.Errorf("dedup keep last: %v", got)
+	}
+	dd.Keep = KeepFirst
+	if got := g2.WatermarkDelay("d"); got != time.Minute {
+		t.Errorf("dedup keep first: %v", got)
+	}
+	if got := g2.WatermarkDelay("t"); got != time.Hour+time.Minute {
+		t.Errorf("tumbling top_n: %v", got)
+	}
+}
