@@ -217,7 +217,7 @@ func currentTable(t testing.TB, tbl *Table) *table.Table {
 		t.Fatalf("head: %v (head %v)", err, h)
 	}
 	rt, err := table.NewFromLocation(ctx, table.Identifier{"reader", "t"}, h.MetadataLocation,
-		func(ctx context.Context) (icebergio.IO, error) { return newStoreIO(ctx, tbl.st, tbl.loc), nil }, nil)
+		func(ctx context.Context) (icebergio.IO, error) { return tbl.FileIO(ctx), nil }, nil)
 	if err != nil {
 		t.Fatalf("reader: load %s: %v", h.MetadataLocation, err)
 	}

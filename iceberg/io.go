@@ -163,3 +163,10 @@ func (fi fileInfo) Mode() fs.FileMode  { return 0o444 }
 func (fi fileInfo) ModTime() time.Time { return time.Time{} }
 func (fi fileInfo) IsDir() bool        { return false }
 func (fi fileInfo) Sys() any           { return nil }
+
+// FileIO returns the table's files as an iceberg-go file IO that reads and
+// writes through the table's store (Remove only under metadata/): with
+// Head's MetadataLocation, iceberg-go's catalog-less reader
+// (table.NewFromLocation) opens the current version, also on S3 endpoints
+// only floe's store knows. ctx bounds every request made through it.
+func (t *Table) FileIO(ctx context.Context) icebergio.IO { return newStoreIO(ctx, t.st, t.loc) }
