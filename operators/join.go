@@ -312,7 +312,7 @@ func NewJoin(spec JoinSpec, left, right *arrow.Schema, maxParallelism int) (*Joi
 	if !j.interval {
 		reserved = []string{ColWindowStart, ColWindowEnd}
 	}
-	fields, err := outputFields(left.Fields(), right.Fields(), reserved, prefix, spec.Type == LeftJoin, "right")
+	fields, err := outputFields(left.Fields(), right.Fields(), reserved, prefix, spec.Type == LeftJoin, "left", "right")
 	if err != nil {
 		return fail("%v", err)
 	}

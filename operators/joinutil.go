@@ -320,7 +320,8 @@ func keyPairs(a, b *arrow.Schema, aKeys, bKeys []string, aName, bName string) (a
 // they are, then the right fields (nullable when nullableRight), each right
 // field whose name is taken by a field before it (or by a reserved name)
 // renamed prefix+name. A clash that the prefix does not resolve is an error.
-func outputFields(left, right []arrow.Field, reserved []string, prefix string, nullableRight bool, rightName string) ([]arrow.Field, error) {
+// leftName and rightName name the sides in errors.
+func outputFields(left, right []arrow.Field, reserved []string, prefix string, nullableRight bool, leftName, rightName string) ([]arrow.Field, error) {
 	taken := map[string]string{}
 	for _, r := range reserved {
 		taken[r] = "reserved"
@@ -328,9 +329,9 @@ func outputFields(left, right []arrow.Field, reserved []string, prefix string, n
 	out := make([]arrow.Field, 0, len(left)+len(right))
 	for _, f := range left {
 		if prev, ok := taken[f.Name]; ok {
-			return nil, fmt.Errorf("left column %q clashes with a %s output column of the same name; rename it in a projection before the join", f.Name, prev)
+			return nil, fmt.Errorf("%s column %q clashes with a %s output column of the same name; rename it in a projection before the join", leftName, f.Name, prev)
 		}
-		taken[f.Name] = "left"
+		taken[f.Name] = leftName
 		out = append(out, f)
 	}
 	for _, f := range right {

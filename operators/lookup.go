@@ -96,7 +96,7 @@ func NewLookup(spec LookupSpec, stream *arrow.Schema, table []arrow.RecordBatch)
 	if prefix == "" {
 		prefix = DefaultRightPrefix
 	}
-	fields, err := outputFields(stream.Fields(), valFields, nil, prefix, spec.Type == LeftJoin, "table")
+	fields, err := outputFields(stream.Fields(), valFields, nil, prefix, spec.Type == LeftJoin, "stream", "table")
 	if err != nil {
 		return fail("%v", err)
 	}
