@@ -695,3 +695,28 @@ func TestWatermarkDelayAndEventTime(t *testing.T) {
 		t.Errorf("tumbling top_n: %v", got)
 	}
 }
+
+// TestDocsGraphExample: the example of docs/graph.md parses, validates and
+// has the shape the document describes.
+func TestDocsGraphExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/graph.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml example in docs/graph.md")
+	}
+	p, err := Parse("graph.md", []byte(example), "/srv/p")
+	if err != nil {
+		t.Fatalf("the example of docs/graph.md: %v", err)
+	}
+	g, err := p.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Sources) != 2 || len(g.Stages) != 4 || len(g.Sinks) != 1 || g.Stage("clicks-orders").Join.Type != JoinLeft {
+		t.Errorf("example graph:\n%s", g.Describe())
+	}
+}
