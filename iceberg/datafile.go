@@ -208,7 +208,7 @@ func matchColumns(ps *schema.Schema, sc *iceberg.Schema) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("column %q is not in the table schema", path[0])
 		}
-		if want, ok := physicalType(f.Type); !ok || want != col.PhysicalType() {
+		if !physicalTypeFits(f.Type, col.PhysicalType()) {
 			return nil, fmt.Errorf("column %q is %s in the file, the table has %s", path[0], col.PhysicalType(), f.Type)
 		}
 		ids[i] = f.ID
@@ -222,30 +222,26 @@ func matchColumns(ps *schema.Schema, sc *iceberg.Schema) ([]int, error) {
 	return ids, nil
 }
 
-func physicalType(t iceberg.Type) (parquet.Type, bool) {
-	switch t := t.(type) {
+// physicalTypeFits reports whether a Parquet column of physical type pt can
+// hold values of Iceberg type t.
+func physicalTypeFits(t iceberg.Type, pt parquet.Type) bool {
+	switch t.(type) {
 	case iceberg.BooleanType:
-		return parquet.Types.Boolean, true
+		return pt == parquet.Types.Boolean
 	case iceberg.Int32Type, iceberg.DateType:
-		return parquet.Types.Int32, true
+		return pt == parquet.Types.Int32
 	case iceberg.Int64Type, iceberg.TimestampTzType, iceberg.TimestampType:
-		return parquet.Types.Int64, true
+		return pt == parquet.Types.Int64
 	case iceberg.Float32Type:
-		return parquet.Types.Float, true
+		return pt == parquet.Types.Float
 	case iceberg.Float64Type:
-		return parquet.Types.Double, true
+		return pt == parquet.Types.Double
 	case iceberg.StringType, iceberg.BinaryType:
-		return parquet.Types.ByteArray, true
+		return pt == parquet.Types.ByteArray
 	case iceberg.DecimalType:
-		switch {
-		case t.Precision() <= 9:
-			return parquet.Types.Int32, true
-		case t.Precision() <= 18:
-			return parquet.Types.Int64, true
-		}
-		return parquet.Types.FixedLenByteArray, true
+		return pt == parquet.Types.Int32 || pt == parquet.Types.Int64 || pt == parquet.Types.FixedLenByteArray || pt == parquet.Types.ByteArray
 	}
-	return 0, false
+	return false
 }
 
 // literalBounds returns a chunk's min and max as literals of the column's

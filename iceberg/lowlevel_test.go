@@ -377,3 +377,74 @@ func TestFilteredScan(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyChanges: snapshots become current on main, expiry drops them with
+// their log entries and statistics files, the metadata log is bounded by
+// write.metadata.previous-versions-max, and every version parses back.
+func TestApplyChanges(t *testing.T) {
+	sc, err := icebergSchema(testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMeta(sc, *iceberg.UnpartitionedSpec, "s3://b/t", iceberg.Properties{propMetadataPreviousMax: "2"}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		s := &snapshot{ID: id * 11, Seq: id, TimestampMs: 1000 + id, ManifestList: fmt.Sprintf("s3://b/t/metadata/snap-%d.avro", id),
+			Summary: map[string]string{"operation": "append"}}
+		if c := m.current(); c != nil {
+			s.Parent = &c.ID
+		}
+		if m, err = m.apply(change{add: s, nowMs: 2000 + id, baseFile: fmt.Sprintf("s3://b/t/metadata/v%d.metadata.json", id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.raw["statistics"] = json.RawMessage(`[{"snapshot-id":11,"statistics-path":"a"},{"snapshot-id":33,"statistics-path":"c"}]`)
+	if _, err := m.apply(change{expire: map[int64]bool{33: true}, nowMs: 3000}); err == nil {
+		t.Fatal("expired the current snapshot")
+	}
+	m, err = m.apply(change{expire: map[int64]bool{11: true}, nowMs: 3000, baseFile: "s3://b/t/metadata/v4.metadata.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Current     int64              `json:"current-snapshot-id"`
+		LastSeq     int64              `json:"last-sequence-number"`
+		Snapshots   []snapshot         `json:"snapshots"`
+		SnapshotLog []snapshotLogEntry `json:"snapshot-log"`
+		MetadataLog []metadataLogEntry `json:"metadata-log"`
+		Refs        map[string]struct {
+			ID   int64  `json:"snapshot-id"`
+			Type string `json:"type"`
+		} `json:"refs"`
+		Stats []struct {
+			ID int64 `json:"snapshot-id"`
+		} `json:"statistics"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Current != 33 || doc.LastSeq != 3 || len(doc.Snapshots) != 2 || doc.Refs["main"].ID != 33 || doc.Refs["main"].Type != "branch" {
+		t.Errorf("current %d, last seq %d, %d snapshots, refs %v", doc.Current, doc.LastSeq, len(doc.Snapshots), doc.Refs)
+	}
+	if len(doc.SnapshotLog) != 2 || doc.SnapshotLog[0].SnapshotID != 22 {
+		t.Errorf("snapshot log %v", doc.SnapshotLog)
+	}
+	if len(doc.Stats) != 1 || doc.Stats[0].ID != 33 {
+		t.Errorf("statistics %v", doc.Stats)
+	}
+	if len(doc.MetadataLog) != 2 || doc.MetadataLog[1].MetadataFile != "s3://b/t/metadata/v4.metadata.json" || doc.MetadataLog[1].TimestampMs != 2003 {
+		t.Errorf("metadata log %v", doc.MetadataLog)
+	}
+	if _, err := table.ParseMetadataBytes(data); err != nil {
+		t.Errorf("iceberg-go does not parse it: %v", err)
+	}
+	if _, err := m.apply(change{add: &snapshot{ID: 44, Seq: 9, TimestampMs: 5000}, nowMs: 5000}); err == nil {
+		t.Error("a snapshot with a sequence number out of order was accepted")
+	}
+}

@@ -317,6 +317,22 @@ func (m *tableMeta) apply(c change) (*tableMeta, error) {
 	}
 	if len(c.expire) > 0 {
 		n.snapshotLog = slices.DeleteFunc(n.snapshotLog, func(e snapshotLogEntry) bool { return c.expire[e.SnapshotID] })
+		// Statistics files of removed snapshots go with them.
+		for _, key := range []string{"statistics", "partition-statistics"} {
+			var stats []map[string]json.RawMessage
+			if err := json.Unmarshal(n.raw[key], &stats); err != nil || stats == nil {
+				continue
+			}
+			stats = slices.DeleteFunc(stats, func(st map[string]json.RawMessage) bool {
+				var id int64
+				return json.Unmarshal(st["snapshot-id"], &id) == nil && c.expire[id]
+			})
+			b, err := json.Marshal(stats)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", key, err)
+			}
+			n.raw[key] = b
+		}
 		for name, ref := range n.refs {
 			var id int64
 			if err := json.Unmarshal(ref["snapshot-id"], &id); err == nil && c.expire[id] {
