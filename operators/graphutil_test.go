@@ -252,7 +252,7 @@ func evLine(e ev) string {
 }
 
 // randomRows makes 1..30 rows around clock with few users (and null) so
-// that keys repeat; exact binary floats.
+// that keys repeat; exact binary floats and some NaNs.
 func randomRows(rng *rand.Rand, clock int64) []ev {
 	users := []*string{sp("ann"), sp("bob"), sp("cy"), sp("dee"), nil}
 	strs := []*string{sp("x"), sp("y"), sp("z"), nil}
@@ -264,6 +264,9 @@ func randomRows(rng *rand.Rand, clock int64) []ev {
 		}
 		if rng.IntN(3) > 0 {
 			e.f = fp(float64(rng.IntN(50)) / 4)
+			if rng.IntN(10) == 0 {
+				e.f = fp(math.NaN())
+			}
 		}
 		if rng.IntN(3) > 0 {
 			e.i32 = i32p(int32(rng.IntN(3)))
