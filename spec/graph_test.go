@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floe-dev/floe/manifest"
 )
 
 var rewriteGraph = flag.Bool("rewrite-graph", false, "rewrite testdata/graph/*.describe.txt from Graph.Describe")
@@ -718,5 +720,13 @@ func TestDocsGraphExample(t *testing.T) {
 	}
 	if len(g.Sources) != 2 || len(g.Stages) != 4 || len(g.Sinks) != 1 || g.Stage("clicks-orders").Join.Type != JoinLeft {
 		t.Errorf("example graph:\n%s", g.Describe())
+	}
+}
+
+// TestNameLimitIsTheOperatorIDLimit: a stage's name becomes its state
+// operator id, which manifest refuses beyond MaxOpIDLen.
+func TestNameLimitIsTheOperatorIDLimit(t *testing.T) {
+	if maxNameLen != manifest.MaxOpIDLen {
+		t.Errorf("maxNameLen %d, manifest.MaxOpIDLen %d", maxNameLen, manifest.MaxOpIDLen)
 	}
 }

@@ -59,7 +59,9 @@ func (p *Pipeline) Validate() error {
 
 // SetDefaults fills zero-valued optional fields with their defaults:
 // state parallelism, max_parallelism and retain_epochs, source on_error,
-// CSV options for CSV sources, and operator ids.
+// CSV options for CSV sources, and operator ids; in the graph form also
+// each source's on_error and CSV options, join and lookup types (inner)
+// and dedup keep (first).
 func (p *Pipeline) SetDefaults() {
 	if p.State.Parallelism == 0 {
 		p.State.Parallelism = DefaultParallelism
