@@ -240,7 +240,7 @@ func newAccumulator(spec AggSpec, dt arrow.DataType) (accumulator, error) {
 		if k == tagOther {
 			return nil, bad("int64, int32, float64, string, bool or timestamp[us]")
 		}
-		return &distinctAcc{kind: k}, nil
+		return newDistinctAcc(k), nil
 	case AggSum, AggAvg:
 		avg := spec.Func == AggAvg
 		switch id {
@@ -707,97 +707,4 @@ func (a *firstLastAcc[T]) restore(cols []arrow.Array, rows, slots []int32) (int6
 		maxSeq = max(maxSeq, seq[r])
 	}
 	return maxSeq, nil
-}
-
-// ---- count_distinct ----
-
-// distinctAcc keeps, per slot, the set of distinct non-null values, each in
-// the canonical key encoding of SerializeKey (so -0 == +0 and NaN == NaN).
-type distinctAcc struct {
-	kind byte
-	sets []map[string]struct{}
-	buf  []byte
-}
-
-func (a *distinctAcc) grow(n int)    { a.sets = growTo(a.sets, n) }
-func (a *distinctAcc) reset(s int32) { a.sets[s] = nil }
-func (a *distinctAcc) add(s int32, v []byte) {
-	m := a.sets[s]
-	if m == nil {
-		m = make(map[string]struct{})
-		a.sets[s] = m
-	}
-	if _, ok := m[string(v)]; !ok {
-		m[string(v)] = struct{}{}
-	}
-}
-func (a *distinctAcc) merge(dst, src int32) {
-	for v := range a.sets[src] {
-		a.add(dst, []byte(v))
-	}
-}
-func (a *distinctAcc) update(u *updateBatch) {
-	bc := bindColumn(a.kind, u.col)
-	for j, r := range u.rows {
-		if !bc.valid(int(r)) {
-			continue
-		}
-		a.buf = bc.append(a.buf[:0], int(r))
-		a.add(u.slots[j], a.buf)
-	}
-}
-func (a *distinctAcc) resultType() arrow.DataType { return arrow.PrimitiveTypes.Int64 }
-func (a *distinctAcc) appendResults(b array.Builder, slots []int32) error {
-	ib, ok := b.(*array.Int64Builder)
-	if !ok {
-		return fmt.Errorf("count_distinct: cannot append to %T", b)
-	}
-	for _, s := range slots {
-		ib.Append(int64(len(a.sets[s])))
-	}
-	return nil
-}
-func (a *distinctAcc) stateFields(name string) []arrow.Field {
-	return []arrow.Field{{Name: name + ".values", Type: arrow.ListOf(arrow.BinaryTypes.Binary)}}
-}
-func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
-	lb, ok := bs[0].(*array.ListBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
-	}
-	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
-	}
-	var vals []string
-	for _, s := range slots {
-		lb.Append(true)
-		vals = vals[:0]
-		for v := range a.sets[s] {
-			vals = append(vals, v)
-		}
-		slices.Sort(vals)
-		for _, v := range vals {
-			vb.AppendString(v)
-		}
-	}
-	return nil
-}
-func (a *distinctAcc) restore(cols []arrow.Array, rows, slots []int32) (int64, error) {
-	la, ok := cols[0].(*array.List)
-	if !ok {
-		return -1, fmt.Errorf("count_distinct state is %T, want list<binary>", cols[0])
-	}
-	vals, ok := la.ListValues().(*array.Binary)
-	if !ok {
-		return -1, fmt.Errorf("count_distinct state values are %T, want binary", la.ListValues())
-	}
-	for j, r := range rows {
-		lo, hi := la.ValueOffsets(int(r))
-		s := slots[j]
-		for i := lo; i < hi; i++ {
-			a.add(s, vals.Value(int(i)))
-		}
-	}
-	return -1, nil
 }

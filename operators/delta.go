@@ -175,21 +175,6 @@ func (w *Window) buildTombstones(schema *arrow.Schema, tombs []tomb) (arrow.Reco
 	return b.NewRecordBatch(), nil
 }
 
-// sortStateOrder sorts slots by key group, key bytes and window start: the
-// row order of Snapshot and SnapshotDelta.
-func (w *Window) sortStateOrder(slots []int32) {
-	slices.SortFunc(slots, func(a, b int32) int {
-		ka, kb := &w.keys[w.slots[a].kid], &w.keys[w.slots[b].kid]
-		if ka.kg != kb.kg {
-			return cmp.Compare(ka.kg, kb.kg)
-		}
-		if c := strings.Compare(ka.bytes, kb.bytes); c != 0 {
-			return c
-		}
-		return cmp.Compare(w.slots[a].start, w.slots[b].start)
-	})
-}
-
 // ApplyDelta applies one SnapshotDelta to a Window rebuilt with Restore from
 // the base the delta follows (and the deltas before it, in order): first the
 // tombstones remove their windows, then the upserts add or replace windows

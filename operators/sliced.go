@@ -1,10 +1,8 @@
 package operators
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -32,30 +30,19 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	w.wm = wm
 	closedBefore := func(end int64) bool { return satAdd(end, w.lateness) <= oldWm }
 	// Every window closing now ends by wm - lateness, so its slices have
-	// closed first windows: collect those slices, by key and start.
-	type sliceRef struct {
-		start     int64
-		kid, slot int32
-	}
-	var refs []sliceRef
+	// closed first windows: collect those slices, sorted by key bytes and
+	// start, so each key's slices are one run and the keys come in output
+	// order.
+	var sl []int32
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
-			refs = append(refs, sliceRef{start: info.start, kid: info.kid, slot: int32(s)})
+			sl = append(sl, int32(s))
 		}
 	}
-	if len(refs) == 0 {
+	if len(sl) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(refs, func(a, b sliceRef) int {
-		if a.kid != b.kid {
-			return int(a.kid - b.kid)
-		}
-		return cmp.Compare(a.start, b.start)
-	})
-	sl := make([]int32, len(refs))
-	for i, r := range refs {
-		sl[i] = r.slot
-	}
+	w.sortSlots(sl, slotZero, slotStart)
 	var starts []int64
 	var out []int32
 	for i := 0; i < len(sl); {
@@ -103,10 +90,10 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b int32) int {
-		sa, sb := &w.slots[a], &w.slots[b]
-		return cmp.Or(cmp.Compare(sa.start, sb.start), strings.Compare(w.keys[sa.kid].bytes, w.keys[sb.kid].bytes), cmp.Compare(sa.end, sb.end))
-	})
+	// out is in key order, each key's windows by start; every window has
+	// length size, so ordering it stably by start gives the output order
+	// (start, key bytes, end) without comparing keys again.
+	out = w.stableByStart(out)
 	var rec arrow.RecordBatch
 	if len(out) > 0 {
 		var err error
@@ -131,11 +118,45 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
+// stableByStart orders slots by start, keeping the order of slots with the
+// same start (a counting sort over the distinct starts, usually one).
+func (w *Window) stableByStart(slots []int32) []int32 {
+	var ds []int64
+	for _, s := range slots {
+		if st := w.slots[s].start; len(ds) == 0 || ds[len(ds)-1] != st {
+			ds = append(ds, st)
+		}
+	}
+	slices.Sort(ds)
+	ds = slices.Compact(ds)
+	if len(ds) < 2 {
+		return slots
+	}
+	pos := make([]int, len(ds)+1)
+	idx := func(s int32) int {
+		i, _ := slices.BinarySearch(ds, w.slots[s].start)
+		return i
+	}
+	for _, s := range slots {
+		pos[idx(s)+1]++
+	}
+	for i := 1; i < len(pos); i++ {
+		pos[i] += pos[i-1]
+	}
+	sorted := make([]int32, len(slots))
+	for _, s := range slots {
+		i := idx(s)
+		sorted[pos[i]] = s
+		pos[i]++
+	}
+	return sorted
+}
+
 // scratchSlot returns an empty slot holding window [start, end) of kid
 // outside the indexes (not live, not tracked): Advance combines slices into
 // it, builds its output row and frees it.
 func (w *Window) scratchSlot(kid int32, start, end int64) int32 {
-	info := slotInfo{kid: kid, start: start, end: end}
+	info := slotInfo{kid: kid, start: start, end: end, next: -1}
 	var s int32
 	if n := len(w.freeSlots); n > 0 {
 		s = w.freeSlots[n-1]

@@ -80,20 +80,18 @@ type WindowSpec struct {
 }
 
 type keyInfo struct {
-	bytes    string
+	bytes    string // the key's encoding (SerializeKey)
 	kg       int32
 	refs     int32   // open slots of this key
+	head     int32   // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
+	mkOff    uint8   // bytes[mkOff:] is the key's map key (see mapKey)
 	sessions []int32 // session slots, sorted by start
-}
-
-type slotKey struct {
-	kid   int32
-	start int64
 }
 
 type slotInfo struct {
 	start, end int64
 	kid        int32
+	next       int32 // tumbling/sliding: the key's next open slot, -1 at the end
 	live       bool
 	listed     bool // in Window.dirty (kept across reuse of the slot index)
 	inBase     bool // existed at the last snapshot point (see delta.go)
@@ -123,14 +121,11 @@ type Window struct {
 	seq      int64 // arrival sequence number of the next row
 	mem      memory.Allocator
 
-	keyMap    map[string]int32 // map key (see mapKey) -> key id
-	strKey    bool             // one string key column: keyMap is keyed by the raw string
-	nullKid   int32            // strKey: id of the null key, -1 when none
-	kcStart   []int64          // per key id, tumbling/sliding: start of kcSlot
-	kcSlot    []int32          // per key id: last slot used, -1 when none
+	ktab      keyIndex // key ids by map key (see mapKey)
+	strKey    bool     // one string key column: ktab is keyed by the raw string
+	nullKid   int32    // strKey: id of the null key, -1 when none
 	keys      []keyInfo
 	freeKeys  []int32
-	slotMap   map[slotKey]int32
 	slots     []slotInfo
 	freeSlots []int32
 	live      int
@@ -168,7 +163,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 		return fail("max parallelism %d out of range [1,%d]", maxParallelism, keygroup.Max)
 	}
 	w := &Window{spec: spec, id: id, k: maxParallelism, input: input, wm: math.MinInt64,
-		mem: memory.DefaultAllocator, keyMap: map[string]int32{}, slotMap: map[slotKey]int32{},
+		mem: memory.DefaultAllocator, ktab: newKeyIndex(0),
 		redirect: map[int32]int32{}, nullKid: -1, moved: map[int32][2]int64{}}
 	micros := func(name string, d time.Duration, positive bool) (int64, error) {
 		if d < 0 || (positive && d == 0) {
@@ -408,30 +403,38 @@ func (w *Window) keyID(key []byte) int32 {
 	mk, null := w.mapKey(key)
 	if null {
 		if w.nullKid < 0 {
-			w.nullKid = w.newKey(key)
+			w.nullKid = w.newKey(key, len(key))
 		}
 		return w.nullKid
 	}
-	if kid, ok := w.keyMap[string(mk)]; ok {
+	h := w.ktab.hash(string(mk))
+	kid, pos, ok := w.findKey(h, string(mk))
+	if ok {
 		return kid
 	}
-	kid := w.newKey(key)
-	w.keyMap[string(mk)] = kid
+	kid = w.newKey(key, len(key)-len(mk))
+	w.ktab.insert(pos, h, kid)
 	return kid
 }
 
 // strKeyID is keyID for a non-null value of a single string key column.
 func (w *Window) strKeyID(s string) int32 {
-	if kid, ok := w.keyMap[s]; ok {
+	h := w.ktab.hash(s)
+	kid, pos, ok := w.findKey(h, s)
+	if ok {
 		return kid
 	}
 	w.buf = binary.AppendUvarint(append(w.buf[:0], tagString), uint64(len(s)))
 	w.buf = append(w.buf, s...)
-	return w.keyID(w.buf)
+	kid = w.newKey(w.buf, len(w.buf)-len(s))
+	w.ktab.insert(pos, h, kid)
+	return kid
 }
 
-func (w *Window) newKey(key []byte) int32 {
-	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k))}
+// newKey makes a key id for encoded key whose map key starts at mkOff; the
+// caller indexes it.
+func (w *Window) newKey(key []byte, mkOff int) int32 {
+	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff)}
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
@@ -441,10 +444,7 @@ func (w *Window) newKey(key []byte) int32 {
 	} else {
 		kid = int32(len(w.keys))
 		w.keys = append(w.keys, ki)
-		w.kcStart = append(w.kcStart, 0)
-		w.kcSlot = append(w.kcSlot, -1)
 	}
-	w.kcSlot[kid] = -1
 	return kid
 }
 
@@ -463,16 +463,22 @@ func (w *Window) rowKey(i int) int32 {
 func (w *Window) lookupKey(i int) (int32, bool) {
 	if w.strKey {
 		if bc := &w.enc.cols[0]; bc.valid(i) {
-			kid, ok := w.keyMap[bc.str.Value(i)]
+			s := bc.str.Value(i)
+			kid, _, ok := w.findKey(w.ktab.hash(s), s)
 			return kid, ok
 		}
 	}
 	w.buf = w.enc.encode(w.buf[:0], i)
-	mk, null := w.mapKey(w.buf)
+	return w.lookupEncoded(w.buf)
+}
+
+// lookupEncoded returns the id of an encoded key without creating it.
+func (w *Window) lookupEncoded(key []byte) (int32, bool) {
+	mk, null := w.mapKey(key)
 	if null {
 		return w.nullKid, w.nullKid >= 0
 	}
-	kid, ok := w.keyMap[string(mk)]
+	kid, _, ok := w.findKey(w.ktab.hash(string(mk)), string(mk))
 	return kid, ok
 }
 
@@ -490,7 +496,7 @@ func (w *Window) joinsOpenSession(kid int32, t int64) bool {
 
 func (w *Window) newSlot(kid int32, start, end int64) int32 {
 	var s int32
-	info := slotInfo{kid: kid, start: start, end: end, live: true}
+	info := slotInfo{kid: kid, start: start, end: end, next: -1, live: true}
 	if n := len(w.freeSlots); n > 0 {
 		s = w.freeSlots[n-1]
 		w.freeSlots = w.freeSlots[:n-1]
@@ -520,17 +526,14 @@ func (w *Window) killSlot(s int32) {
 			ki.sessions = slices.Delete(ki.sessions, i, i+1)
 		}
 	} else {
-		delete(w.slotMap, slotKey{info.kid, info.start})
-		if w.kcSlot[info.kid] == s {
-			w.kcSlot[info.kid] = -1
-		}
+		w.unlinkSlot(ki, s)
 	}
 	ki.refs--
 	if ki.refs == 0 {
-		if mk, null := w.mapKey([]byte(ki.bytes)); null {
+		if w.strKey && info.kid == w.nullKid {
 			w.nullKid = -1
 		} else {
-			delete(w.keyMap, string(mk))
+			w.ktab.remove(w.ktab.hash(ki.bytes[ki.mkOff:]), info.kid)
 		}
 		ki.bytes = ""
 		w.freeKeys = append(w.freeKeys, info.kid)
@@ -546,16 +549,41 @@ func (w *Window) freeSlot(s int32) {
 
 // fixedSlot returns the slot of (kid, [start, end)), creating it.
 func (w *Window) fixedSlot(kid int32, start, end int64) int32 {
-	if s := w.kcSlot[kid]; s >= 0 && w.kcStart[kid] == start {
+	if s, ok := w.findFixed(kid, start); ok {
 		return s
 	}
-	s, ok := w.slotMap[slotKey{kid, start}]
-	if !ok {
-		s = w.newSlot(kid, start, end)
-		w.slotMap[slotKey{kid, start}] = s
-	}
-	w.kcStart[kid], w.kcSlot[kid] = start, s
+	s := w.newSlot(kid, start, end)
+	ki := &w.keys[kid]
+	w.slots[s].next = ki.head
+	ki.head = s
 	return s
+}
+
+// findFixed returns the open tumbling/sliding slot of kid starting at start.
+// A key has few open slots (one per open window or slice), the newest first.
+func (w *Window) findFixed(kid int32, start int64) (int32, bool) {
+	for s := w.keys[kid].head; s >= 0; s = w.slots[s].next {
+		if w.slots[s].start == start {
+			return s, true
+		}
+	}
+	return -1, false
+}
+
+// unlinkSlot removes slot s from the open slots of its key ki.
+func (w *Window) unlinkSlot(ki *keyInfo, s int32) {
+	next := w.slots[s].next
+	w.slots[s].next = -1
+	if ki.head == s {
+		ki.head = next
+		return
+	}
+	for p := ki.head; p >= 0; p = w.slots[p].next {
+		if w.slots[p].next == s {
+			w.slots[p].next = next
+			return
+		}
+	}
 }
 
 // sessionSlot adds [t, t+gap) to kid's sessions, merging every session it
@@ -766,16 +794,7 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(due, func(a, b int32) int {
-		sa, sb := &w.slots[a], &w.slots[b]
-		if c := cmpInt64(sa.start, sb.start); c != 0 {
-			return c
-		}
-		if c := strings.Compare(w.keys[sa.kid].bytes, w.keys[sb.kid].bytes); c != 0 {
-			return c
-		}
-		return cmpInt64(sa.end, sb.end)
-	})
+	w.sortOutputOrder(due)
 	rec, err := w.build(w.output, due, false)
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
@@ -802,6 +821,15 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 	}
 	nk := len(w.keyCols)
 	kbs := b.Fields()[col : col+nk]
+	if sb, ok := kbs[0].(*array.StringBuilder); ok && nk == 1 {
+		// The encoded keys' lengths bound the string bytes: reserve them
+		// once instead of growing the buffer by doubling.
+		n := 0
+		for _, s := range slots {
+			n += len(w.keys[w.slots[s].kid].bytes)
+		}
+		sb.ReserveData(n)
+	}
 	for _, s := range slots {
 		if err := decodeKey(w.keys[w.slots[s].kid].bytes, kbs); err != nil {
 			return nil, err
@@ -881,12 +909,9 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 		}
 	}
 	if est := int(total * int64(kgHi-kgLo) / int64(max(w.k, 1))); est > 1024 && w.live == 0 {
-		if len(w.keyMap) == 0 {
-			w.keyMap = make(map[string]int32, est)
-		}
-		if len(w.slotMap) == 0 {
-			w.slotMap = make(map[slotKey]int32, est)
-		}
+		w.ktab.presize(est)
+		w.keys = slices.Grow(w.keys, est)
+		w.slots = slices.Grow(w.slots, est)
 	}
 	var buf []byte
 	for bi, rec := range state {
@@ -925,7 +950,7 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 				}
 				slots[j] = s
 			} else {
-				if _, dup := w.slotMap[slotKey{kid, p.start}]; dup {
+				if _, dup := w.findFixed(kid, p.start); dup {
 					return fmt.Errorf("window %s: restore: batch %d row %d: window at %d restored twice", w.id, bi, p.row, p.start)
 				}
 				slots[j] = w.fixedSlot(kid, p.start, p.end)
@@ -988,11 +1013,7 @@ func (w *Window) pickRows(rec arrow.RecordBatch, kgLo, kgHi int, buf []byte) ([]
 
 // findSlot returns the open slot of window [start, end) of an encoded key.
 func (w *Window) findSlot(key []byte, start, end int64) (int32, bool) {
-	mk, null := w.mapKey(key)
-	kid, ok := w.nullKid, w.nullKid >= 0
-	if !null {
-		kid, ok = w.keyMap[string(mk)]
-	}
+	kid, ok := w.lookupEncoded(key)
 	if !ok {
 		return -1, false
 	}
@@ -1004,7 +1025,7 @@ func (w *Window) findSlot(key []byte, start, end int64) (int32, bool) {
 		}
 		return -1, false
 	}
-	s, ok := w.slotMap[slotKey{kid, start}]
+	s, ok := w.findFixed(kid, start)
 	if !ok || w.slots[s].end != end {
 		return -1, false
 	}

@@ -1,0 +1,123 @@
+package operators
+
+import "hash/maphash"
+
+// keyIndex is the index of a Window's key ids by key: an open-addressing
+// hash table with linear probing whose entries are one uint64 each, the low
+// 32 bits of the key's hash above kid+1 (0 is an empty entry). The key
+// bytes themselves are not stored here: a probe that matches the hash bits
+// compares the key against Window.keys[kid], so a key costs 8 bytes of
+// index at most 50% load, no per-key map entry and no hashing of a Go
+// string header. Deletion shifts later entries back (no tombstones), which
+// the stored hash bits allow without rehashing a key.
+//
+// The hash is maphash with a per-table seed: it only places entries, it
+// never decides an order, so outputs do not depend on it.
+type keyIndex struct {
+	seed maphash.Seed
+	ents []uint64
+	mask uint64
+	n    int
+}
+
+const keyIndexMinCap = 64
+
+func newKeyIndex(capHint int) keyIndex {
+	t := keyIndex{seed: maphash.MakeSeed()}
+	t.alloc(capHint)
+	return t
+}
+
+// alloc makes an empty table for about n keys.
+func (t *keyIndex) alloc(n int) {
+	c := keyIndexMinCap
+	for c < 2*n {
+		c <<= 1
+	}
+	t.ents = make([]uint64, c)
+	t.mask = uint64(c - 1)
+	t.n = 0
+}
+
+func (t *keyIndex) hash(mk string) uint32 { return uint32(maphash.String(t.seed, mk)) }
+
+// presize grows an empty table to hold about n keys without rehashing.
+func (t *keyIndex) presize(n int) {
+	if t.n == 0 && 2*n > len(t.ents) {
+		t.alloc(n)
+	}
+}
+
+// insert adds (h, kid) at pos, an empty entry returned by a failed lookup
+// for h, and grows the table past 50% load.
+func (t *keyIndex) insert(pos uint64, h uint32, kid int32) {
+	t.ents[pos] = uint64(h)<<32 | uint64(uint32(kid)+1)
+	t.n++
+	if 2*t.n > len(t.ents) {
+		t.grow()
+	}
+}
+
+func (t *keyIndex) grow() {
+	old := t.ents
+	t.ents = make([]uint64, 2*len(old))
+	t.mask = uint64(len(t.ents) - 1)
+	for _, e := range old {
+		if e == 0 {
+			continue
+		}
+		i := (e >> 32) & t.mask
+		for t.ents[i] != 0 {
+			i = (i + 1) & t.mask
+		}
+		t.ents[i] = e
+	}
+}
+
+// remove deletes the entry of kid, whose key hashes to h.
+func (t *keyIndex) remove(h uint32, kid int32) {
+	want := uint64(h)<<32 | uint64(uint32(kid)+1)
+	i := uint64(h) & t.mask
+	for t.ents[i] != want {
+		if t.ents[i] == 0 {
+			return // not indexed
+		}
+		i = (i + 1) & t.mask
+	}
+	// Backward shift: move each later entry of the run into the hole when
+	// the hole lies between its home and where it is.
+	for j := i; ; {
+		j = (j + 1) & t.mask
+		e := t.ents[j]
+		if e == 0 {
+			break
+		}
+		home := (e >> 32) & t.mask
+		if (j-home)&t.mask >= (j-i)&t.mask {
+			t.ents[i] = e
+			i = j
+		}
+	}
+	t.ents[i] = 0
+	t.n--
+}
+
+// findKey returns the key id whose map key (see Window.mapKey) is mk, whose
+// hash is h; when absent, pos is the empty entry insert takes.
+func (w *Window) findKey(h uint32, mk string) (kid int32, pos uint64, ok bool) {
+	t := &w.ktab
+	i := uint64(h) & t.mask
+	for {
+		e := t.ents[i]
+		if e == 0 {
+			return -1, i, false
+		}
+		if uint32(e>>32) == h {
+			k := int32(uint32(e) - 1)
+			if ki := &w.keys[k]; ki.bytes[ki.mkOff:] == mk {
+				return k, i, true
+			}
+		}
+		i = (i + 1) & t.mask
+	}
+}
