@@ -201,7 +201,7 @@ type Join struct {
 	freeKeys    []int32
 	rows        []jrow
 	freeRows    []int32
-	index       map[rowID]int32
+	index       map[rowID]int32 // built by Restore and ApplyDelta, dropped by ProcessInput (see ensureIndex)
 	live        int
 	pendingKeys []int32
 
@@ -235,7 +235,7 @@ func NewJoin(spec JoinSpec, left, right *arrow.Schema, maxParallelism int) (*Joi
 		return fail("unknown join type %v; expected inner or left", spec.Type)
 	}
 	j := &Join{spec: spec, id: id, k: maxParallelism, in: [2]*arrow.Schema{left, right}, wm: math.MinInt64,
-		mem: memory.DefaultAllocator, keyMap: map[string]int32{}, index: map[rowID]int32{}}
+		mem: memory.DefaultAllocator, keyMap: map[string]int32{}}
 	micros := func(name string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
 			return 0, fmt.Errorf("join %s: %s %v is not a whole number of microseconds", id, name, d)
@@ -492,7 +492,9 @@ func (j *Join) addRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
 	jk := &j.keys[kid]
 	j.rows[id].pos = int32(len(jk.rows[side]))
 	jk.rows[side] = append(jk.rows[side], id)
-	j.index[rowID{kg: jk.kg, side: side, seq: seq}] = id
+	if j.index != nil {
+		j.index[rowID{kg: jk.kg, side: side, seq: seq}] = id
+	}
 	j.live++
 	j.touch(id)
 	return id
@@ -513,7 +515,9 @@ func (j *Join) removeRow(id int32) {
 	if r.inBase {
 		j.tombstone = append(j.tombstone, rowID{kg: jk.kg, side: r.side, seq: r.seq})
 	}
-	delete(j.index, rowID{kg: jk.kg, side: r.side, seq: r.seq})
+	if j.index != nil {
+		delete(j.index, rowID{kg: jk.kg, side: r.side, seq: r.seq})
+	}
 	list := jk.rows[r.side]
 	last := list[len(list)-1]
 	list[r.pos] = last
@@ -541,6 +545,7 @@ func (j *Join) ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 	if rec == nil || rec.NumRows() == 0 {
 		return nil, nil
 	}
+	j.index = nil // only restore needs it: not worth its upkeep per row
 	side := int8(i)
 	n := int(rec.NumRows())
 	seq0 := j.seq[side]
@@ -576,12 +581,14 @@ func (j *Join) ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 			sel[r] = int32(r)
 		}
 	}
-	var late, keep, kids []int32
-	keepNull := j.spec.Type == LeftJoin && side == 0
 	for _, r := range sel {
 		if int(r) >= n || r < 0 {
 			return fail(fmt.Errorf("selection row %d outside the batch of %d rows", r, n))
 		}
+	}
+	var late, keep, kids []int32
+	keepNull := j.spec.Type == LeftJoin && side == 0
+	for _, r := range sel {
 		if j.late(int64(tsv[r])) {
 			late = append(late, r)
 			continue
@@ -1176,6 +1183,20 @@ func (j *Join) load(rec arrow.RecordBatch, picks []joinPick) error {
 	return nil
 }
 
+// ensureIndex builds the index of rows by identity, which Restore and
+// ApplyDelta use and keep up to date until the next ProcessInput.
+func (j *Join) ensureIndex() {
+	if j.index != nil {
+		return
+	}
+	j.index = make(map[rowID]int32, j.live)
+	for id := range j.rows {
+		if r := &j.rows[id]; r.live {
+			j.index[rowID{kg: j.keys[r.kid].kg, side: r.side, seq: r.seq}] = int32(id)
+		}
+	}
+}
+
 // Restore adds the state rows whose key_group is in [kgLo, kgHi) and skips
 // the others, then raises the watermark to watermark. Every batch must have
 // the StateSchema layout; a row whose key does not hash to its key_group,
@@ -1185,6 +1206,7 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 	if kgLo < 0 || kgHi > j.k || kgLo > kgHi {
 		return fmt.Errorf("join %s: restore: key-group range [%d,%d) outside [0,%d)", j.id, kgLo, kgHi, j.k)
 	}
+	j.ensureIndex()
 	picks := make([][]joinPick, len(state))
 	seen := map[rowID]bool{}
 	for bi, rec := range state {
@@ -1226,6 +1248,7 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 	if kgLo < 0 || kgHi > j.k || kgLo > kgHi {
 		return fmt.Errorf("join %s: apply delta: key-group range [%d,%d) outside [0,%d)", j.id, kgLo, kgHi, j.k)
 	}
+	j.ensureIndex()
 	var dead []int32
 	gone := map[rowID]bool{}
 	for bi, rec := range tombstones {

@@ -1190,3 +1190,76 @@ func TestJoinAllLateReturnsInput(t *testing.T) {
 		t.Fatalf("late batch is a copy")
 	}
 }
+
+// TestHasNullKey: a composite key is null when any of its columns is,
+// whatever the types before that column.
+func TestHasNullKey(t *testing.T) {
+	rec := batch(t,
+		ev{ts: 1, user: sp("a"), n: ip(1), f: fp(1), s: sp("x"), i32: i32p(1)},
+		ev{ts: 1, user: sp("a"), n: ip(1), f: fp(1), s: sp("x")},
+		ev{ts: 1, user: sp(""), f: fp(1), s: sp("x"), i32: i32p(1)},
+		ev{ts: 1, n: ip(1), f: fp(1), s: sp("x"), i32: i32p(1)},
+	)
+	defer rec.Release()
+	cols := []int{0, 1, 2, 3, 4, 5}
+	for r, want := range []bool{false, true, true, true} {
+		if got := hasNullKey(SerializeKey(nil, rec, r, cols), len(cols)); got != want {
+			t.Errorf("row %d: hasNullKey = %t, want %t", r, got, want)
+		}
+	}
+	bools := array.NewBooleanBuilder(memory.DefaultAllocator)
+	bools.AppendValues([]bool{true}, nil)
+	bools.AppendNull()
+	ba := bools.NewArray()
+	bools.Release()
+	defer ba.Release()
+	brec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}, {Name: "b2", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}}, nil), []arrow.Array{ba, ba}, 2)
+	defer brec.Release()
+	if hasNullKey(SerializeKey(nil, brec, 0, []int{0, 1}), 2) || !hasNullKey(SerializeKey(nil, brec, 1, []int{0, 1}), 2) {
+		t.Error("bool keys")
+	}
+}
+
+// BenchmarkIntervalJoin: 2000 keys, per epoch 5000 rows per side and a
+// watermark step; the state stays bounded by the interval.
+func BenchmarkIntervalJoin(b *testing.B) {
+	j := newJoin(b, intervalSpec(LeftJoin, 20*us, 20*us, 0))
+	users := make([]string, 2000)
+	for i := range users {
+		users[i] = fmt.Sprint("user-", i)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	var recs [2][]arrow.RecordBatch
+	for e := range 20 {
+		for side := range 2 {
+			rows := make([]jev, 5000)
+			for i := range rows {
+				rows[i] = jev{ts: int64(e*100 + rng.IntN(100)), user: &users[rng.IntN(len(users))], v: int64(i), w: "w"}
+			}
+			recs[side] = append(recs[side], joinBatch(b, memory.DefaultAllocator, side, rows...))
+		}
+	}
+	b.ResetTimer()
+	out := 0
+	for i := range b.N {
+		e := i % 20
+		if e == 0 {
+			j = newJoin(b, intervalSpec(LeftJoin, 20*us, 20*us, 0))
+		}
+		for side := range 2 {
+			if _, err := j.ProcessInput(side, recs[side][e], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		o, err := j.Advance(int64(e*100 - 50))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if o != nil {
+			out += int(o.NumRows())
+			o.Release()
+		}
+	}
+	b.ReportMetric(float64(out)/float64(b.N), "out-rows/epoch")
+	b.ReportMetric(float64(j.Len()), "state-rows")
+}
