@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/floe-dev/floe/manifest"
@@ -22,15 +23,36 @@ type decideConfig struct {
 	maxFiles    int           // source.max_files_per_epoch (0: no limit)
 	ooo         time.Duration // watermark.max_out_of_orderness
 	idle        time.Duration // watermark.idle_timeout (0: never idle)
+	// memLimit is the run's memory budget in bytes (state.memory_limit or
+	// the machine's default; 0: none), memFrom where it came from.
+	memLimit int64
+	memFrom  string
+	format   spec.Format // the source format, for decoded-size estimates
+	// streams: the plan has no window, so an epoch streams its input in
+	// bounded memory and the budget does not split it (membudget.go).
+	streams bool
+	// splitNoted is set once the run said that the budget split an epoch
+	// (shared by copies of the config; nil in scenario tests).
+	splitNoted *atomic.Bool
 }
 
 func newDecideConfig(p *spec.Pipeline) decideConfig {
-	return decideConfig{
+	c := decideConfig{
 		byDirectory: p.Source.Inputs == spec.InputsDirectory,
 		maxFiles:    p.Source.MaxFilesPerEpoch,
 		ooo:         p.Source.Watermark.MaxOutOfOrderness,
 		idle:        p.Source.Watermark.IdleTimeout,
+		format:      p.Source.Format,
+		streams:     true,
+		splitNoted:  new(atomic.Bool),
 	}
+	c.memLimit, c.memFrom = memoryLimitOf(p)
+	for _, op := range p.Operators {
+		if op.Window != nil {
+			c.streams = false
+		}
+	}
+	return c
 }
 
 const defaultInput = "default"
@@ -77,14 +99,50 @@ func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 }
 
 // selectFiles picks the next epoch's files from the pending list: at most
-// max_files_per_epoch. (max_rows_per_epoch is applied while decoding: the
-// epoch ends after the file that crosses it.)
+// max_files_per_epoch, and for a plan that decodes its epoch at once no
+// more than fit the memory budget (at least one). (max_rows_per_epoch is
+// applied while decoding: the epoch ends after the file that crosses it.)
 func (c decideConfig) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
 	n := len(pend)
 	if c.maxFiles > 0 && n > c.maxFiles {
 		n = c.maxFiles
 	}
+	if cut := c.memorySplit(pend[:n]); cut.split {
+		n = cut.files
+	}
 	return pend[:n]
+}
+
+// memoryCut is how the memory budget cuts a selection of files.
+type memoryCut struct {
+	split     bool  // the budget took fewer files than offered
+	files     int   // the files taken
+	offered   int   // the files offered
+	estimate  int64 // estimated decoded size of the files taken
+	remaining int64 // estimated decoded size of the files left over
+	budget    int64 // what an epoch may decode at once: half the limit
+}
+
+// memorySplit applies the budget to files, the selection before it: it
+// takes files in order while their estimated decoded size fits half the
+// memory limit, and always the first. Plans that stream are not cut.
+func (c decideConfig) memorySplit(files []store.ObjectInfo) memoryCut {
+	cut := memoryCut{files: len(files), offered: len(files), budget: c.memLimit / 2}
+	if c.memLimit <= 0 || c.streams {
+		return cut
+	}
+	for i, f := range files {
+		e := decodedEstimate(c.format, f)
+		if i > 0 && cut.estimate+e > cut.budget && !cut.split {
+			cut.split, cut.files = true, i
+		}
+		if cut.split {
+			cut.remaining += e
+		} else {
+			cut.estimate += e
+		}
+	}
+	return cut
 }
 
 // waiting returns the inputs that have listed files not taken by the epoch

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
 
@@ -24,9 +25,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 // "----" and the expected output. `go test ./engine -run DecideScenarios
 // -rewrite` rewrites the expected outputs. Commands:
 //
-//	config [directory] [max_files=N] [ooo=DUR] [idle=DUR]
-//	list             the source listing (one key per line); prints the pending order
-//	select           prints the files the next epoch takes
+//	config [directory] [max_files=N] [ooo=DUR] [idle=DUR] [memory=SIZE] [format=F] [stream]
+//	                 memory is state.memory_limit (none by default), format the
+//	                 source format (jsonl), stream a window-less plan
+//	list             the source listing (one "key [size=SIZE]" per line); prints the pending order
+//	select           prints the files the next epoch takes, and how the memory budget cut them
 //	read now=HH:MM:SS [drain]   reads the selected files; input lines "key maxts=HH:MM:SS|none";
 //	                 prints the watermark, whether it commits and every input
 //	idle now=HH:MM:SS           an epoch without files (trigger mode, nothing new)
@@ -160,18 +163,33 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 	case "config":
 		_, dir := a["directory"]
 		n, _ := strconv.Atoi(a["max_files"])
-		s.cfg = decideConfig{byDirectory: dir, maxFiles: n, ooo: dur("ooo"), idle: dur("idle")}
+		_, stream := a["stream"]
+		s.cfg = decideConfig{byDirectory: dir, maxFiles: n, ooo: dur("ooo"), idle: dur("idle"),
+			memLimit: size(t, a["memory"]), format: spec.Format(a["format"]), streams: stream}
+		if s.cfg.format == "" {
+			s.cfg.format = spec.JSONL
+		}
 		return []string{"ok"}
 	case "list":
 		s.list = nil
-		for _, k := range b.input {
-			s.list = append(s.list, store.ObjectInfo{Key: strings.TrimSpace(k)})
+		for _, l := range b.input {
+			f := strings.Fields(l)
+			s.list = append(s.list, store.ObjectInfo{Key: f[0], Size: size(t, args(f[1:])["size"])})
 		}
 		sort.Slice(s.list, func(i, j int) bool { return s.list[i].Key < s.list[j].Key })
 		s.pend = s.cfg.interleave(pendingFiles(s.list, func(k string) bool { return s.seen[k] }))
 		return keysOf(s.pend)
 	case "select":
-		return keysOf(s.cfg.selectFiles(s.pend))
+		out := keysOf(s.cfg.selectFiles(s.pend))
+		n := len(s.pend)
+		if s.cfg.maxFiles > 0 {
+			n = min(n, s.cfg.maxFiles)
+		}
+		if cut := s.cfg.memorySplit(s.pend[:n]); cut.split {
+			out = append(out, fmt.Sprintf("split by memory_limit: %d of %d files, estimated %s of a %s budget, %s left",
+				cut.files, cut.offered, spec.FormatSize(cut.estimate), spec.FormatSize(cut.budget), spec.FormatSize(cut.remaining)))
+		}
+		return out
 	case "read", "idle", "drain":
 		now := clock(t, a["now"])
 		var obs []fileObs
@@ -219,6 +237,18 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 	}
 	t.Fatalf("unknown command %q", b.cmd)
 	return nil
+}
+
+// size parses a scenario size ("" is 0).
+func size(t *testing.T, v string) int64 {
+	if v == "" {
+		return 0
+	}
+	n, err := spec.ParseSize(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func keysOf(fs []store.ObjectInfo) []string {

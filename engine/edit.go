@@ -111,6 +111,9 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 		}
 		m.Operators = []manifest.OperatorState{op}
 	}
+	if r.plan.graph != nil {
+		m.Operators = r.graphOperators(e)
+	}
 	return m
 }
 
@@ -132,6 +135,9 @@ func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.inputs = e.inputs
 	r.counters = e.counters
 	r.state = e.out.state
+	if r.graph != nil {
+		r.graph.state = e.out.graph
+	}
 
 	r.res.Epochs++
 	if r.res.FirstEpoch == 0 {

@@ -144,6 +144,7 @@ type Store = store.Store
 type stores struct {
 	state, sink, source store.Store
 	late, rejected      store.Store // nil unless late_url / rejected_url
+	extra               []store.Store // opened later (graph stages' late_url), closed with the rest
 	stateURL            string
 	retrying            []*store.Retrying
 }
@@ -168,7 +169,7 @@ func (s *stores) requests() store.RetryStats {
 }
 
 func (s *stores) Close() {
-	for _, x := range []store.Store{s.state, s.sink, s.source, s.late, s.rejected} {
+	for _, x := range append([]store.Store{s.state, s.sink, s.source, s.late, s.rejected}, s.extra...) {
 		if x != nil {
 			x.Close()
 		}
@@ -214,6 +215,32 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		dst              *store.Store
 	}
 	targets := []target{{"state", "state.url", st.stateURL, &st.state}, {"sink", "sink.url", p.Sink.URL, &st.sink}}
+	if withSource && isGraph(p) {
+		// The named sources, combined (graphsrc.go); the graph form has
+		// no pipeline-wide late_url (each stage may have one).
+		targets = append(targets, target{"rejected", "sources.*.rejected_url", p.Source.RejectedURL, &st.rejected})
+		mux, err := openGraphSources(ctx, p, func(name, field, url string) (store.Store, error) {
+			s, err := store.Open(ctx, url)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", field, err)
+			}
+			if opts.WrapStore != nil {
+				s = opts.WrapStore(name, s)
+			}
+			policy := opts.Retry
+			if policy.Log == nil {
+				policy.Log = opts.log().With("store", name)
+			}
+			rs := store.WithRetry(s, policy)
+			st.retrying = append(st.retrying, rs)
+			return rs, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.source = mux
+		withSource = false
+	}
 	if withSource {
 		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.source},
 			target{"late", "source.late_url", p.Source.LateURL, &st.late},
@@ -265,6 +292,10 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	log := opts.log().With("pipeline", p.Name)
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLocalSource(p); err != nil {
 		return nil, err
 	}
@@ -290,6 +321,14 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 // typo in source.url would otherwise look like a pipeline with nothing new,
 // forever. (An empty S3 prefix is normal and is not checked.)
 func checkLocalSource(p *spec.Pipeline) error {
+	if isGraph(p) {
+		for _, ns := range p.Sources {
+			if err := checkLocalSource(&spec.Pipeline{Source: ns.Source}); err != nil {
+				return fmt.Errorf("sources.%s: %w", ns.Name, err)
+			}
+		}
+		return nil
+	}
 	u, err := url.Parse(p.Source.URL)
 	if err != nil || u.Scheme != "file" {
 		return nil
@@ -324,8 +363,21 @@ func checkLocations(p *spec.Pipeline) error {
 		l          store.Location
 	}
 	var locs []loc
-	for _, x := range []struct{ field, url string }{{"source.url", p.Source.URL}, {"sink.url", p.Sink.URL}, {"state.url", stateURL},
-		{"source.late_url", p.Source.LateURL}, {"source.rejected_url", p.Source.RejectedURL}} {
+	checks := []struct{ field, url string }{{"source.url", p.Source.URL}, {"sink.url", p.Sink.URL}, {"state.url", stateURL},
+		{"source.late_url", p.Source.LateURL}, {"source.rejected_url", p.Source.RejectedURL}}
+	if isGraph(p) {
+		// Every source against every other location.
+		for _, ns := range p.Sources {
+			fp := *p
+			fp.Sources = nil
+			fp.Source.URL = ns.Source.URL
+			if err := checkLocations(&fp); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, x := range checks {
 		if x.url == "" {
 			continue
 		}

@@ -35,6 +35,9 @@ type processed struct {
 	late     int64
 	windows  int64
 	changed  []bool // per subtask: its state changed and must be written
+	graph    *graphOut // graph pipelines: late rows and changes per stage
+	// streamed: the outputs a streamed epoch already wrote (stream.go).
+	streamed *streamOut
 }
 
 // written is what an epoch wrote under its attempt.
@@ -44,16 +47,23 @@ type written struct {
 	sideRefs []manifest.FileRef // late and rejected rows, by path
 	state    []subState         // per subtask: its base and deltas after the epoch
 	rowsOut  int64
+	graph    map[string][]subState // graph pipelines: per stateful stage, per subtask
 }
 
 // process runs the keyed window subtasks in parallel (each over its
 // selection of every batch) and advances them to wm, or passes rows through
 // a window-less plan.
 func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	if r.plan.graph != nil {
+		return r.processGraph(ctx, results, wm)
+	}
 	n := max(1, r.parallelism)
 	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n)}
 	if r.plan.window == nil {
 		for _, res := range results {
+			if res.streamed != nil {
+				out.streamed = res.streamed // its rows are written already
+			}
 			for _, b := range res.batches {
 				o, _, err := runStages(r.plan.post, b, r.mem)
 				if err != nil {
@@ -128,6 +138,12 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		mu.Lock()
 		*refs = append(*refs, ref)
 		mu.Unlock()
+	}
+	if st := out.streamed; st != nil {
+		if st.att != att {
+			return nil, fmt.Errorf("epoch %d: outputs were streamed by attempt %s, but attempt %s writes the epoch (an engine bug)", att.Epoch, st.att.ID, att.ID)
+		}
+		w.outRefs = append(w.outRefs, st.refs...)
 	}
 	wg, wctx := errgroup.WithContext(ctx)
 	wg.SetLimit(4 * runtime.GOMAXPROCS(0))

@@ -54,6 +54,9 @@ type plan struct {
 	// projection pushdown pruned it; the plan's identity is computed on it.
 	declared *arrow.Schema
 	hash     string // hashPlan(encodePlan(...)): the whole plan, stateless parts too
+	// graph is the compiled graph of a graph-form pipeline (graph.go); its
+	// linear parts (pre, window, post) are then empty.
+	graph *graphPlan
 }
 
 func runStages(stages []*stage, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {

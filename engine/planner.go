@@ -83,17 +83,27 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	if rp.files, err = listSource(ctx, p, st.source); err != nil {
 		return nil, err
 	}
-	src, err := sourceSchema(p)
-	if err != nil {
-		return nil, err
-	}
-	if src == nil {
-		if src, err = inferSchema(ctx, p, st.source, rp.files); err != nil {
+	if isGraph(p) {
+		schemas, lookups, err := graphSchemas(ctx, p, st.source, rp.files, opts)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if rp.plan, err = compile(p, src); err != nil {
-		return nil, err
+		if rp.plan, err = compileGraph(p, schemas, lookups); err != nil {
+			return nil, err
+		}
+	} else {
+		src, err := sourceSchema(p)
+		if err != nil {
+			return nil, err
+		}
+		if src == nil {
+			if src, err = inferSchema(ctx, p, st.source, rp.files); err != nil {
+				return nil, err
+			}
+		}
+		if rp.plan, err = compile(p, src); err != nil {
+			return nil, err
+		}
 	}
 	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head, from.generation); err != nil {
 		return nil, err
@@ -158,6 +168,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && nParent == rp.parallelism
 		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
 			(rp.evolution == nil || rp.evolution.SameLayout()) && rp.chain == nil
+	}
+	if rp.plan.graph != nil {
+		// Each stage checks its parent's base count (restoreGraph).
+		rp.share = hg != nil && hg.Parallelism == rp.parallelism &&
+			(!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
 	}
 	return rp, nil
 }

@@ -12,7 +12,9 @@ import (
 // windows, writes and commit, so the cores do not idle at phase boundaries.
 // Decoding is a pure function of the file, so results are identical with or
 // without it; a prefetched file the epoch does not take (max_rows_per_epoch
-// cut it) waits for a later epoch.
+// cut it) waits for a later epoch. What it holds (estimated decoded size of
+// the files started and not yet taken) stays within a quarter of the
+// memory budget: files beyond that are decoded by their epoch.
 type prefetcher struct {
 	r      *runner
 	ctx    context.Context
@@ -21,28 +23,39 @@ type prefetcher struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	m      map[string]*future
+	limit  int64 // bound on held (0: none)
+	held   int64
 }
 
 type future struct {
 	done chan struct{}
 	res  *fileResult
 	err  error
+	size int64 // estimated decoded size, counted in held
 }
 
 func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	return &prefetcher{r: r, ctx: ctx, cancel: cancel, sem: make(chan struct{}, runtime.GOMAXPROCS(0)), m: map[string]*future{}}
+	return &prefetcher{r: r, ctx: ctx, cancel: cancel, sem: make(chan struct{}, runtime.GOMAXPROCS(0)), m: map[string]*future{},
+		limit: r.dc.memLimit / 4}
 }
 
-// start decodes files in the background (those not already started).
+// start decodes files in the background (those not already started), in
+// order, while they fit the prefetch bound.
 func (p *prefetcher) start(files []store.ObjectInfo) {
 	for _, f := range files {
+		size := decodedEstimate(p.r.p.Source.Format, f)
 		p.mu.Lock()
 		if _, ok := p.m[f.Key]; ok {
 			p.mu.Unlock()
 			continue
 		}
-		fu := &future{done: make(chan struct{})}
+		if p.limit > 0 && p.held+size > p.limit {
+			p.mu.Unlock()
+			return // the rest is decoded by its epoch
+		}
+		p.held += size
+		fu := &future{done: make(chan struct{}), size: size}
 		p.m[f.Key] = fu
 		p.mu.Unlock()
 		p.wg.Add(1)
@@ -67,6 +80,9 @@ func (p *prefetcher) take(ctx context.Context, key string) (*fileResult, error, 
 	p.mu.Lock()
 	fu := p.m[key]
 	delete(p.m, key)
+	if fu != nil {
+		p.held -= fu.size
+	}
 	p.mu.Unlock()
 	if fu == nil {
 		return nil, nil, false

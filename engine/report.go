@@ -541,6 +541,10 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLocations(p); err != nil {
 		return nil, err
 	}
@@ -550,6 +554,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	defer st.Close()
 	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+	_ = describeGraph
 	head, err := c.Peek(ctx)
 	if err != nil {
 		return nil, err

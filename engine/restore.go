@@ -106,6 +106,9 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		lo, hi := keygroup.Range(s, r.parallelism, r.k)
 		r.ranges[s] = [2]int{lo, hi}
 	}
+	if r.plan.graph != nil {
+		return r.restoreGraph(ctx, rp)
+	}
 	if r.plan.window == nil {
 		return nil
 	}

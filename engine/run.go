@@ -38,6 +38,7 @@ type runner struct {
 	k           int
 	subtasks    []*operators.Window
 	pending     []*pendingState // per subtask: restored state not decoded yet (lazyrestore.go)
+	graph       *graphState     // graph pipelines: the stages' subtasks and state (graphexec.go)
 	decodedAll  atomic.Int64    // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
@@ -78,6 +79,9 @@ type runner struct {
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
 	r := &runner{p: p, opts: opts, log: log, st: st, mem: memory.DefaultAllocator, started: opts.now(), dc: newDecideConfig(p)}
+	if isGraph(p) {
+		r.dc.streams = false // the graph's stages run on the epoch's decoded rows
+	}
 	r.c = epoch.NewCommitter(st.state, st.sink, p.Name, log)
 	r.c.Now = opts.Now
 	var err error
@@ -170,6 +174,13 @@ func (r *runner) sideDirs() []epoch.SideDir {
 	}
 	if r.st.late != nil {
 		out = append(out, epoch.SideDir{Name: "late_url", Store: r.st.late})
+	}
+	if r.graph != nil {
+		for _, nd := range r.plan.graph.nodes {
+			if s := r.graph.late[nd.name]; s != nil {
+				out = append(out, epoch.SideDir{Name: "stages." + nd.name + ".late_url", Store: s})
+			}
+		}
 	}
 	return out
 }
@@ -439,6 +450,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err := r.loadFor(ctx, results, d.watermark); err != nil {
 		return 0, err
 	}
+	if err := r.refreshLookups(ctx); err != nil {
+		return 0, err
+	}
 	out, err := r.process(ctx, results, d.watermark)
 	if err != nil {
 		return 0, err
@@ -448,6 +462,11 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	w, err := r.write(ctx, att, out, in.rejects, files)
 	if err != nil {
 		return 0, err
+	}
+	if r.plan.graph != nil {
+		if err := r.writeGraph(ctx, att, out, w); err != nil {
+			return 0, err
+		}
 	}
 	phase("write")
 	edit, err := r.prepareEdit(ctx, att, files, in, d, out, w)

@@ -92,17 +92,26 @@ type fileResult struct {
 	// wholeFile: no row of the file was accepted (all rejected, or the file
 	// could not be decoded at all).
 	wholeFile bool
+	// streamed: the file's rows went straight into the epoch's output parts
+	// (batches is empty); shared by every result of a streamed epoch.
+	streamed *streamOut
 }
 
-func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
-	data, err := store.Read(ctx, r.st.source, f.Key)
-	if ref, ok := r.captured[f.Key]; ok && errors.Is(err, store.ErrNotFound) {
+// readSource reads one source file, or the copy an epoch captured of it
+// when it is gone from the source (replay).
+func (r *runner) readSource(ctx context.Context, key string) ([]byte, error) {
+	data, err := store.Read(ctx, r.st.source, key)
+	if ref, ok := r.captured[key]; ok && errors.Is(err, store.ErrNotFound) {
 		// Gone from the source; replay reads the copy the epoch captured.
 		data, err = r.c.ReadFile(ctx, ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read source file %s: %w", f.Key, err)
+		return nil, fmt.Errorf("read source file %s: %w", key, err)
 	}
+	return data, nil
+}
+
+func (r *runner) decodeOptions(schema *arrow.Schema, parallel int) formats.DecodeOptions {
 	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem, Parallelism: parallel}
 	if c := r.p.Source.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
@@ -110,27 +119,54 @@ func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arr
 			opts.CSV.Delimiter = []rune(c.Delimiter)[0]
 		}
 	}
-	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, opts)
-	if err != nil {
-		if r.p.Source.OnError == spec.OnErrorFail {
-			return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
-		}
-		// The whole file is undecodable (not Parquet, a CSV header without a
-		// declared column): reject it as one record, so one bad file does
-		// not stop the pipeline. Store errors above still fail the epoch.
-		r.log.Warn("rejecting an undecodable source file", "file", f.Key, "error", err)
-		return &fileResult{key: f.Key, maxTS: math.MinInt64,
-			rejects: []formats.Reject{{File: f.Key, Line: 0, Reason: "whole file rejected: " + err.Error()}}, wholeFile: true}, nil
+	return opts
+}
+
+// undecodable is the result of a file that cannot be decoded at all (not
+// Parquet, a CSV header without a declared column): with on_error: fail an
+// error, else the whole file rejected as one record, so one bad file does
+// not stop the pipeline. (Store errors fail the epoch before this.)
+func (r *runner) undecodable(key string, err error) (*fileResult, error) {
+	if r.p.Source.OnError == spec.OnErrorFail {
+		return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
 	}
-	res := &fileResult{key: f.Key, rows: d.Rows, rejects: d.Rejects, maxTS: math.MinInt64}
+	r.log.Warn("rejecting an undecodable source file", "file", key, "error", err)
+	return &fileResult{key: key, maxTS: math.MinInt64,
+		rejects: []formats.Reject{{File: key, Line: 0, Reason: "whole file rejected: " + err.Error()}}, wholeFile: true}, nil
+}
+
+// checkDecoded fills res's rows and rejects from a decoded file, warns when
+// no row of it was accepted, and fails on a rejected row with on_error:
+// fail.
+func (r *runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
+	res.rows, res.rejects = d.Rows, d.Rejects
 	res.wholeFile = d.Rows == 0 && len(d.Rejects) > 0 // no row of it was accepted
 	if res.wholeFile {
 		r.log.Warn("every row of a source file was rejected (a wrong column type?); fix the spec, then `floe reprocess --rejected` reads it again",
-			"file", f.Key, "rows", len(d.Rejects), "first_reason", d.Rejects[0].Reason)
+			"file", res.key, "rows", len(d.Rejects), "first_reason", d.Rejects[0].Reason)
 	}
 	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
 		rj := d.Rejects[0]
-		return nil, fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
+		return fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
+	}
+	return nil
+}
+
+func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
+	if r.plan.graph != nil {
+		return r.decodeGraphFile(ctx, f, parallel)
+	}
+	data, err := r.readSource(ctx, f.Key)
+	if err != nil {
+		return nil, err
+	}
+	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, r.decodeOptions(schema, parallel))
+	if err != nil {
+		return r.undecodable(f.Key, err)
+	}
+	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
+	if err := r.checkDecoded(res, d); err != nil {
+		return nil, err
 	}
 	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
 	for _, b := range d.Batches {

@@ -857,31 +857,44 @@ func (j *Join) windowPairs(oldWm, wm int64) []joinOut {
 	return out
 }
 
-// sortOutput sorts output rows in emission order.
+// sortOutput sorts output rows in emission order: (window start, left
+// time, key bytes, left seq, right time, right seq), the window start being
+// 0 for an interval join and the left time 0 for a windowed join (whose
+// rows of one key and window then order by left time within the key); a
+// row without a right side sorts before its left row's pairs.
 func (j *Join) sortOutput(out []joinOut) {
-	slices.SortFunc(out, func(a, b joinOut) int {
-		la, lb := &j.rows[a.l], &j.rows[b.l]
-		if c := cmp.Compare(a.ws, b.ws); c != 0 { // windowed: start, then key
-			return c
-		}
+	type sortKey struct {
+		ws, lt, lt2, ls, rt, rs int64
+		key                     string
+		o                       joinOut
+	}
+	keys := make([]sortKey, len(out))
+	for x, o := range out {
+		l := &j.rows[o.l]
+		k := sortKey{ws: o.ws, lt2: l.t, ls: l.seq, rt: math.MinInt64, rs: math.MinInt64, key: j.keys[l.kid].bytes, o: o}
 		if j.interval {
-			if c := cmp.Compare(la.t, lb.t); c != 0 {
-				return c
-			}
+			k.lt = l.t
 		}
-		if c := strings.Compare(j.keys[la.kid].bytes, j.keys[lb.kid].bytes); c != 0 {
+		if o.r >= 0 {
+			k.rt, k.rs = j.rows[o.r].t, j.rows[o.r].seq
+		}
+		keys[x] = k
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		if c := cmp.Compare(a.ws, b.ws); c != 0 {
 			return c
 		}
-		c := cmp.Or(cmp.Compare(la.t, lb.t), cmp.Compare(la.seq, lb.seq))
-		if c != 0 || a.r == b.r {
+		if c := cmp.Compare(a.lt, b.lt); c != 0 {
 			return c
 		}
-		if a.r < 0 || b.r < 0 {
-			return cmp.Compare(a.r, b.r)
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
 		}
-		ra, rb := &j.rows[a.r], &j.rows[b.r]
-		return cmp.Or(cmp.Compare(ra.t, rb.t), cmp.Compare(ra.seq, rb.seq))
+		return cmp.Or(cmp.Compare(a.lt2, b.lt2), cmp.Compare(a.ls, b.ls), cmp.Compare(a.rt, b.rt), cmp.Compare(a.rs, b.rs))
 	})
+	for x := range keys {
+		out[x] = keys[x].o
+	}
 }
 
 // buildOutput makes the output batch of out.

@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/expr"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+)
+
+// A graph pipeline compiled: every source and stage is a node, in
+// topological order (sources first). The runner executes the nodes of an
+// epoch in that order (graphexec.go): a stateless node maps each batch of
+// its input; a stateful node (window, join, top_n, dedup) routes its
+// inputs' rows to its subtasks by key group, then advances them to its
+// watermark and hands on what they emitted. Every stateful node keeps its
+// state in the epoch like the linear pipeline's window (operator id = the
+// stage's name), so kill, restore and rescale hold for every stage.
+
+// gnode is one node of a compiled graph.
+type gnode struct {
+	name  string
+	kind  string // "source" or a spec stage kind
+	path  string // spec field path, for errors
+	ins   []*gnode
+	out   *arrow.Schema
+	delay time.Duration // how far behind its input watermark its output's event times may be
+	// lag is how far behind the pipeline watermark this node's input
+	// watermark is: the largest lag+delay over its inputs.
+	lag time.Duration
+
+	src      *spec.NamedSource // source nodes
+	stage    *stage            // filter and project
+	lookup   *lookupNode
+	stateful bool
+	newOp    func() (operators.Stateful, error)
+	keyCols  [][]int // stateful: per input, the key columns rows are routed by
+	lateURL  string
+	fp       string // stateful: the state fingerprint
+}
+
+// graphPlan is a graph pipeline compiled against its sources' schemas.
+type graphPlan struct {
+	nodes   []*gnode
+	byName  map[string]*gnode
+	sink    *gnode   // the node the sink writes
+	state   []*gnode // the stateful nodes, in node order
+	sources map[string]*gnode
+	lookups []*gnode
+}
+
+// compileGraph compiles p's graph over its sources' schemas (by source
+// name) into a plan whose linear parts are empty.
+func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema) (*plan, error) {
+	g, err := p.Graph()
+	if err != nil {
+		return nil, err
+	}
+	k := maxParallelism(p)
+	gp := &graphPlan{byName: map[string]*gnode{}, sources: map[string]*gnode{}}
+	for i := range g.Sources {
+		ns := &g.Sources[i]
+		sc := schemas[ns.Name]
+		if sc == nil {
+			return nil, fmt.Errorf("internal error: no schema for source %s", ns.Name)
+		}
+		n := &gnode{name: ns.Name, kind: "source", path: g.Path(ns.Name), out: sc, src: ns}
+		gp.nodes = append(gp.nodes, n)
+		gp.byName[n.name] = n
+		gp.sources[n.name] = n
+	}
+	pl := &plan{spec: p}
+	for i := range g.Stages {
+		st := &g.Stages[i]
+		n := &gnode{name: st.Name, kind: st.Kind(), path: g.Path(st.Name), lateURL: st.LateURL}
+		for _, in := range st.Inputs {
+			u := gp.byName[in]
+			if u == nil {
+				return nil, fmt.Errorf("%s: input %q is not compiled (internal error)", n.path, in)
+			}
+			n.ins = append(n.ins, u)
+			n.lag = max(n.lag, u.lag+u.delay)
+		}
+		if err := compileStage(g, st, n, k, lookupSchemas); err != nil {
+			return nil, fmt.Errorf("%s: %w", n.path, err)
+		}
+		if n.stateful {
+			op, err := n.newOp()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", n.path, err)
+			}
+			n.out = op.OutputSchema()
+			pl.ops = append(pl.ops, manifest.OpPlan{ID: n.name, Kind: n.kind, StateSchema: n.fp})
+			gp.state = append(gp.state, n)
+		}
+		if n.lookup != nil {
+			gp.lookups = append(gp.lookups, n)
+		}
+		gp.nodes = append(gp.nodes, n)
+		gp.byName[n.name] = n
+	}
+	sk := g.Sinks[0]
+	gp.sink = gp.byName[sk.Input]
+	if gp.sink == nil {
+		return nil, fmt.Errorf("%s: input %q unknown", g.Path(sk.Name), sk.Input)
+	}
+	pl.graph = gp
+	pl.output = gp.sink.out
+	pl.source = gp.nodes[0].out
+	pl.declared = pl.source
+	pl.hash = graphHash(g, gp)
+	return pl, nil
+}
+
+// graphHash identifies a graph plan: its drawing (every stage's settings)
+// and every node's schema.
+func graphHash(g *spec.Graph, gp *graphPlan) string {
+	h := sha256.New()
+	fmt.Fprintln(h, "floe-graph-plan v1")
+	fmt.Fprintln(h, g.Describe())
+	for _, n := range gp.nodes {
+		fmt.Fprintln(h, n.name, n.out)
+	}
+	return "g1-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// eventTimeOf is the event-time column of a node's output.
+func eventTimeOf(g *spec.Graph, name string) string { return g.EventTime(name) }
+
+func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas map[string]*arrow.Schema) error {
+	in := n.ins[0].out
+	switch {
+	case st.Filter != nil:
+		e, err := expr.CompileFilter(st.Filter.Expr, in)
+		if err != nil {
+			return fmt.Errorf("filter: %w", err)
+		}
+		n.stage, n.out = &stage{id: n.name, filter: e, out: in}, in
+	case st.Project != nil:
+		items := make([]expr.ProjectItem, len(st.Project.Columns))
+		for j, c := range st.Project.Columns {
+			items[j] = expr.ProjectItem{Name: c.Name, Expr: c.Expr}
+		}
+		pr, err := expr.CompileProjection(items, in)
+		if err != nil {
+			return fmt.Errorf("project: %w", err)
+		}
+		n.stage, n.out = &stage{id: n.name, proj: pr, out: pr.Schema()}, pr.Schema()
+	case st.Window != nil:
+		ws, err := windowSpec(n.name, st.Window, eventTimeOf(g, st.Inputs[0]))
+		if err != nil {
+			return fmt.Errorf("window: %w", err)
+		}
+		w, err := operators.NewWindow(ws, in, k)
+		if err != nil {
+			return fmt.Errorf("window: %w", err)
+		}
+		n.stateful, n.fp, n.delay = true, w.StateFingerprint(), ws.AllowedLateness
+		n.keyCols = [][]int{w.KeyColumns(0)}
+		n.newOp = func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
+	case st.Join != nil:
+		j := st.Join
+		js := operators.JoinSpec{ID: n.name, Type: operators.InnerJoin, LeftKeys: j.LeftKeys, RightKeys: j.RightKeys,
+			LeftTime: j.LeftTime, RightTime: j.RightTime, AllowedLateness: j.AllowedLateness, RightPrefix: j.RightPrefix}
+		if j.Type == spec.JoinLeft {
+			js.Type = operators.LeftJoin
+		}
+		if js.LeftTime == "" {
+			js.LeftTime = eventTimeOf(g, st.Inputs[0])
+		}
+		if js.RightTime == "" {
+			js.RightTime = eventTimeOf(g, st.Inputs[1])
+		}
+		n.delay = j.AllowedLateness
+		switch {
+		case j.Interval != nil:
+			js.Interval = &operators.JoinInterval{Lower: j.Interval.Lower, Upper: j.Interval.Upper}
+			n.delay += max(0, j.Interval.Upper, j.Interval.Lower)
+		case j.Window != nil && j.Window.Tumbling > 0:
+			js.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: j.Window.Tumbling}
+			n.delay += j.Window.Tumbling
+		case j.Window != nil && j.Window.Sliding != nil:
+			js.Window = &operators.JoinWindow{Kind: operators.Sliding, Size: j.Window.Sliding.Size, Slide: j.Window.Sliding.Slide}
+			n.delay += j.Window.Sliding.Size
+		}
+		right := n.ins[1].out
+		op, err := operators.NewJoin(js, in, right, k)
+		if err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		n.stateful, n.fp = true, op.StateFingerprint()
+		n.keyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
+		n.newOp = func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
+	case st.TopN != nil:
+		t := st.TopN
+		ts := operators.TopNSpec{ID: n.name, N: t.N, Keys: t.Keys, Size: t.Tumbling, AllowedLateness: t.AllowedLateness, RankColumn: t.RankColumn}
+		for _, o := range t.OrderBy {
+			ts.OrderBy = append(ts.OrderBy, operators.OrderSpec{Column: o.Column, Desc: o.Desc, NullsFirst: o.NullsFirst})
+		}
+		if t.Tumbling > 0 {
+			ts.EventTime = t.EventTime
+			if ts.EventTime == "" {
+				ts.EventTime = eventTimeOf(g, st.Inputs[0])
+			}
+		}
+		op, err := operators.NewTopN(ts, in, k)
+		if err != nil {
+			return fmt.Errorf("top_n: %w", err)
+		}
+		n.stateful, n.fp, n.delay = true, op.StateFingerprint(), t.AllowedLateness+t.Tumbling
+		n.keyCols = [][]int{op.KeyColumns(0)}
+		n.newOp = func() (operators.Stateful, error) { return operators.NewTopN(ts, in, k) }
+	case st.Dedup != nil:
+		d := st.Dedup
+		ds := operators.DedupSpec{ID: n.name, Keys: d.Keys, EventTime: d.EventTime, Keep: operators.KeepFirst, Within: d.Within, AllowedLateness: d.AllowedLateness}
+		if d.Keep == spec.KeepLast {
+			ds.Keep = operators.KeepLast
+		}
+		if ds.EventTime == "" {
+			ds.EventTime = eventTimeOf(g, st.Inputs[0])
+		}
+		op, err := operators.NewDedup(ds, in, k)
+		if err != nil {
+			return fmt.Errorf("dedup: %w", err)
+		}
+		n.stateful, n.fp, n.delay = true, op.StateFingerprint(), d.AllowedLateness
+		if ds.Keep == operators.KeepLast {
+			n.delay += d.Within
+		}
+		n.keyCols = [][]int{op.KeyColumns(0)}
+		n.newOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
+	case st.Lookup != nil:
+		l := st.Lookup
+		ls := operators.LookupSpec{ID: n.name, Type: operators.InnerJoin, StreamKeys: l.LeftKeys, TableKeys: l.RightKeys, RightPrefix: l.RightPrefix}
+		if l.Type == spec.JoinLeft {
+			ls.Type = operators.LeftJoin
+		}
+		tsch := lookupSchemas[n.name]
+		if tsch == nil {
+			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", l.URL)
+		}
+		empty := array.NewRecordBatch(tsch, emptyColumns(tsch), 0)
+		op, err := operators.NewLookup(ls, in, []arrow.RecordBatch{empty})
+		empty.Release()
+		if err != nil {
+			return fmt.Errorf("lookup: %w", err)
+		}
+		n.out = op.OutputSchema()
+		n.lookup = &lookupNode{spec: ls, cfg: l, table: tsch}
+	default:
+		return fmt.Errorf("stage %s: no stage kind set", n.name)
+	}
+	return nil
+}
+
+// arrowNewRecord returns an empty batch of schema s.
+func arrowNewRecord(s *arrow.Schema) arrow.RecordBatch {
+	return array.NewRecordBatch(s, emptyColumns(s), 0)
+}
+
+// emptyColumns returns zero-length arrays of s's field types.
+func emptyColumns(s *arrow.Schema) []arrow.Array {
+	cols := make([]arrow.Array, s.NumFields())
+	for i, f := range s.Fields() {
+		b := array.NewBuilder(memory.DefaultAllocator, f.Type)
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	return cols
+}
+
+// satSub is a - d, saturating at the int64 bounds (a watermark of
+// MinInt64 or MaxInt64 stays).
+func satSub(a int64, d time.Duration) int64 {
+	if a == math.MinInt64 || a == math.MaxInt64 {
+		return a
+	}
+	us := d.Microseconds()
+	if us > 0 && a < math.MinInt64+us {
+		return math.MinInt64
+	}
+	return a - us
+}
+
+// describeGraph draws a graph plan for `floe plan`, with every stateful
+// stage's parallelism.
+func describeGraph(p *spec.Pipeline, parallelism int) string {
+	g, err := p.Graph()
+	if err != nil {
+		return err.Error()
+	}
+	return g.DescribeWith(func(name string) string {
+		if st := g.Stage(name); st != nil {
+			switch st.Kind() {
+			case spec.KindWindow, spec.KindJoin, spec.KindTopN, spec.KindDedup:
+				return fmt.Sprintf("parallelism %d", parallelism)
+			}
+		}
+		return ""
+	})
+}
+

@@ -1,0 +1,215 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// auctionGraph is a small auction pipeline in the graph form: two sources,
+// a windowed join, a window over the join, a top-n over that window, and a
+// keep-last dedup feeding nothing but state (it is read by the join).
+const auctionGraph = `
+name: auctions
+sources:
+  auctions:
+    type: files
+    url: "{{auctions}}"
+    format: jsonl
+    schema: {id: int64, seller: int64, category: int64, ts: timestamp}
+    event_time: ts
+    max_files_per_epoch: 2
+    watermark: {max_out_of_orderness: 2s}
+  bids:
+    type: files
+    url: "{{bids}}"
+    format: jsonl
+    schema: {auction: int64, bidder: int64, price: int64, ts: timestamp}
+    event_time: ts
+    max_files_per_epoch: 2
+    watermark: {max_out_of_orderness: 2s}
+stages:
+  - name: last-bid
+    input: bids
+    dedup: {key: [auction, bidder], keep: last, within: 10s}
+  - name: bid-auction
+    inputs: [last-bid, auctions]
+    join:
+      left_on: [auction]
+      right_on: [id]
+      window: {tumbling: 10s}
+    late_url: "{{late}}/join"
+  - name: per-category
+    input: bid-auction
+    window: {key: [category], tumbling: 10s, aggregates: {bids: "count()", volume: "sum(price)"}}
+  - name: top
+    input: per-category
+    top_n: {n: 2, order_by: [volume desc, category]}
+sinks:
+  out: {input: top, type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}", parallelism: 2}
+`
+
+type graphEnv struct {
+	dir                                 string
+	auctions, bids, sink, state, late string
+}
+
+func newGraphEnv(t *testing.T) *graphEnv {
+	d := t.TempDir()
+	g := &graphEnv{dir: d}
+	for _, x := range []struct {
+		p   *string
+		sub string
+	}{{&g.auctions, "in/auctions"}, {&g.bids, "in/bids"}, {&g.sink, "out"}, {&g.state, "state"}, {&g.late, "late"}} {
+		p := filepath.Join(d, x.sub)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		*x.p = fileURL(p)
+	}
+	return g
+}
+
+func (g *graphEnv) spec(t *testing.T, tmpl string) string {
+	return strings.NewReplacer("{{auctions}}", g.auctions, "{{bids}}", g.bids, "{{sink}}", g.sink, "{{state}}", g.state, "{{late}}", g.late).Replace(tmpl)
+}
+
+// putAuctions writes n files per stream: auctions of 4 categories, bids on
+// them (several per bidder, some late by a little), in event-time order
+// with bounded disorder.
+func (g *graphEnv) putAuctions(t *testing.T, files int) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	aid := 0
+	for f := range files {
+		var al, bl []string
+		for i := range 5 {
+			ts := base.Add(time.Duration(f*10+i*2) * time.Second)
+			al = append(al, fmt.Sprintf(`{"id":%d,"seller":%d,"category":%d,"ts":"%s"}`, aid, aid%7, aid%4, ts.Format(time.RFC3339Nano)))
+			aid++
+		}
+		for i := range 40 {
+			ts := base.Add(time.Duration(f*10)*time.Second + time.Duration(i*250+rng.IntN(1500))*time.Millisecond)
+			a := max(0, aid-1-rng.IntN(8))
+			bl = append(bl, fmt.Sprintf(`{"auction":%d,"bidder":%d,"price":%d,"ts":"%s"}`, a, rng.IntN(5), 10+rng.IntN(1000), ts.Format(time.RFC3339Nano)))
+		}
+		write := func(dir string, lines []string) {
+			u := strings.TrimPrefix(dir, "file://")
+			if err := os.WriteFile(filepath.Join(u, fmt.Sprintf("f-%03d.jsonl", f)), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(g.auctions, al)
+		write(g.bids, bl)
+	}
+}
+
+func graphSinkLines(t *testing.T, sinkURL string) []string {
+	t.Helper()
+	dir := strings.TrimPrefix(sinkURL, "file://")
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".jsonl") || strings.Contains(p, "_rejected") {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if l != "" {
+				out = append(out, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestGraphPipeline(t *testing.T) {
+	ref := newGraphEnv(t)
+	ref.putAuctions(t, 12)
+	p := ref.pipelineFrom(t, auctionGraph)
+	res := run(t, p, engine.Options{Drain: true})
+	want := graphSinkLines(t, ref.sink)
+	t.Logf("reference: %d epochs, %d rows in, %d out, %d late", res.Epochs, res.Rows, res.RowsOut, res.RowsLate)
+	if len(want) < 10 {
+		t.Fatalf("reference wrote %d rows:\n%s", len(want), strings.Join(want, "\n"))
+	}
+	for _, l := range want[:3] {
+		t.Log(l)
+	}
+
+	// The same input, run a few epochs at a time across rescales 2 -> 5 -> 3.
+	e := newGraphEnv(t)
+	e.putAuctions(t, 12)
+	pe := e.pipelineFrom(t, auctionGraph)
+	run(t, pe, engine.Options{UntilEpoch: 2})
+	run(t, pe, engine.Options{UntilEpoch: 4, Parallelism: 5})
+	run(t, pe, engine.Options{Drain: true, Parallelism: 3})
+	if got := graphSinkLines(t, e.sink); !reflect.DeepEqual(got, want) {
+		t.Fatalf("graph across rescales: %d rows, want %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+}
+
+// TestGraphCrashSweep crashes a graph run at every state-store call, then
+// recovers: the rows equal the uninterrupted run's.
+func TestGraphCrashSweep(t *testing.T) {
+	ref := newGraphEnv(t)
+	ref.putAuctions(t, 8)
+	run(t, ref.pipelineFrom(t, auctionGraph), engine.Options{Drain: true})
+	want := graphSinkLines(t, ref.sink)
+	for at := 0; ; at++ {
+		e := newGraphEnv(t)
+		e.putAuctions(t, 8)
+		p := e.pipelineFrom(t, auctionGraph)
+		run(t, p, engine.Options{UntilEpoch: 2})
+		_, err := engine.Run(context.Background(), p, engine.Options{Drain: true, Retry: store.RetryPolicy{MaxAttempts: 1},
+			WrapStore: func(n string, s store.Store) store.Store {
+				if n != "state" {
+					return s
+				}
+				return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: store.CrashAfter}}})
+			}})
+		if err == nil {
+			t.Logf("crashed at each of %d state-store calls", at)
+			if at < 20 {
+				t.Fatalf("only %d state-store calls: the sweep exercises too little", at)
+			}
+			break
+		}
+		if !errors.Is(err, store.ErrCrashed) {
+			t.Fatalf("at %d: %v", at, err)
+		}
+		run(t, p, engine.Options{Drain: true})
+		if got := graphSinkLines(t, e.sink); !reflect.DeepEqual(got, want) {
+			t.Fatalf("crash at state call %d: %d rows, want %d\n%s", at, len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+		}
+	}
+}
+
+func (g *graphEnv) pipelineFrom(t *testing.T, tmpl string) *spec.Pipeline {
+	t.Helper()
+	p, err := spec.Parse("graph.yaml", []byte(g.spec(t, tmpl)), g.dir)
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	return p
+}

@@ -1,0 +1,398 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+		"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/store"
+)
+
+// graphState is the runtime state of a graph pipeline's stateful stages.
+type graphState struct {
+	subs  map[string][]operators.Stateful // per stateful stage, per subtask
+	state map[string][]subState           // per stateful stage, per subtask: committed base and deltas
+	late  map[string]store.Store          // per stage with a late_url
+}
+
+// graphOut is what a graph epoch produced besides the sink's rows.
+type graphOut struct {
+	late    map[string][][]arrow.RecordBatch // per stage and input ("stage" or "stage/input"), per subtask
+	changed map[string][]bool                // per stateful stage, per subtask
+}
+
+// restoreGraph restores every stateful stage's subtasks from the plan's
+// head (base files then deltas, by key-group range), eagerly.
+func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
+	gp := r.plan.graph
+	gs := &graphState{subs: map[string][]operators.Stateful{}, state: map[string][]subState{}, late: map[string]store.Store{}}
+	r.graph = gs
+	from := rp.from
+	var m *manifest.Manifest
+	if from != nil && from.kind != manifest.RestoreReset {
+		m = from.manifest
+	}
+	for _, n := range gp.state {
+		srs, emitted, nParent := restoreSources(m, n.name, r.parallelism, r.k)
+		share := rp.share && nParent == r.parallelism
+		subs := make([]operators.Stateful, r.parallelism)
+		states := make([]subState, r.parallelism)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for s, sr := range srs {
+			g.Go(func() error {
+				op, err := n.newOp()
+				if err != nil {
+					return err
+				}
+				op.SetAllocator(r.mem)
+				read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
+					data, err := from.read(gctx, f)
+					if err != nil {
+						return nil, err
+					}
+					_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
+					if err != nil {
+						return nil, fmt.Errorf("stage %s: restore %s: %w", n.name, f.Path, err)
+					}
+					return recs, nil
+				}
+				var base []arrow.RecordBatch
+				for _, f := range sr.files {
+					recs, err := read(f)
+					if err != nil {
+						return err
+					}
+					base = append(base, recs...)
+				}
+				err = op.Restore(base, sr.lo, sr.hi, emitted)
+				releaseBatches(base)
+				if err != nil {
+					return fmt.Errorf("stage %s: restore subtask %d: %w", n.name, s, err)
+				}
+				for _, d := range sr.deltas {
+					recs, err := read(d)
+					if err != nil {
+						return err
+					}
+					if d.Kind == manifest.DeltaTombstones {
+						err = op.ApplyDelta(nil, recs, sr.lo, sr.hi)
+					} else {
+						err = op.ApplyDelta(recs, nil, sr.lo, sr.hi)
+					}
+					releaseBatches(recs)
+					if err != nil {
+						return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.name, s, d.Path, err)
+					}
+				}
+				if share && len(sr.files) == 1 {
+					st := subState{base: from.ref(sr.files[0])}
+					for _, d := range sr.deltas {
+						st.deltas = append(st.deltas, from.ref(d))
+					}
+					states[s] = st
+				}
+				subs[s] = op
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		gs.subs[n.name], gs.state[n.name] = subs, states
+	}
+	for _, n := range gp.nodes {
+		if n.lateURL == "" {
+			continue
+		}
+		s, err := r.openSide(ctx, "late", "stages."+n.name+".late_url", n.lateURL)
+		if err != nil {
+			return err
+		}
+		gs.late[n.name] = s
+	}
+	return nil
+}
+
+// processGraph runs an epoch's rows through the graph's nodes in order,
+// every stateful stage advanced to its watermark (the pipeline's, minus the
+// delays of the stages before it).
+func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	gp := r.plan.graph
+	n := r.parallelism
+	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
+		graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}}
+	rows := map[*gnode][]arrow.RecordBatch{}
+	perSub := map[*gnode][][]arrow.RecordBatch{} // stateful nodes: output per subtask
+	for _, res := range results {
+		name, _, _ := strings.Cut(res.key, "/")
+		src := gp.sources[name]
+		if src == nil {
+			if len(res.batches) > 0 {
+				return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", res.key)
+			}
+			continue
+		}
+		rows[src] = append(rows[src], res.batches...)
+	}
+	var lateN, winN int64
+	for _, nd := range gp.nodes {
+		if nd.kind == "source" {
+			continue
+		}
+		switch {
+		case nd.stage != nil:
+			for _, b := range rows[nd.ins[0]] {
+				o, _, err := nd.stage.apply(b, r.mem)
+				if err != nil {
+					return nil, err
+				}
+				if o.NumRows() > 0 {
+					rows[nd] = append(rows[nd], o)
+				}
+			}
+		case nd.lookup != nil:
+			lk := nd.lookup.op
+			if lk == nil {
+				return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
+			}
+			for _, b := range rows[nd.ins[0]] {
+				o, err := lk.Enrich(b)
+				if err != nil {
+					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+				}
+				if o.NumRows() > 0 {
+					rows[nd] = append(rows[nd], o)
+				}
+			}
+		case nd.stateful:
+			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, satSub(wm, nd.lag))
+			if err != nil {
+				return nil, err
+			}
+			perSub[nd] = subOut
+			for s := range subOut {
+				rows[nd] = append(rows[nd], subOut[s]...)
+			}
+			for k, v := range late {
+				out.graph.late[k] = v
+			}
+			out.graph.changed[nd.name] = changed
+			lateN += nLate
+			if nd.kind == "window" {
+				winN += emitted
+			}
+		}
+	}
+	if subOut, ok := perSub[gp.sink]; ok {
+		for s, bs := range subOut {
+			out.out[s] = bs
+			out.outRows[s] = countRows(bs)
+		}
+	} else {
+		out.out[0] = rows[gp.sink]
+		out.outRows[0] = countRows(out.out[0])
+	}
+	out.late, out.windows = lateN, winN
+	return out, nil
+}
+
+// runStateful routes a stateful node's input rows to its subtasks by key
+// group, processes them in parallel and advances every subtask to wm. It
+// returns each subtask's emitted rows, the late rows by side-output key,
+// which subtasks changed, and counts.
+func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]arrow.RecordBatch, wm int64) (
+	[][]arrow.RecordBatch, map[string][][]arrow.RecordBatch, []bool, int64, int64, error) {
+	p := r.parallelism
+	subs := r.graph.subs[nd.name]
+	// sels[i][j][s]: input i, batch j, subtask s.
+	sels := make([][][][]int32, len(nd.ins))
+	for i, in := range nd.ins {
+		for _, b := range rows[in] {
+			sel, err := operators.PartitionIndices(b, nd.keyCols[i], p, r.k)
+			if err != nil {
+				return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.name, err)
+			}
+			sels[i] = append(sels[i], sel)
+		}
+	}
+	subOut := make([][]arrow.RecordBatch, p)
+	lateBy := make([][][]arrow.RecordBatch, len(nd.ins)) // input, subtask
+	for i := range lateBy {
+		lateBy[i] = make([][]arrow.RecordBatch, p)
+	}
+	changed := make([]bool, p)
+	var mu sync.Mutex
+	var nLate, emitted int64
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for s, op := range subs {
+		g.Go(func() error {
+			ch := false
+			var myLate, myEm int64
+			for i, in := range nd.ins {
+				for j, b := range rows[in] {
+					sel := sels[i][j][s]
+					ch = ch || len(sel) > 0
+					lb, err := op.ProcessInput(i, b, sel)
+					if err != nil {
+						return fmt.Errorf("stage %s: %w", nd.name, err)
+					}
+					if lb != nil && lb.NumRows() > 0 {
+						myLate += lb.NumRows()
+						lateBy[i][s] = append(lateBy[i][s], lb)
+					}
+				}
+			}
+			em, err := op.Advance(wm)
+			if err != nil {
+				return fmt.Errorf("stage %s: %w", nd.name, err)
+			}
+			if em != nil && em.NumRows() > 0 {
+				ch = true
+				myEm = em.NumRows()
+				subOut[s] = []arrow.RecordBatch{em}
+			}
+			if d, rm := op.Dirty(); d+rm > 0 {
+				ch = true
+			}
+			changed[s] = ch
+			mu.Lock()
+			nLate += myLate
+			emitted += myEm
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, 0, 0, err
+	}
+	late := map[string][][]arrow.RecordBatch{}
+	for i, bySub := range lateBy {
+		key := nd.name
+		if len(nd.ins) > 1 {
+			key = nd.name + "/" + nd.ins[i].name
+		}
+		if countSub(bySub) > 0 {
+			late[key] = bySub
+		}
+	}
+	return subOut, late, changed, emitted, nLate, nil
+}
+
+func countSub(bs [][]arrow.RecordBatch) int64 {
+	var n int64
+	for _, b := range bs {
+		n += countRows(b)
+	}
+	return n
+}
+
+// writeGraph writes a graph epoch's late rows (to each stage's late_url)
+// and the changed state of every stateful stage, into w.
+func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *processed, w *written) error {
+	gp, gs := r.plan.graph, r.graph
+	w.graph = map[string][]subState{}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4 * runtime.GOMAXPROCS(0))
+	for key, bySub := range out.graph.late {
+		stageName, dir, _ := cutLast(key)
+		st := gs.late[stageName]
+		if st == nil {
+			continue // counted only
+		}
+		nd := gp.byName[stageName]
+		schema := nd.ins[0].out
+		if dir != "" {
+			schema = gp.byName[dir].out
+		}
+		for s, bs := range bySub {
+			if len(bs) == 0 {
+				continue
+			}
+			g.Go(func() error {
+				data, err := formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem})
+				if err != nil {
+					return err
+				}
+				ref, err := att.WriteSide(gctx, st, dir, s, "parquet", data, countRows(bs))
+				if err != nil {
+					return err
+				}
+				ref.Path = refURL(nd.lateURL, ref.Path)
+				ref.Kind = manifest.SideOutputLate
+				mu.Lock()
+				w.sideRefs = append(w.sideRefs, ref)
+				mu.Unlock()
+				return nil
+			})
+		}
+	}
+	for _, nd := range gp.state {
+		states := append([]subState(nil), gs.state[nd.name]...)
+		w.graph[nd.name] = states
+		changed := out.graph.changed[nd.name]
+		for s, op := range gs.subs[nd.name] {
+			if (changed == nil || !changed[s]) && states[s].base.Path != "" {
+				continue
+			}
+			g.Go(func() error {
+				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], 0, func() error { return nil })
+				if err != nil {
+					return fmt.Errorf("stage %s: %w", nd.name, err)
+				}
+				states[s] = st // each goroutine its own index
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	sort.Slice(w.sideRefs, func(i, j int) bool { return w.sideRefs[i].Path < w.sideRefs[j].Path })
+	return nil
+}
+
+// cutLast splits "stage/input" into its parts ("stage", "" without input).
+func cutLast(key string) (string, string, bool) {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return key, "", false
+}
+
+// graphOperators returns the manifest's operator states of a graph epoch.
+func (r *runner) graphOperators(e *epochEdit) []manifest.OperatorState {
+	var ops []manifest.OperatorState
+	for _, nd := range r.plan.graph.state {
+		// A stage's own watermark (the pipeline's minus the delays before
+		// it) is what its restore must start from.
+		emitted := int64(manifest.NoWatermark)
+		for _, op := range r.graph.subs[nd.name] {
+			emitted = max(emitted, op.Watermark())
+		}
+		os := manifest.OperatorState{ID: nd.name, EmittedThrough: emitted}
+		for _, st := range e.out.graph[nd.name] {
+			os.Files = append(os.Files, st.base)
+			os.Deltas = append(os.Deltas, st.deltas...)
+		}
+		ops = append(ops, os)
+	}
+	return ops
+}
+
+var _ = array.NewRecordBatch

@@ -1,0 +1,502 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// Streaming a window-less epoch in bounded memory. The run loop's epoch
+// begins its attempt before it decodes (attemptFor hands the same attempt
+// to the commit); files are decoded in order, a few ahead (bounded by count
+// and by a quarter of the memory budget), each handed over batch by batch
+// (formats.DecodeStream); the batches are filtered and projected and
+// encoded into the current output part, which is written, attempt-tagged,
+// once it holds partBytes. The parts are sink files like any other: listed
+// in the manifest when the epoch commits, orphans for retention to delete
+// if it does not.
+//
+// Part names reuse the subtask slot of the output name for the part number
+// (part-g…-e…-s0000-<attempt8>, -s0001-, …): a window-less plan has one
+// subtask, so the slot is free, and every reader of output names (retention,
+// floe outputs, verify) keeps working unchanged.
+//
+// A file that fails to decode after some of its rows were written (a corrupt
+// Parquet page) cannot be taken back out of a part. The epoch then starts
+// over under a new attempt with that file rejected whole, as the
+// whole-file decoder would have: the outputs equal an unstreamed epoch's.
+
+// streamOut is what a streamed epoch wrote before its commit.
+type streamOut struct {
+	att  *epoch.Attempt
+	refs []manifest.FileRef
+}
+
+// decodeForCommit decodes the files of an epoch the run loop commits:
+// files is a prefix of pend, the pending list. A window-less plan streams
+// its outputs while decoding (the results carry them); others decode as
+// decodeEpoch does.
+func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.ObjectInfo) ([]*fileResult, error) {
+	r.noteMemorySplit(files, pend)
+	if r.plan.window != nil || r.plan.graph != nil || r.skipRead || len(files) == 0 {
+		return r.decodeEpoch(ctx, files)
+	}
+	return r.streamEpoch(ctx, files)
+}
+
+// attemptFor returns the attempt that writes an epoch: the one that
+// streamed its outputs, else a new one.
+func (r *runner) attemptFor(results []*fileResult) *epoch.Attempt {
+	for _, res := range results {
+		if res.streamed != nil {
+			return res.streamed.att
+		}
+	}
+	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+}
+
+// noteMemorySplit says, once per run at info (then at debug), that the
+// memory budget cut the epoch's files.
+func (r *runner) noteMemorySplit(files, pend []store.ObjectInfo) {
+	n := len(pend)
+	if r.dc.maxFiles > 0 {
+		n = min(n, r.dc.maxFiles)
+	}
+	cut := r.dc.memorySplit(pend[:n])
+	if !cut.split || cut.files != len(files) {
+		return
+	}
+	level := "debug"
+	if r.dc.splitNoted != nil && r.dc.splitNoted.CompareAndSwap(false, true) {
+		level = "info"
+	}
+	args := []any{"files", cut.files, "offered", cut.offered, "estimated", spec.FormatSize(cut.estimate),
+		"budget", spec.FormatSize(cut.budget), "memory_limit", spec.FormatSize(r.dc.memLimit), "limit_from", r.dc.memFrom}
+	msg := "epoch split because of state.memory_limit: its files would decode to more than half the budget at once; the rest follow in the next epochs"
+	if level == "info" {
+		r.log.Info(msg, args...)
+	} else {
+		r.log.Debug(msg, args...)
+	}
+}
+
+// midFileError: a file failed to decode after some of its rows were
+// handed over.
+type midFileError struct {
+	key string
+	err error
+}
+
+func (e *midFileError) Error() string {
+	return fmt.Sprintf("source file %s: decoding failed after some of its rows were written: %v", e.key, e.err)
+}
+
+func (e *midFileError) Unwrap() error { return e.err }
+
+// streamEpoch streams files into output parts, starting over with a file
+// rejected whole when it fails to decode midway.
+func (r *runner) streamEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
+	bad := map[string]error{}
+	for {
+		results, err := r.streamOnce(ctx, files, bad)
+		var mf *midFileError
+		if errors.As(err, &mf) && bad[mf.key] == nil {
+			bad[mf.key] = mf.err
+			r.log.Warn("a source file failed to decode after some of its rows were written; the epoch starts again with the file rejected whole (what was written is an orphan, removed by retention)",
+				"file", mf.key, "error", mf.err)
+			continue
+		}
+		return results, err
+	}
+}
+
+// decodeJob is one file decoding ahead of the writer.
+type decodeJob struct {
+	f       store.ObjectInfo
+	batches chan arrow.RecordBatch // after the stateless stages; closed when done
+	res     *fileResult            // set before batches is closed
+	err     error
+}
+
+// streamOnce runs one try of a streamed epoch under a new attempt.
+func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
+	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+	out := &streamOut{att: att}
+	sink, err := newPartSink(parent, r, att)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+
+	// Decoders: in file order, at most `ahead` files and a quarter of the
+	// budget (estimated) at once; the first file always fits.
+	ahead := max(2, runtime.GOMAXPROCS(0))
+	par := max(1, runtime.GOMAXPROCS(0)/min(ahead, len(files)))
+	capBytes := max(r.dc.memLimit/4, 1)
+	if r.dc.memLimit <= 0 {
+		capBytes = math.MaxInt64
+	}
+	mem := semaphore.NewWeighted(capBytes)
+	slots := make(chan struct{}, ahead)
+	jobs := make(chan *decodeJob, ahead)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(jobs)
+		for _, f := range files {
+			w := min(decodedEstimate(r.p.Source.Format, f), capBytes)
+			if mem.Acquire(ctx, w) != nil {
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				mem.Release(w)
+				return
+			}
+			j := &decodeJob{f: f, batches: make(chan arrow.RecordBatch, 2)}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots; mem.Release(w) }()
+				r.runDecodeJob(ctx, j, par, bad)
+			}()
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	results := make([]*fileResult, 0, len(files))
+	var total int64
+	for j := range jobs {
+		for b := range j.batches {
+			if err == nil {
+				err = sink.write(b)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = j.err
+		}
+		if err != nil {
+			break
+		}
+		j.res.streamed = out
+		results = append(results, j.res)
+		total += j.res.rows
+		if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+			break // the row limit ends the epoch after this file
+		}
+	}
+	cancel()
+	wg.Wait()
+	if err != nil {
+		sink.abort()
+		return nil, err
+	}
+	if out.refs, err = sink.finish(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// runDecodeJob decodes one file into j.batches (a prefetched result if
+// there is one), then sets j.res or j.err and closes j.batches.
+func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad map[string]error) {
+	defer close(j.batches)
+	send := func(b arrow.RecordBatch) error {
+		select {
+		case j.batches <- b:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err, ok := bad[j.f.Key]; ok {
+		j.res, j.err = r.undecodable(j.f.Key, err)
+		return
+	}
+	if r.pf != nil {
+		if res, err, ok := r.pf.take(ctx, j.f.Key); ok {
+			if err != nil {
+				j.err = err
+				return
+			}
+			for _, b := range res.batches {
+				if j.err = send(b); j.err != nil {
+					return
+				}
+			}
+			res.batches = nil
+			j.res = res
+			return
+		}
+	}
+	j.res, j.err = r.streamFile(ctx, j.f, par, send)
+}
+
+// streamFile decodes one file batch by batch, runs the stateless stages
+// and sends what they keep: decodeFile's result without the batches.
+func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(arrow.RecordBatch) error) (*fileResult, error) {
+	data, err := r.readSource(ctx, f.Key)
+	if err != nil {
+		return nil, err
+	}
+	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
+	startAt := int64(math.MinInt64)
+	if start, _, _ := r.p.Source.StartTime(); !start.IsZero() {
+		startAt = start.UnixMicro()
+	}
+	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
+	// With start_from, a file whose rows are all older is skipped whole: its
+	// batches wait until one row is recent enough to keep the file.
+	var held []arrow.RecordBatch
+	kept := startAt == math.MinInt64
+	sent := 0
+	var cbErr error
+	pass := func(b arrow.RecordBatch) error {
+		o, dropped, err := runStages(r.plan.pre, b, r.mem)
+		if err != nil {
+			return fmt.Errorf("source file %s: %w", f.Key, err)
+		}
+		res.filtered += dropped
+		if o.NumRows() == 0 {
+			return nil
+		}
+		sent++
+		return send(o)
+	}
+	d, err := formats.DecodeStream(string(r.p.Source.Format), f.Key, data, r.decodeOptions(r.plan.source, par), func(b arrow.RecordBatch) error {
+		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
+		if kept {
+			cbErr = pass(b)
+			return cbErr
+		}
+		held = append(held, b)
+		if res.maxTS < startAt {
+			return nil
+		}
+		kept = true
+		for _, h := range held {
+			if cbErr = pass(h); cbErr != nil {
+				return cbErr
+			}
+		}
+		held = nil
+		return nil
+	})
+	switch {
+	case cbErr != nil:
+		return nil, cbErr
+	case err != nil && sent > 0 && r.p.Source.OnError != spec.OnErrorFail:
+		return nil, &midFileError{key: f.Key, err: err}
+	case err != nil:
+		return r.undecodable(f.Key, err)
+	}
+	if err := r.checkDecoded(res, d); err != nil {
+		return nil, err
+	}
+	if !kept {
+		// start_from: every row of the file is older: skip it (it counts as
+		// read, its rows as filtered).
+		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
+	}
+	return res, nil
+}
+
+// maxEventTime returns the largest valid value of timestamp column col.
+func maxEventTime(b arrow.RecordBatch, col int) int64 {
+	m := int64(math.MinInt64)
+	ts := b.Column(col).(*array.Timestamp)
+	for i, v := range ts.Values() {
+		if int64(v) > m && ts.IsValid(i) {
+			m = int64(v)
+		}
+	}
+	return m
+}
+
+// partSink encodes a streamed epoch's output into parts of about partBytes,
+// one open part per sink directory (one, or one per day of a day-partitioned
+// Iceberg table), and writes each finished part in the background (one at
+// a time, so at most two parts are in memory per directory).
+type partSink struct {
+	r      *runner
+	att    *epoch.Attempt
+	limit  int64
+	format string
+	ext    string
+	open   map[string]*formats.PartEncoder
+	next   map[string]int // next part number per directory
+	up     *errgroup.Group
+	upCtx  context.Context
+	mu     sync.Mutex
+	refs   []manifest.FileRef
+}
+
+func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) (*partSink, error) {
+	s := &partSink{r: r, att: att, limit: partBytes(r.dc.memLimit), format: "parquet", ext: "parquet",
+		open: map[string]*formats.PartEncoder{}, next: map[string]int{}}
+	if r.p.Sink.Format == spec.JSONL {
+		s.format, s.ext = "jsonl", "jsonl"
+	}
+	s.up, s.upCtx = errgroup.WithContext(ctx)
+	s.up.SetLimit(1)
+	return s, nil
+}
+
+// write runs the stages after the window (none without one) on b and
+// encodes the rows into the open parts, rolling those that are full.
+func (s *partSink) write(b arrow.RecordBatch) error {
+	if err := s.upCtx.Err(); err != nil {
+		if werr := s.up.Wait(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	r := s.r
+	o, _, err := runStages(r.plan.post, b, r.mem)
+	if err != nil || o.NumRows() == 0 {
+		return err
+	}
+	groups := map[string][]arrow.RecordBatch{"": {o}}
+	if r.table != nil {
+		groups = map[string][]arrow.RecordBatch{"data": {o}}
+		if r.table.partCol >= 0 {
+			byDay, err := splitByDay([]arrow.RecordBatch{o}, r.table.partCol, r.mem)
+			if err != nil {
+				return err
+			}
+			groups = map[string][]arrow.RecordBatch{}
+			for day, g := range byDay {
+				groups["data/day="+day] = g
+			}
+		}
+	}
+	for _, dir := range sortedKeys(groups) {
+		enc := s.open[dir]
+		if enc == nil {
+			opts := formats.EncodeOptions{Mem: r.mem, Compression: "snappy"}
+			if enc, err = formats.NewPartEncoder(s.format, r.plan.output, opts); err != nil {
+				return err
+			}
+			s.open[dir] = enc
+		}
+		for _, g := range groups[dir] {
+			if err := enc.Write(g); err != nil {
+				return err
+			}
+		}
+		if enc.Size() >= s.limit {
+			if err := s.roll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	// Many open parts (a backfill over many days) share the bound: the
+	// largest goes first.
+	for {
+		var total, biggest int64
+		big, found := "", false
+		for _, dir := range sortedKeys(s.open) {
+			sz := s.open[dir].Size()
+			total += sz
+			if !found || sz > biggest {
+				biggest, big, found = sz, dir, true
+			}
+		}
+		if !found || total < s.limit {
+			return nil
+		}
+		if err := s.roll(big); err != nil {
+			return err
+		}
+	}
+}
+
+// roll finishes dir's open part and writes it in the background.
+func (s *partSink) roll(dir string) error {
+	enc := s.open[dir]
+	delete(s.open, dir)
+	if enc == nil || enc.Rows() == 0 {
+		if enc != nil {
+			enc.Abort()
+		}
+		return nil
+	}
+	n := s.next[dir]
+	s.next[dir]++
+	rows := enc.Rows()
+	data, err := enc.Finish()
+	if err != nil {
+		return err
+	}
+	s.up.Go(func() error {
+		ref, err := s.att.WriteOutput(s.upCtx, dir, n, s.ext, data, rows)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.refs = append(s.refs, ref)
+		s.mu.Unlock()
+		return nil
+	})
+	return nil
+}
+
+// finish writes the open parts and waits for every write; it returns the
+// parts' references.
+func (s *partSink) finish() ([]manifest.FileRef, error) {
+	for _, dir := range sortedKeys(s.open) {
+		if err := s.roll(dir); err != nil {
+			s.abort()
+			return nil, err
+		}
+	}
+	if err := s.up.Wait(); err != nil {
+		return nil, err
+	}
+	sort.Slice(s.refs, func(i, j int) bool { return s.refs[i].Path < s.refs[j].Path })
+	return s.refs, nil
+}
+
+// abort drops the open parts and waits for writes in flight; what they
+// wrote stays an orphan.
+func (s *partSink) abort() {
+	for dir, enc := range s.open {
+		enc.Abort()
+		delete(s.open, dir)
+	}
+	_ = s.up.Wait()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,320 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"reflect"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// filterSpec is a window-less pipeline: its epochs stream.
+const filterSpec = `
+name: t
+source: {type: files, url: "{{source}}", format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, rejected_url: "{{rejected}}"}
+operators:
+  - filter: "bytes > 100"
+  - project: {event_time: event_time, user_id: user_id, kb: "bytes / 1024", page: page}
+sink:  {type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}", parallelism: 1{{memory}}}
+`
+
+// streamEnv generates the data set of the streaming tests and returns the
+// filter pipeline over it, with memory (a state.memory_limit, "" for the
+// default).
+func streamEnv(t *testing.T, gen datagen.Options, memory string) (*env, *spec.Pipeline) {
+	e := fileEnv(t)
+	e.rejected = fileURL(t.TempDir())
+	genData(t, e, gen)
+	if memory != "" {
+		memory = ", memory_limit: " + memory
+	}
+	tmpl := strings.NewReplacer("{{rejected}}", e.rejected, "{{memory}}", memory).Replace(filterSpec)
+	return e, e.pipeline(t, tmpl)
+}
+
+// sinkLines returns every committed output line (JSON lines sink), sorted.
+func sinkLines(t testing.TB, p *spec.Pipeline) []string {
+	t.Helper()
+	ctx := context.Background()
+	outs, err := engine.Outputs(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := store.Open(ctx, p.Sink.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var lines []string
+	for _, o := range outs {
+		data, _, err := sink.Get(ctx, o)
+		if err != nil {
+			t.Fatalf("committed output %s: %v", o, err)
+		}
+		lines = append(lines, strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")...)
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+var streamGen = datagen.Options{Rows: 80000, Files: 4, Users: 50, Span: 20 * time.Minute, Seed: 7,
+	OutOfOrder: 5 * time.Second, MalformedFraction: 0.01}
+
+// TestStreamedEpochWritesParts: a window-less epoch whose output exceeds
+// the part size (a 16th of state.memory_limit, at least 1 MiB) is written
+// as several attempt-tagged parts numbered in the subtask slot; the rows
+// equal those of the same pipeline with the default (larger) budget, which
+// writes one part; verify and replay --verify accept both.
+func TestStreamedEpochWritesParts(t *testing.T) {
+	ctx := context.Background()
+	_, ref := streamEnv(t, streamGen, "")
+	refRes := run(t, ref, engine.Options{})
+	_, p := streamEnv(t, streamGen, "16MiB")
+	res := run(t, p, engine.Options{})
+	if res.Epochs != 1 || refRes.Epochs != 1 {
+		t.Fatalf("epochs: %d and %d, want one each (a window-less epoch is not split)", res.Epochs, refRes.Epochs)
+	}
+	if res.Rows != refRes.Rows || res.RowsOut != refRes.RowsOut || res.RowsRejected != refRes.RowsRejected || res.RowsRejected == 0 {
+		t.Fatalf("result %+v, want the reference's %+v (with rejected rows)", res, refRes)
+	}
+	want, got := sinkLines(t, ref), sinkLines(t, p)
+	if !reflect.DeepEqual(got, want) || int64(len(got)) != res.RowsOut {
+		t.Fatalf("%d rows, want the reference's %d (rows_out %d)", len(got), len(want), res.RowsOut)
+	}
+	for _, c := range []struct {
+		p     *spec.Pipeline
+		parts int // at least
+		most  int
+	}{{ref, 1, 1}, {p, 3, 100}} {
+		m := headChain(t, c.p, 1)[0]
+		if n := len(m.Outputs); n < c.parts || n > c.most {
+			t.Fatalf("%d output parts, want %d to %d", n, c.parts, c.most)
+		}
+		var rows int64
+		for i, o := range m.Outputs {
+			info, ok := manifest.ParseOutputName(o.Path)
+			if !ok || info.Subtask != i || o.Subtask != i || info.Epoch != m.Epoch || !strings.HasPrefix(m.Attempt, info.AttemptPrefix) {
+				t.Fatalf("output %d is %s (%+v): want part %d of epoch %d by attempt %s", i, o.Path, info, i, m.Epoch, m.Attempt[:8])
+			}
+			rows += o.Rows
+			if i < len(m.Outputs)-1 && o.Size < 1<<20 {
+				t.Errorf("part %s has %d bytes: rolled before the 1 MiB part size", o.Path, o.Size)
+			}
+		}
+		if rows != m.Counters.RowsOut {
+			t.Fatalf("parts hold %d rows, counters say %d", rows, m.Counters.RowsOut)
+		}
+		rep, err := engine.Verify(ctx, c.p)
+		if err != nil || len(rep.Problems) > 0 {
+			t.Fatalf("verify: %v %v", err, rep.Problems)
+		}
+		v, err := engine.VerifyReplay(ctx, c.p, engine.ReplayOptions{})
+		if err != nil || !v.Identical() {
+			t.Fatalf("replay --verify: %v %+v", err, v)
+		}
+	}
+}
+
+// TestStreamedEpochMatchesUnstreamed: the outputs of a streamed epoch are
+// byte-identical to those the whole-epoch path writes for small inputs: the
+// same pipeline with a window-less plan that splits into one part, compared
+// file by file with a pipeline over the same input whose single output part
+// is encoded from the whole epoch's batches (replay's path).
+func TestStreamedEpochRowsEqualReplay(t *testing.T) {
+	gen := streamGen
+	gen.Rows, gen.Files = 3000, 3
+	_, p := streamEnv(t, gen, "")
+	run(t, p, engine.Options{})
+	rp, err := engine.Replay(context.Background(), p, engine.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sinkLines(t, p)
+	want := slices.Clone(rp.Outputs)
+	slices.Sort(want)
+	if !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("streamed rows (%d) differ from the replayed whole-epoch rows (%d)", len(got), len(want))
+	}
+}
+
+// TestStreamedEpochCrashSweep kills a multi-part streamed run at every call
+// to the sink store (crash after the call applied), then runs again: every
+// row is committed exactly once and verify finds nothing wrong.
+func TestStreamedEpochCrashSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash sweep")
+	}
+	gen := streamGen
+	gen.Rows = 60000
+	_, ref := streamEnv(t, gen, "")
+	run(t, ref, engine.Options{})
+	want := sinkLines(t, ref)
+	for at := 0; ; at++ {
+		e, p := streamEnv(t, gen, "16MiB")
+		_, err := engine.Run(context.Background(), p, engine.Options{Retry: store.RetryPolicy{MaxAttempts: 1},
+			WrapStore: func(n string, s store.Store) store.Store {
+				if n != "sink" {
+					return s
+				}
+				return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: store.CrashAfter}}})
+			}})
+		if err == nil {
+			if at < 3 {
+				t.Fatalf("no crash at sink call %d: the epoch wrote fewer than 3 parts", at)
+			}
+			t.Logf("crashed at each of %d sink calls", at)
+			break
+		}
+		if !errors.Is(err, store.ErrCrashed) {
+			t.Fatalf("crash at sink call %d: %v", at, err)
+		}
+		run(t, p, engine.Options{})
+		if got := sinkLines(t, p); !reflect.DeepEqual(got, want) {
+			t.Fatalf("crash at sink call %d: %d rows committed, want %d exactly once", at, len(got), len(want))
+		}
+		rep, err := engine.Verify(context.Background(), p)
+		if err != nil || len(rep.Problems) > 0 {
+			t.Fatalf("crash at sink call %d: verify: %v %v", at, err, rep.Problems)
+		}
+		// The crashed attempt's parts are orphans: retention deletes them,
+		// so the sink holds exactly the committed parts.
+		outs, err := engine.Outputs(context.Background(), p)
+		must(t, err)
+		var parts []string
+		for _, k := range listKeys(t, e.sink) {
+			if _, ok := manifest.ParseOutputName(k); ok && !strings.HasPrefix(k, "_") {
+				parts = append(parts, k)
+			}
+		}
+		slices.Sort(outs)
+		if !reflect.DeepEqual(parts, outs) {
+			t.Fatalf("crash at sink call %d: sink holds %v, committed %v", at, parts, outs)
+		}
+	}
+}
+
+// TestStreamedEpochBoundedHeap runs a filter pipeline over one epoch of a
+// large generated input (80 files, about 80 MiB of JSON lines) and samples
+// the live heap: streaming keeps it far below the input's size (the whole-
+// epoch path held every file's bytes and decoded batches at once: its live
+// heap grew by 66 MiB over half this input).
+func TestStreamedEpochBoundedHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large input")
+	}
+	gen := datagen.Options{Rows: 1000000, Files: 80, Users: 1000, Span: time.Hour, Seed: 3}
+	e, p := streamEnv(t, gen, "64MiB")
+	var input int64
+	for _, k := range listKeys(t, e.source) {
+		input += int64(len(mustRead(t, e, k)))
+	}
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	res := run(t, p, engine.Options{})
+	close(stop)
+	wg.Wait()
+	grew := int64(peak.Load()) - int64(base)
+	t.Logf("input %d MiB in %d files, %d rows out in %d epoch(s); live heap grew at most %d MiB", input>>20, gen.Files, res.RowsOut, res.Epochs, grew>>20)
+	if res.Epochs != 1 || res.RowsOut == 0 {
+		t.Fatalf("result %+v, want one epoch with output", res)
+	}
+	if bound := int64(48 << 20); grew > bound || input <= bound {
+		t.Fatalf("live heap grew by %d MiB over an input of %d MiB: not streaming (bound %d MiB)", grew>>20, input>>20, bound>>20)
+	}
+}
+
+func mustRead(t *testing.T, e *env, key string) []byte {
+	t.Helper()
+	s, err := store.Open(context.Background(), e.source)
+	must(t, err)
+	defer s.Close()
+	data, err := store.Read(context.Background(), s, key)
+	must(t, err)
+	return data
+}
+
+// TestStreamedEpochMidFileFailure: a Parquet file whose second row group is
+// corrupt fails only after the rows of its first batch were written; the
+// epoch starts over with the file rejected whole, as the whole-file decoder
+// rejects it, and commits the other file's rows exactly once.
+func TestStreamedEpochMidFileFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large file")
+	}
+	e := fileEnv(t)
+	e.rejected = fileURL(t.TempDir())
+	var text []byte
+	must(t, datagen.Generate(datagen.Options{Rows: 150000, Files: 1, Seed: 5}, func(name string, data []byte) error {
+		text = data
+		return nil
+	}))
+	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
+		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
+	must(t, err)
+	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
+	must(t, err)
+	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
+	must(t, err)
+	small, err := formats.EncodeParquet(schema, d.Batches[:1], formats.EncodeOptions{})
+	must(t, err)
+	// Overwrite the second row group's pages (the last fifth of the data,
+	// before the footer) with garbage.
+	bad := bytes.Clone(data)
+	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
+		bad[i] = byte(i * 7)
+	}
+	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
+		t.Fatal("the corrupted file decodes: the test corrupts nothing")
+	}
+	e.put(t, "a.parquet", small)
+	e.put(t, "b.parquet", bad)
+	tmpl := strings.NewReplacer("format: jsonl,\n", "format: parquet,\n", "{{rejected}}", e.rejected, "{{memory}}", "").Replace(filterSpec)
+	p := e.pipeline(t, tmpl)
+	res := run(t, p, engine.Options{})
+	lines := sinkLines(t, p)
+	if res.RowsRejected != 1 || int64(len(lines)) != res.RowsOut || res.RowsOut == 0 || res.RowsOut > d.Batches[0].NumRows() {
+		t.Fatalf("result %+v with %d rows committed: want b.parquet rejected whole (one record) and only a.parquet's rows, once", res, len(lines))
+	}
+	m := headChain(t, p, 1)[0]
+	if len(m.Outputs) != 1 || len(m.SideOutputs) != 1 {
+		t.Fatalf("outputs %v side outputs %v: want one part and the rejected file", m.Outputs, m.SideOutputs)
+	}
+}
