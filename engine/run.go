@@ -433,7 +433,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	phase := func(name string) {
 		r.log.Debug("epoch phase", "phase", name, "elapsed", time.Since(t0))
 	}
-	results, err := r.decodeEpoch(ctx, files)
+	results, err := r.decodeForCommit(ctx, files, pend)
 	if err != nil {
 		return 0, err
 	}
@@ -458,7 +458,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	phase("process")
-	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+	att := r.attemptFor(results)
 	w, err := r.write(ctx, att, out, in.rejects, files)
 	if err != nil {
 		return 0, err
