@@ -15,10 +15,11 @@ import (
 //	  - {name: joined, inputs: [valid, orders], join: {on: [user_id], interval: {before: 5m, after: 5m}}}
 //	sinks: {out: {input: joined, type: files, url: ..., format: parquet}}
 //
-// Sources, stages and sinks share one namespace of names; a stage's name is
-// its state operator id. The linear form (source, operators, sink) is the
-// graph with one source named "source", one stage per operator named by
-// its id, and one sink named "sink" (Pipeline.Graph).
+// Sources and stages share one namespace of names (a stage's inputs name
+// them); sinks have their own. A stage's name is its state operator id.
+// The linear form (source, operators, sink) is the graph with one source
+// named "source", one stage per operator named by its id, and one sink
+// named "sink" (Pipeline.Graph).
 
 // Limits of the graph form. Like the limits of limits.go, no real pipeline
 // comes near them.
@@ -47,14 +48,16 @@ const (
 // StageKinds lists every stage kind, in documentation order.
 var StageKinds = []string{KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
 
-// NamedSource is one entry of `sources:`.
+// NamedSource is one entry of `sources:`. Its name is unique among
+// sources and stages.
 type NamedSource struct {
 	Name   string
 	Source Source
 }
 
 // NamedSink is one entry of `sinks:`: a sink that writes the rows of the
-// source or stage named Input.
+// source or stage named Input. Its name is unique among sinks; it may be
+// the name of a source or stage.
 type NamedSink struct {
 	Name  string
 	Input string
@@ -65,8 +68,8 @@ type NamedSink struct {
 // named upstreams (sources or stages). Exactly one of Filter, Project,
 // Window, Join, Lookup, TopN and Dedup is set.
 type Stage struct {
-	// Name is unique among sources, stages and sinks, and is the stage's
-	// state operator id (op=<name>).
+	// Name is unique among sources and stages, and is the stage's state
+	// operator id (op=<name>).
 	Name string
 	// Inputs names the upstreams: two for a join (left, right), one for
 	// every other kind.
@@ -716,27 +719,32 @@ func (g *Graph) Sink(name string) *NamedSink {
 	return nil
 }
 
-// Upstreams returns what name reads: a stage's inputs in order (a join's
-// left then right), a sink's input; nil for a source or an unknown name.
+// Upstreams returns what the stage named name reads, in order (a join's
+// left then right); nil for a source or an unknown name. A sink's input is
+// Sink(name).Input.
 func (g *Graph) Upstreams(name string) []string {
 	if st := g.Stage(name); st != nil {
 		return slices.Clone(st.Inputs)
 	}
-	if s := g.Sink(name); s != nil {
-		return []string{s.Input}
-	}
 	return nil
 }
 
-// Downstreams returns the stages and sinks that read name, each once,
-// stages in Graph order then sinks.
+// Downstreams returns the stages that read the source or stage named
+// name, each once, in Graph order.
 func (g *Graph) Downstreams(name string) []string { return slices.Clone(g.down[name]) }
 
-// Path returns the field path in the spec of the source, stage or sink
-// named name ("sources.clicks", "stages[2]", "sinks.out", and for the
-// linear form "source", "operators[1]", "sink"), for Pipeline.Where; ""
-// for an unknown name.
+// SinksOf returns the sinks that write the source or stage named name, in
+// declaration order.
+func (g *Graph) SinksOf(name string) []string { return slices.Clone(g.sinksOf[name]) }
+
+// Path returns the field path in the spec of the source or stage named
+// name ("sources.clicks", "stages[2]", and for the linear form "source",
+// "operators[1]"), for Pipeline.Where; "" for an unknown name.
 func (g *Graph) Path(name string) string { return g.paths[name] }
+
+// SinkPath returns the field path of the sink named name ("sinks.out", and
+// for the linear form "sink"); "" for an unknown name.
+func (g *Graph) SinkPath(name string) string { return g.sinkPaths[name] }
 
 // FromLinear reports whether the graph came from the linear form (source,
 // operators, sink).
@@ -766,8 +774,8 @@ func (g *Graph) Linear() bool {
 // window puts each input window in the window that contains it.
 const WindowEventTime = "window_end"
 
-// EventTime returns the event-time column of the rows that the source,
-// stage or sink named name produces (a sink: the rows it writes): a
+// EventTime returns the event-time column of the rows that the source or
+// stage named name produces (for a sink: EventTime(Sink(name).Input)): a
 // source's event_time; a window's and a windowed join's WindowEventTime;
 // an interval join's left time column (left_time, else its left input's);
 // for every other kind, its input's. "" for an unknown name.
@@ -775,10 +783,6 @@ func (g *Graph) EventTime(name string) string {
 	for range len(g.Stages) + 2 { // a Graph is acyclic: each step goes upstream
 		if s := g.Source(name); s != nil {
 			return s.Source.EventTime
-		}
-		if s := g.Sink(name); s != nil {
-			name = s.Input
-			continue
 		}
 		st := g.Stage(name)
 		if st == nil || len(st.Inputs) == 0 {
@@ -835,27 +839,39 @@ func (g *Graph) WatermarkDelay(name string) time.Duration {
 func (g *Graph) Describe() string { return g.DescribeWith(nil) }
 
 // DescribeWith is Describe with note(name), when not empty, appended in
-// brackets to the header line of each source, stage and sink (the engine
-// adds parallelism this way).
+// brackets to the header line of each source and stage (the engine adds
+// parallelism this way). Sinks get no note: their names may be those of a
+// source or stage.
 func (g *Graph) DescribeWith(note func(name string) string) string {
 	var b strings.Builder
 	header := func(role, name, what string) {
 		fmt.Fprintf(&b, "%s %s: %s", role, name, what)
-		if note != nil {
+		if note != nil && role != "sink" {
 			if n := note(name); n != "" {
 				fmt.Fprintf(&b, " [%s]", n)
 			}
 		}
 		b.WriteByte('\n')
 	}
-	flow := func(in []string, name string) {
+	// flow writes "inputs -> name -> outputs"; sinks have no outputs.
+	flow := func(in []string, name string, sink bool) {
 		b.WriteString("  ")
 		if len(in) > 0 {
 			b.WriteString(strings.Join(in, ", "))
 			b.WriteString(" -> ")
 		}
+		if sink {
+			b.WriteString("sink ")
+		}
 		b.WriteString(name)
-		if out := g.down[name]; len(out) > 0 {
+		var out []string
+		if !sink {
+			out = slices.Clone(g.down[name])
+			for _, s := range g.sinksOf[name] {
+				out = append(out, "sink "+s)
+			}
+		}
+		if len(out) > 0 {
 			b.WriteString(" -> ")
 			b.WriteString(strings.Join(out, ", "))
 		}
@@ -863,7 +879,7 @@ func (g *Graph) DescribeWith(note func(name string) string) string {
 	}
 	for _, s := range g.Sources {
 		header("source", s.Name, describeSource(&s.Source))
-		flow(nil, s.Name)
+		flow(nil, s.Name, false)
 	}
 	for _, st := range g.Stages {
 		header("stage", st.Name, g.describeStage(&st))
@@ -871,7 +887,7 @@ func (g *Graph) DescribeWith(note func(name string) string) string {
 		if st.Join != nil && len(in) == 2 {
 			in = []string{in[0] + " (left)", in[1] + " (right)"}
 		}
-		flow(in, st.Name)
+		flow(in, st.Name, false)
 	}
 	for _, s := range g.Sinks {
 		what := fmt.Sprintf("%s %s %s", s.Sink.Type, s.Sink.Format, s.Sink.URL)
@@ -879,7 +895,7 @@ func (g *Graph) DescribeWith(note func(name string) string) string {
 			what += ", partition by " + s.Sink.PartitionBy
 		}
 		header("sink", s.Name, what)
-		flow([]string{s.Input}, s.Name)
+		flow([]string{s.Input}, s.Name, true)
 	}
 	return b.String()
 }

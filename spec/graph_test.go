@@ -69,18 +69,18 @@ func TestGraphParse(t *testing.T) {
 		t.Errorf("Graph copied the join config instead of sharing it")
 	}
 	for _, c := range []struct {
-		name     string
-		up, down []string
-		path     string
-		et       string
+		name            string
+		up, down, sinks []string
+		path            string
+		et              string
 	}{
-		{"clicks", nil, []string{"valid"}, "sources.clicks", "ts"},
-		{"orders", nil, []string{"joined"}, "sources.orders", "ts"},
-		{"valid", []string{"clicks"}, []string{"joined"}, "stages[0]", "ts"},
-		{"joined", []string{"valid", "orders"}, []string{"per-user"}, "stages[1]", "ts"},
-		{"per-user", []string{"joined"}, []string{"out"}, "stages[2]", WindowEventTime},
-		{"out", []string{"per-user"}, nil, "sinks.out", WindowEventTime},
-		{"nope", nil, nil, "", ""},
+		{"clicks", nil, []string{"valid"}, nil, "sources.clicks", "ts"},
+		{"orders", nil, []string{"joined"}, nil, "sources.orders", "ts"},
+		{"valid", []string{"clicks"}, []string{"joined"}, nil, "stages[0]", "ts"},
+		{"joined", []string{"valid", "orders"}, []string{"per-user"}, nil, "stages[1]", "ts"},
+		{"per-user", []string{"joined"}, nil, []string{"out"}, "stages[2]", WindowEventTime},
+		{"out", nil, nil, nil, "", ""}, // a sink: not a source or stage
+		{"nope", nil, nil, nil, "", ""},
 	} {
 		if got := g.Upstreams(c.name); !slices.Equal(got, c.up) {
 			t.Errorf("Upstreams(%s) = %v, want %v", c.name, got, c.up)
@@ -88,12 +88,18 @@ func TestGraphParse(t *testing.T) {
 		if got := g.Downstreams(c.name); !slices.Equal(got, c.down) {
 			t.Errorf("Downstreams(%s) = %v, want %v", c.name, got, c.down)
 		}
+		if got := g.SinksOf(c.name); !slices.Equal(got, c.sinks) {
+			t.Errorf("SinksOf(%s) = %v, want %v", c.name, got, c.sinks)
+		}
 		if got := g.Path(c.name); got != c.path {
 			t.Errorf("Path(%s) = %q, want %q", c.name, got, c.path)
 		}
 		if got := g.EventTime(c.name); got != c.et {
 			t.Errorf("EventTime(%s) = %q, want %q", c.name, got, c.et)
 		}
+	}
+	if g.SinkPath("out") != "sinks.out" || g.Sink("out").Input != "per-user" || g.SinkPath("per-user") != "" {
+		t.Errorf("SinkPath(out) = %q, Sink(out) = %+v", g.SinkPath("out"), g.Sink("out"))
 	}
 	if got, want := p.Where(g.Path("joined")+".join"), "g.yaml:11:12: stages[1].join"; got != want {
 		t.Errorf("Where = %q, want %q", got, want)
@@ -236,15 +242,16 @@ func TestLegacyNormalisesToLinearGraph(t *testing.T) {
 			if len(g.Sinks) != 1 || g.Sinks[0].Name != "sink" || g.Sinks[0].Input != prev || g.Sinks[0].Sink != p.Sink {
 				t.Errorf("sinks = %+v", g.Sinks)
 			}
-			if g.EventTime("sink") == "" {
-				t.Errorf("no event time at the sink")
+			if g.EventTime(g.Sinks[0].Input) == "" || g.SinkPath("sink") != "sink" || !slices.Equal(g.SinksOf(prev), []string{"sink"}) {
+				t.Errorf("sink: event time %q, path %q, SinksOf(%s) %v", g.EventTime(g.Sinks[0].Input), g.SinkPath("sink"), prev, g.SinksOf(prev))
 			}
 		})
 	}
 }
 
-// TestLegacyNameClash: an operator id "source" or "sink" moves the
-// normalised source or sink to the next free name.
+// TestLegacyNameClash: an operator id "source" moves the normalised source
+// to the next free name; an operator id "sink" leaves the sink named "sink"
+// (sinks have their own namespace).
 func TestLegacyNameClash(t *testing.T) {
 	text := strings.Replace(designSketch, `- filter: "bytes > 0"`, `- {id: source, filter: "bytes > 0"}`, 1)
 	text = strings.Replace(text, "  - window: {", "  - window: {id: sink, ", 1)
@@ -256,7 +263,8 @@ func TestLegacyNameClash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Sources[0].Name != "source-2" || g.Sinks[0].Name != "sink-2" || !g.Linear() || g.Stages[0].Inputs[0] != "source-2" {
+	if g.Sources[0].Name != "source-2" || g.Sinks[0].Name != "sink" || g.Sinks[0].Input != "sink" || !g.Linear() ||
+		g.Stages[0].Inputs[0] != "source-2" || g.Path("sink") != "operators[1]" || g.SinkPath("sink") != "sink" {
 		t.Errorf("got:\n%s", g.Describe())
 	}
 }
@@ -344,7 +352,7 @@ func TestGraphErrors(t *testing.T) {
 			[]wantErr{{"- |name: valid", `stages[0].input: required: name the source or stage this stage reads`}}},
 		{"duplicate name", "name: valid", "name: orders",
 			[]wantErr{
-				{"name: |orders", `stages[0].name: duplicate name "orders" (also sources.orders); sources, stages and sinks share one namespace`},
+				{"name: |orders", `stages[0].name: duplicate name "orders" (also sources.orders); sources and stages share one namespace`},
 				{"inputs: [|valid", `stages[1].inputs[0]: unknown input "valid" (sources and stages: clicks, orders, joined, per-user)`},
 			}},
 		{"invalid name", "name: valid", "name: Valid/x",
@@ -572,6 +580,13 @@ func TestGraphGoBuilt(t *testing.T) {
 		t.Errorf("Validate:\n got: %v\nwant: %s", err, want)
 	}
 	p.Operators = nil
+	p.Stages[1].Join.Window = &JoinWindow{Tumbling: time.Minute}
+	p.Sinks = append(p.Sinks, NamedSink{Name: "out", Input: "d", Sink: Sink{Type: SinkFiles, URL: "file:///out2", Format: Parquet}},
+		NamedSink{Name: "j", Input: "j", Sink: Sink{Type: SinkFiles, URL: "file:///out3", Format: Parquet}})
+	if err := p.Validate(); err == nil || err.Error() != `sinks.out: duplicate sink name "out" (also sinks.out)` {
+		t.Errorf("duplicate sink: %v", err)
+	}
+	p.Sinks = p.Sinks[:1]
 	p.Stages[0].Inputs = []string{"j"}
 	if _, err := p.Graph(); err == nil || err.Error() != "stages[0].inputs[0]: cycle: d -> j -> d (a stage cannot read its own output)" {
 		t.Errorf("Graph of a cycle: %v", err)
@@ -662,7 +677,6 @@ func TestWatermarkDelayAndEventTime(t *testing.T) {
 		{"per-user", 30 * time.Second, WindowEventTime},
 		{"per-country", 0, WindowEventTime},
 		{"top3", 30 * time.Second, WindowEventTime},
-		{"top", 0, WindowEventTime},
 	} {
 		if got := g.WatermarkDelay(c.name); got != c.delay {
 			t.Errorf("WatermarkDelay(%s) = %v, want %v", c.name, got, c.delay)
@@ -670,6 +684,9 @@ func TestWatermarkDelayAndEventTime(t *testing.T) {
 		if got := g.EventTime(c.name); got != c.et {
 			t.Errorf("EventTime(%s) = %q, want %q", c.name, got, c.et)
 		}
+	}
+	if got := g.EventTime(g.Sink("top").Input); got != WindowEventTime {
+		t.Errorf("EventTime of sink top's input = %q", got)
 	}
 	st := g.Stage("clicks-orders")
 	st.Join.LeftTime, st.Join.AllowedLateness, st.Join.Interval.Upper = "lt", time.Second, -time.Minute

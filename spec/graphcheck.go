@@ -21,11 +21,13 @@ type Graph struct {
 	// Sinks are in declaration order (the linear form: one, "sink").
 	Sinks []NamedSink
 
-	// paths maps a name to its field path in the spec ("sources.clicks",
-	// "stages[2]", "operators[1]", "source", "sink").
-	paths map[string]string
-	// down maps a name to the stages and sinks reading it, in Graph order.
-	down map[string][]string
+	// paths maps a source or stage name to its field path in the spec
+	// ("sources.clicks", "stages[2]", "operators[1]", "source");
+	// sinkPaths a sink name to its ("sinks.out", "sink").
+	paths, sinkPaths map[string]string
+	// down maps a source or stage to the stages reading it, in Graph
+	// order; sinksOf to the sinks writing it, in declaration order.
+	down, sinksOf map[string][]string
 	// linear records that the graph came from the linear form.
 	linear bool
 }
@@ -33,8 +35,12 @@ type Graph struct {
 // Graph returns p as a Graph: the graph form as declared, the linear form
 // as one source named "source" (or "source-2", ... if an operator id is
 // "source"), one stage per operator named by its id, each reading the one
-// before, and one sink named "sink" (or "sink-2", ...). The Graph shares
-// the configuration structs (Filter, Window, ...) of p and copies the rest.
+// before, and one sink named "sink". The Graph shares the configuration
+// structs (Filter, Window, ...) of p and copies the rest.
+//
+// Sources and stages share one namespace (a stage's inputs name them);
+// sinks, which nothing reads, have their own, so a sink may be named after
+// the stage it writes.
 //
 // It checks only the graph's shape: names, inputs, cycles, stages and
 // sources nobody reads, the number of inputs of each kind. A pipeline that
@@ -53,10 +59,14 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 	if !p.isGraph() {
 		return p.linearGraph(c)
 	}
-	g := &Graph{paths: map[string]string{}, down: map[string][]string{}}
+	g := newGraph(false)
 	role := map[string]string{} // name -> "source", "stage" or "sink"
 	namePath := map[string]string{}
 	claim := func(name, fp, what string) bool {
+		key := name
+		if what == "sink" {
+			key = "sink " + name // sinks have their own namespace
+		}
 		switch {
 		case name == "":
 			c.add(fp, "required: name the %s", what)
@@ -64,10 +74,12 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 			c.add(fp, "name of %d bytes is too long (at most %d: a name becomes a state operator id)", len(name), maxNameLen)
 		case !identRE.MatchString(name):
 			c.add(fp, "invalid name %q (%s)", name, identRule)
-		case role[name] != "":
-			c.add(fp, "duplicate name %q (also %s); sources, stages and sinks share one namespace", name, namePath[name])
+		case role[key] != "" && what == "sink":
+			c.add(fp, "duplicate sink name %q (also %s)", name, namePath[key])
+		case role[key] != "":
+			c.add(fp, "duplicate name %q (also %s); sources and stages share one namespace", name, namePath[key])
 		default:
-			role[name], namePath[name] = what, fp
+			role[key], namePath[key] = what, fp
 			return true
 		}
 		return false
@@ -108,7 +120,7 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 			fp = "sinks"
 		}
 		if claim(s.Name, fp, "sink") {
-			g.paths[s.Name] = fp
+			g.sinkPaths[s.Name] = fp
 		}
 	}
 	var readable []string // sources and stages, for suggestions
@@ -131,7 +143,7 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 			return true
 		case input == "":
 			c.add(fp, "empty name: name a source or a stage")
-		case role[input] == "sink":
+		case role["sink "+input] == "sink":
 			c.add(fp, "%q is a sink; a stage or sink reads a source or a stage", input)
 		default:
 			if s := closest(input, readable); s != "" {
@@ -339,7 +351,7 @@ func (p *Pipeline) reportCycle(c *collector, cyc []int, reads [][]string) {
 
 // linearGraph is the Graph of the linear form.
 func (p *Pipeline) linearGraph(c *collector) *Graph {
-	g := &Graph{paths: map[string]string{}, down: map[string][]string{}, linear: true}
+	g := newGraph(true)
 	taken := map[string]bool{}
 	for i, op := range p.Operators {
 		switch {
@@ -358,7 +370,7 @@ func (p *Pipeline) linearGraph(c *collector) *Graph {
 		taken[name] = true
 		return name
 	}
-	src, snk := free("source"), free("sink")
+	src, snk := free("source"), "sink"
 	g.Sources = []NamedSource{{Name: src, Source: p.Source}}
 	g.paths[src] = "source"
 	prev := src
@@ -372,26 +384,28 @@ func (p *Pipeline) linearGraph(c *collector) *Graph {
 		prev = op.ID
 	}
 	g.Sinks = []NamedSink{{Name: snk, Input: prev, Sink: p.Sink}}
-	g.paths[snk] = "sink"
+	g.sinkPaths[snk] = "sink"
 	g.index()
 	return g
 }
 
-// index fills g.down.
+func newGraph(linear bool) *Graph {
+	return &Graph{paths: map[string]string{}, sinkPaths: map[string]string{},
+		down: map[string][]string{}, sinksOf: map[string][]string{}, linear: linear}
+}
+
+// index fills g.down and g.sinksOf.
 func (g *Graph) index() {
-	add := func(from, to string) {
-		if !slices.Contains(g.down[from], to) {
-			g.down[from] = append(g.down[from], to)
-		}
-	}
 	for _, st := range g.Stages {
 		for _, in := range st.Inputs {
-			add(in, st.Name)
+			if !slices.Contains(g.down[in], st.Name) {
+				g.down[in] = append(g.down[in], st.Name)
+			}
 		}
 	}
 	for _, s := range g.Sinks {
-		if s.Input != "" {
-			add(s.Input, s.Name)
+		if s.Input != "" && !slices.Contains(g.sinksOf[s.Input], s.Name) {
+			g.sinksOf[s.Input] = append(g.sinksOf[s.Input], s.Name)
 		}
 	}
 }
