@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -1262,4 +1263,54 @@ func BenchmarkIntervalJoin(b *testing.B) {
 	}
 	b.ReportMetric(float64(out)/float64(b.N), "out-rows/epoch")
 	b.ReportMetric(float64(j.Len()), "state-rows")
+}
+
+// TestJoinStateGolden pins the join state format (floe-join-state/v1): the
+// state and tombstone schemas, the fingerprint and the rows of a snapshot
+// with pending, matched and unmatched rows of both sides, in
+// testdata/join_state_v1.txt (regenerate with -rewrite only with a new
+// format version). A join restored from that snapshot writes it back
+// unchanged.
+func TestJoinStateGolden(t *testing.T) {
+	var got strings.Builder
+	for _, spec := range []JoinSpec{intervalSpec(LeftJoin, 2*us, 3*us, time.Microsecond), windowSpec(LeftJoin, Sliding, 10*us, 5*us, 0)} {
+		j := newJoin(t, spec)
+		runJoin(t, j, []jstep{
+			jleft(jl(10, "a", 1), jl(11, "b", 2), jev{ts: 12, v: 3}),
+			jright(jr(12, "a", "x"), jr(30, "c", "y")),
+		})
+		if j.interval {
+			runJoin(t, j, []jstep{jadv(5, `10 "a" 1 12 "a" "x"`, `12 null 3 null null null`), jleft(jl(13, "c", 4))})
+		} else {
+			runJoin(t, j, []jstep{jadv(5)})
+		}
+		fmt.Fprintf(&got, "# %s fingerprint %s\n", specName(spec), j.StateFingerprint())
+		for _, f := range j.StateSchema().Fields() {
+			fmt.Fprintf(&got, "state %s: %s\n", f.Name, f.Type)
+		}
+		for _, f := range j.TombstoneSchema().Fields() {
+			fmt.Fprintf(&got, "tombstone %s: %s\n", f.Name, f.Type)
+		}
+		snap := mustSnap(t, j)
+		lines := jStateLines(snap)
+		for _, l := range lines {
+			fmt.Fprintf(&got, "row %s\n", l)
+		}
+		back := newJoin(t, spec)
+		if err := back.Restore(snap, 0, 128, j.Watermark()); err != nil {
+			t.Fatal(err)
+		}
+		eqLines(t, "restored state", jStateLines(mustSnap(t, back)), lines)
+	}
+	const path = "testdata/join_state_v1.txt"
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqLines(t, path, strings.Split(got.String(), "\n"), strings.Split(string(want), "\n"))
 }
