@@ -172,6 +172,9 @@ func (c *stageCluster) checkpoint(full bool) {
 			c.base = append(c.base, snap...)
 		}
 		c.wm = c.insts[0].Watermark()
+		if n := countRows(c.base); n != c.len() {
+			c.t.Fatalf("Len() = %d, snapshot has %d rows", c.len(), n)
+		}
 		return
 	}
 	var d [2][]arrow.RecordBatch
@@ -446,4 +449,79 @@ func errContains(t *testing.T, what string, err error, parts ...string) {
 			t.Errorf("%s: error %q does not mention %q", what, err, p)
 		}
 	}
+}
+
+// benchStage feeds 10 one-minute batches of 100k rows (10k string keys, a
+// page column, event times in order) to a fresh stage per pass, advancing
+// to the start of each batch's minute and draining at the end.
+func benchStage(b *testing.B, mk func(schema *arrow.Schema) Stateful) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "event_time", Type: eventTimeType},
+		{Name: "user_id", Type: arrow.BinaryTypes.String},
+		{Name: "page", Type: arrow.BinaryTypes.String},
+		{Name: "bytes", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	const rowsPerBatch, keys, minutes = 100_000, 10_000, 10
+	rng := rand.New(rand.NewPCG(1, 2))
+	var batches []arrow.RecordBatch
+	for m := range minutes {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for i := range rowsPerBatch {
+			rb.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(m)*60e6 + int64(i)*600))
+			rb.Field(1).(*array.StringBuilder).Append(fmt.Sprint("user-", rng.IntN(keys)))
+			rb.Field(2).(*array.StringBuilder).Append(fmt.Sprint("/page/", rng.IntN(100)))
+			rb.Field(3).(*array.Int64Builder).Append(int64(rng.IntN(10_000)))
+		}
+		batches = append(batches, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer release(batches...)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for range b.N {
+		s := mk(schema)
+		for m, rec := range batches {
+			late, err := s.ProcessInput(0, rec, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			release(late)
+			out, err := s.Advance(int64(m) * 60e6)
+			if err != nil {
+				b.Fatal(err)
+			}
+			release(out)
+		}
+		out, err := s.Advance(math.MaxInt64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		release(out)
+	}
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N*minutes*rowsPerBatch)/cpu.Seconds(), "rows/cpu-s")
+	}
+}
+
+// BenchmarkDedupProcess: keep first per user within 5 minutes.
+func BenchmarkDedupProcess(b *testing.B) {
+	benchStage(b, func(schema *arrow.Schema) Stateful {
+		d, err := NewDedup(DedupSpec{ID: "bench", Keys: []string{"user_id"}, EventTime: "event_time", Keep: KeepFirst, Within: 5 * time.Minute}, schema, 128)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	})
+}
+
+// BenchmarkTopNProcess: the 3 largest rows by bytes per page and minute.
+func BenchmarkTopNProcess(b *testing.B) {
+	benchStage(b, func(schema *arrow.Schema) Stateful {
+		t, err := NewTopN(TopNSpec{ID: "bench", N: 3, Keys: []string{"page"}, OrderBy: []OrderSpec{{Column: "bytes", Desc: true}},
+			EventTime: "event_time", Size: time.Minute}, schema, 128)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	})
 }
