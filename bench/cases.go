@@ -31,7 +31,7 @@ const (
 )
 
 // FilterExpr is CaseFilter's predicate in floe's expression language;
-// FilterSQL is the same predicate for DuckDB. About 60% of the generated
+// FilterSQL is the same predicate for DuckDB. About 39% of the generated
 // rows pass.
 const (
 	FilterExpr = "bytes >= 1000"
@@ -85,8 +85,12 @@ func selectSQL(c, src string) (string, error) {
 			"count(*) AS clicks, sum(bytes)::BIGINT AS total_bytes FROM %s CROSS JOIN range(%d) AS r(k) GROUP BY ALL",
 			int(Slide.Seconds()), int(Slide.Seconds()), int(Slide.Seconds()), int(Slide.Seconds()), int(SlideSize.Seconds()), src, n), nil
 	case CaseDaily:
-		return "SELECT user_id, time_bucket(INTERVAL 1 day, event_time) AS window_start, " +
-			"count(*) AS clicks, count(DISTINCT page) AS pages FROM " + src + " GROUP BY ALL", nil
+		// count(DISTINCT page) over a million groups is slow in DuckDB
+		// (minutes); grouping by page first and counting the groups gives
+		// the same answer in seconds.
+		return "SELECT user_id, window_start, sum(n)::BIGINT AS clicks, count(*) AS pages FROM (" +
+			"SELECT user_id, time_bucket(INTERVAL 1 day, event_time) AS window_start, page, count(*) AS n FROM " + src +
+			" GROUP BY ALL) GROUP BY ALL", nil
 	case CaseFilter:
 		return "SELECT event_time, user_id, page, bytes FROM " + src + " WHERE " + FilterSQL, nil
 	}

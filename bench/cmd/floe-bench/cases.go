@@ -102,11 +102,10 @@ func duckRun(ctx context.Context, j bench.DuckJob, log io.Writer, cpu *[]float64
 
 // benchCase runs the sliding, growing or filter case over Parquet input.
 func benchCase(ctx context.Context, c config, k, work string, log io.Writer) ([]*caseResult, error) {
-	users := c.users
+	d := bench.Dataset{Rows: c.rows, Files: c.files, Users: c.users, Format: datagen.Parquet}
 	if k == "growing" {
-		users = c.usersLarge
+		d.Rows, d.Users = c.growRows, c.growUsers
 	}
-	d := bench.Dataset{Rows: c.rows, Files: c.files, Users: users, Format: datagen.Parquet}
 	l, err := bench.Generate(c.data, d, log)
 	if err != nil {
 		return nil, err
@@ -124,7 +123,7 @@ func benchCase(ctx context.Context, c config, k, work string, log io.Writer) ([]
 	case "sliding":
 		return benchSliding(ctx, c, hist, base, log)
 	case "growing":
-		return benchGrowing(ctx, c, users, hist, base, log)
+		return benchGrowing(ctx, c, d, hist, base, log)
 	case "filter":
 		return benchFilter(ctx, c, hist, base, log)
 	}
@@ -195,11 +194,11 @@ func benchSliding(ctx context.Context, c config, hist []string, base string, log
 	return []*caseResult{r}, nil
 }
 
-func benchGrowing(ctx context.Context, c config, users int, hist []string, base string, log io.Writer) ([]*caseResult, error) {
+func benchGrowing(ctx context.Context, c config, d bench.Dataset, hist []string, base string, log io.Writer) ([]*caseResult, error) {
 	groups := bench.EpochGroups(hist, c.dailyPer)
 	r := &caseResult{
-		name: fmt.Sprintf("3. growing state: 24h window per user, count + count_distinct(page), %d keys, %d files/epoch (%d epochs + drain)",
-			users, c.dailyPer, len(groups)),
+		name: fmt.Sprintf("3. growing state: 24h window per user, count + count_distinct(page), %d rows, %d keys, %d files/epoch (%d epochs + drain)",
+			d.Rows, d.Users, c.dailyPer, len(groups)),
 		target: "epoch 20 / epoch 2 <= 1.2x; state bytes written <= 2x the changed windows' bytes",
 		daily:  &dailyReport{},
 	}
@@ -211,7 +210,7 @@ func benchGrowing(ctx context.Context, c config, users int, hist []string, base 
 		if err != nil {
 			return nil, err
 		}
-		if err := checkRows(fr, c.rows); err != nil {
+		if err := checkRows(fr, d.Rows); err != nil {
 			return nil, err
 		}
 		r.floeRuns, r.floeRSS = append(r.floeRuns, fr.Seconds), max(r.floeRSS, rss)

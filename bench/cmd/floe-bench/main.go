@@ -51,7 +51,9 @@ type config struct {
 	pprof   string
 	// Issue 8 cases.
 	cases        []string
-	usersLarge   int   // keys1m and growing: distinct users
+	usersLarge   int   // keys1m: distinct users
+	growRows     int64 // growing: rows in the history files
+	growUsers    int   // growing: distinct users
 	dailyPer     int   // growing: files per epoch
 	filterEpochs []int // filter: files per epoch, one measurement each
 }
@@ -75,7 +77,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cases, "cases", strings.Join(allCases, ","), "comma list of cases to run: "+strings.Join(allCases, ", ")+
 		" (tumbling: the original benchmark per --formats; keys1m: tumbling over --users-large users, with the incremental run;"+
 		" sliding: 5m/1m sliding vs the same tumbling; growing: a 24h window per user over many epochs; filter: a filter-only pipeline)")
-	fs.IntVar(&c.usersLarge, "users-large", 1_000_000, "distinct users of the keys1m and growing cases")
+	fs.IntVar(&c.usersLarge, "users-large", 1_000_000, "distinct users of the keys1m case")
+	fs.Int64Var(&c.growRows, "growing-rows", 2_000_000, "growing: rows in the --files history files")
+	fs.IntVar(&c.growUsers, "growing-users", 200_000, "growing: distinct users")
 	fs.IntVar(&c.dailyPer, "growing-files-per-epoch", 4, "growing: files per epoch (100 files / 4 = 25 epochs)")
 	fs.StringVar(&filterEpochs, "filter-files-per-epoch", "10,50,100", "filter: epoch sizes to measure, files per epoch")
 	fs.StringVar(&child, "child", "", "internal: run one job (floe or duckdb) and report JSON")
@@ -106,8 +110,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		c.filterEpochs = append(c.filterEpochs, n)
 	}
-	if c.data == "" || c.runs < 1 || c.dailyPer < 1 || c.usersLarge < 1 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "floe-bench: --data is required, --runs, --growing-files-per-epoch and --users-large must be >= 1, no arguments")
+	if c.data == "" || c.runs < 1 || c.dailyPer < 1 || c.usersLarge < 1 || c.growRows < 1 || c.growUsers < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "floe-bench: --data is required, --runs, --growing-* and --users-large must be >= 1, no arguments")
 		return 2
 	}
 	ok, err := benchmark(ctx, c, stdout, stderr)
