@@ -220,7 +220,10 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 	}
 	g.Sources = slices.Clone(p.Sources)
 	for _, s := range p.Sinks {
-		fp := join("sinks", s.Name) + ".input"
+		fp := "sinks.input"
+		if s.Name != "" {
+			fp = join("sinks", s.Name) + ".input"
+		}
 		if s.Input == "" {
 			broken = true
 			c.add(fp, "required: name the source or stage this sink writes")
