@@ -22,7 +22,10 @@ type decideConfig struct {
 	byDirectory bool          // source.inputs: directory
 	maxFiles    int           // source.max_files_per_epoch (0: no limit)
 	ooo         time.Duration // watermark.max_out_of_orderness
-	idle        time.Duration // watermark.idle_timeout (0: never idle)
+	// oooOf is each input's own max_out_of_orderness (a graph's named
+	// sources, one input each); inputs not in it use ooo.
+	oooOf map[string]time.Duration
+	idle  time.Duration // watermark.idle_timeout (0: never idle)
 	// memLimit is the run's memory budget in bytes (state.memory_limit or
 	// the machine's default; 0: none), memFrom where it came from.
 	memLimit int64
@@ -187,12 +190,15 @@ func (c decideConfig) observe(prev map[string]manifest.InputState, files []fileO
 // with files waiting whose event times are unknown holds it where it is
 // (prev). It never goes backwards.
 func (c decideConfig) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
-	ooo := c.ooo.Microseconds()
 	wm, active := int64(math.MaxInt64), false
 	maxAll := int64(math.MinInt64)
 	for name, in := range inputs {
 		if in.MaxEventTime == math.MinInt64 {
 			continue
+		}
+		ooo := c.ooo.Microseconds()
+		if d, ok := c.oooOf[name]; ok {
+			ooo = d.Microseconds() // a graph's named source
 		}
 		v := in.MaxEventTime - ooo
 		maxAll = max(maxAll, v)

@@ -143,7 +143,7 @@ type Store = store.Store
 // stores are the opened stores of one pipeline.
 type stores struct {
 	state, sink, source store.Store
-	late, rejected      store.Store // nil unless late_url / rejected_url
+	late, rejected      store.Store   // nil unless late_url / rejected_url
 	extra               []store.Store // opened later (graph stages' late_url), closed with the rest
 	stateURL            string
 	retrying            []*store.Retrying

@@ -34,7 +34,7 @@ type processed struct {
 	lateRows [][]arrow.RecordBatch // per subtask
 	late     int64
 	windows  int64
-	changed  []bool // per subtask: its state changed and must be written
+	changed  []bool    // per subtask: its state changed and must be written
 	graph    *graphOut // graph pipelines: late rows and changes per stage
 	// streamed: the outputs a streamed epoch already wrote (stream.go).
 	streamed *streamOut
@@ -317,7 +317,7 @@ func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
 	changed, removed := sub.Dirty()
 	full := prev.base.Path == "" || len(prev.deltas) >= maxDeltas || prev.deltaBytes() > prev.base.Size/2 ||
-		int64(changed+removed) >= max(1, (int64(sub.Len())+r.pendingRows(s))/2)
+		int64(changed+removed) >= max(1, (int64(sub.Len())+pending)/2)
 	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
 		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: stateRowGroupRows,
 			Compression: "snappy", NoDictionary: true})

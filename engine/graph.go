@@ -46,6 +46,9 @@ type gnode struct {
 	keyCols  [][]int // stateful: per input, the key columns rows are routed by
 	lateURL  string
 	fp       string // stateful: the state fingerprint
+	// feedsKeyed: a keyed stage reads this node's rows, directly or
+	// through stateless stages.
+	feedsKeyed bool
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -107,6 +110,14 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 		}
 		gp.nodes = append(gp.nodes, n)
 		gp.byName[n.name] = n
+	}
+	for i := len(gp.nodes) - 1; i >= 0; i-- {
+		nd := gp.nodes[i]
+		for _, in := range nd.ins {
+			if nd.stateful || nd.feedsKeyed {
+				in.feedsKeyed = true
+			}
+		}
 	}
 	sk := g.Sinks[0]
 	gp.sink = gp.byName[sk.Input]
@@ -308,4 +319,3 @@ func describeGraph(p *spec.Pipeline, parallelism int) string {
 		return ""
 	})
 }
-

@@ -63,7 +63,7 @@ state: {url: "{{state}}", parallelism: 2}
 `
 
 type graphEnv struct {
-	dir                                 string
+	dir                               string
 	auctions, bids, sink, state, late string
 }
 

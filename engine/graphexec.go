@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-		"runtime"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -182,8 +182,24 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				return nil, err
 			}
 			perSub[nd] = subOut
-			for s := range subOut {
-				rows[nd] = append(rows[nd], subOut[s]...)
+			if nd.feedsKeyed {
+				// In an order of their values only: the next keyed
+				// stage's ties then do not depend on the parallelism.
+				var all []arrow.RecordBatch
+				for s := range subOut {
+					all = append(all, subOut[s]...)
+				}
+				one, err := operators.CanonicalOrder(all, r.mem)
+				if err != nil {
+					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+				}
+				if one != nil {
+					rows[nd] = append(rows[nd], one)
+				}
+			} else {
+				for s := range subOut {
+					rows[nd] = append(rows[nd], subOut[s]...)
+				}
 			}
 			for k, v := range late {
 				out.graph.late[k] = v

@@ -81,6 +81,10 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 	r := &runner{p: p, opts: opts, log: log, st: st, mem: memory.DefaultAllocator, started: opts.now(), dc: newDecideConfig(p)}
 	if isGraph(p) {
 		r.dc.streams = false // the graph's stages run on the epoch's decoded rows
+		r.dc.oooOf = map[string]time.Duration{}
+		for _, ns := range p.Sources {
+			r.dc.oooOf[ns.Name] = ns.Source.Watermark.MaxOutOfOrderness
+		}
 	}
 	r.c = epoch.NewCommitter(st.state, st.sink, p.Name, log)
 	r.c.Now = opts.Now

@@ -2,8 +2,12 @@ package operators
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/keygroup"
 )
@@ -45,4 +49,69 @@ func MarkKeyGroups(rec arrow.RecordBatch, keyCols []int, k int, sel []int32, lo 
 		visit(int(i))
 	}
 	return n, nil
+}
+
+// CanonicalOrder returns the rows of recs (one schema) as one batch in an
+// order that depends only on their values: sorted by the key encoding of
+// every column (columns of types keys cannot hold are ignored; rows equal
+// in every other column keep their order). A stage whose output feeds
+// another keyed stage hands it on in this order, so that the next stage's
+// arrival order (which breaks its ties) does not depend on how many
+// subtasks produced the rows. The caller releases the result; nil when
+// recs hold no rows.
+func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	schema := recs[0].Schema()
+	cols := make([]arrow.Array, schema.NumFields())
+	for c := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for i, r := range recs {
+			parts[i] = r.Column(c)
+		}
+		a, err := array.Concatenate(parts, mem)
+		if err != nil {
+			for _, x := range cols[:c] {
+				x.Release()
+			}
+			return nil, fmt.Errorf("canonical order: column %q: %w", schema.Field(c).Name, err)
+		}
+		cols[c] = a
+	}
+	all := array.NewRecordBatch(schema, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	defer all.Release()
+	var keyCols []int
+	var kinds []byte
+	for c, f := range schema.Fields() {
+		if k := kindOf(f.Type); k != tagOther {
+			keyCols = append(keyCols, c)
+			kinds = append(kinds, k)
+		}
+	}
+	keys := make([]string, n)
+	var enc keyEncoder
+	kc := make([]arrow.Array, len(keyCols))
+	for i, c := range keyCols {
+		kc[i] = all.Column(c)
+	}
+	enc.bind(kinds, kc)
+	var buf []byte
+	for i := range int(n) {
+		buf = enc.encode(buf[:0], i)
+		keys[i] = string(buf)
+	}
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return strings.Compare(keys[a], keys[b]) })
+	return takeRows(all, idx, mem)
 }
