@@ -500,7 +500,10 @@ func laterRow(t, seq, t2, seq2 int64) bool { return t > t2 || (t == t2 && seq > 
 // latest (this one: arrivals only grow).
 func (d *Dedup) addPending(kid int32, i int, t, seq int64) {
 	k := &d.keys[kid]
-	pos, found := slices.BinarySearchFunc(k.pend, t, func(p dedupPend, t int64) int { return cmp.Compare(p.t, t) })
+	pos, found := len(k.pend), false
+	if pos > 0 && k.pend[pos-1].t >= t { // else the common case: after every waiting row
+		pos, found = slices.BinarySearchFunc(k.pend, t, func(p dedupPend, t int64) int { return cmp.Compare(p.t, t) })
+	}
 	if found {
 		if d.spec.Keep == KeepLast && seq > k.pend[pos].seq {
 			d.rows.put(k.pend[pos].slot, d.rest, i)
