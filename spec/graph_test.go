@@ -385,6 +385,32 @@ func TestGraphErrors(t *testing.T) {
 			[]wantErr{{"left_on: |[x]", `stages[1].join.left_on: set on (the same columns on both sides) or left_on and right_on, not both`}}},
 		{"join type", "join: {on", "join: {type: outer, on",
 			[]wantErr{{"type: |outer", `stages[1].join.type: invalid value "outer" (allowed: inner, left)`}}},
+		{"windowed join with two windows", "interval: {lower: 1m, upper: 1m}", "window: {tumbling: 1m, sliding: {size: 2m, slide: 1m}}",
+			[]wantErr{{"sliding: {|size", `stages[1].join.window.sliding: window has both tumbling and sliding; set exactly one`}}},
+		{"windowed join sliding sizes", "interval: {lower: 1m, upper: 1m}", "window: {sliding: {size: 0s, slide: -1s}}",
+			[]wantErr{
+				{"size: |0s", `stages[1].join.window.sliding.size: must be > 0`},
+				{"slide: |-1s", `stages[1].join.window.sliding.slide: must be > 0`},
+			}},
+		{"windowed join without a window", "interval: {lower: 1m, upper: 1m}", "window: {}",
+			[]wantErr{{"window: |{}", `stages[1].join.window: needs exactly one of tumbling, sliding`}}},
+		{"windowed join session", "interval: {lower: 1m, upper: 1m}", "window: {session: {gap: 1m}}",
+			[]wantErr{
+				{"window: {|session", `stages[1].join.window.session: unknown field (allowed: tumbling, sliding)`},
+				{"window: {|session", `stages[1].join.window: needs exactly one of tumbling, sliding`},
+			}},
+		{"join lateness and times", "join: {on", "join: {allowed_lateness: -1s, left_time: \"\", on",
+			[]wantErr{
+				{"allowed_lateness: |-1s", `stages[1].join.allowed_lateness: must not be negative`},
+				{"left_time: |\"\"", `stages[1].join.left_time: empty (leave it out for the default)`},
+			}},
+		{"join left_on without right_on", "on: [user_id]", "left_on: [user_id]",
+			[]wantErr{{"join: {|left_on", `stages[1].join.right_on: required with left_on: the right side's key columns`}}},
+		{"join empty key column", "on: [user_id]", "left_on: [user_id, \"\"], right_on: [\"\", ts]",
+			[]wantErr{
+				{"left_on: [user_id, |\"\"]", `stages[1].join.left_on[1]: empty column name`},
+				{"right_on: [|\"\", ts]", `stages[1].join.right_on[0]: empty column name`},
+			}},
 		{"join unknown field", "join: {on", "join: {lateness: 1m, on",
 			[]wantErr{{"join: {|lateness", `stages[1].join.lateness: unknown field (allowed: type, on, left_on, right_on, left_time, right_time, interval, window, allowed_lateness, right_prefix)`}}},
 		{"no kind", `    filter: "bytes > 0"` + "\n", "",
@@ -486,6 +512,16 @@ func TestStageConfigErrors(t *testing.T) {
 				{"allowed_lateness: |-1s", `stages[0].dedup.allowed_lateness: must not be negative`},
 			}},
 		{"late_url on a dedup is fine", `    dedup: {key: user_id, within: 1h}` + "\n    late_url: /late", nil},
+		{"lookup csv options", `    lookup: {url: /t, format: parquet, pattern: "[x", csv: {delimiter: ";;"}, on: [user_id], right_prefix: t_}`,
+			[]wantErr{
+				{"pattern: |\"[x\"", `stages[0].lookup.pattern: invalid glob "[x": syntax error in pattern`},
+				{"csv: {|delimiter", `stages[0].lookup.csv: CSV options given but format is parquet`},
+				{"delimiter: |\";;\"", `stages[0].lookup.csv.delimiter: must be one character other than a quote or line break, got ";;"`},
+			}},
+		{"lookup key column limit", `    lookup: {url: /t, format: parquet, on: [` + strings.Repeat("k, ", 32) + `k]}`,
+			[]wantErr{{"on: |[k,", `stages[0].lookup.on: 33 key columns; at most 32`}}},
+		{"dedup empty key column", `    dedup: {key: [user_id, ""], within: 1h}`,
+			[]wantErr{{`user_id, |""`, `stages[0].dedup.key[1]: empty column name`}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -745,5 +781,32 @@ func TestDocsGraphExample(t *testing.T) {
 func TestNameLimitIsTheOperatorIDLimit(t *testing.T) {
 	if maxNameLen != manifest.MaxOpIDLen {
 		t.Errorf("maxNameLen %d, manifest.MaxOpIDLen %d", maxNameLen, manifest.MaxOpIDLen)
+	}
+}
+
+func TestParseOrderColumn(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want OrderColumn
+		err  string
+	}{
+		{"clicks", OrderColumn{Column: "clicks"}, ""},
+		{" clicks  ASC ", OrderColumn{Column: "clicks"}, ""},
+		{"clicks desc", OrderColumn{Column: "clicks", Desc: true}, ""},
+		{"clicks Desc NULLS first", OrderColumn{Column: "clicks", Desc: true, NullsFirst: true}, ""},
+		{"clicks nulls last", OrderColumn{Column: "clicks"}, ""},
+		{"clicks nulls", OrderColumn{}, `invalid order "clicks nulls" (want "column [asc|desc] [nulls first|nulls last]", e.g. "clicks desc")`},
+		{"clicks desc asc", OrderColumn{}, `invalid order "clicks desc asc" (want "column [asc|desc] [nulls first|nulls last]", e.g. "clicks desc")`},
+		{"  ", OrderColumn{}, `empty order column (want "column [asc|desc] [nulls first|nulls last]")`},
+	} {
+		got, err := ParseOrderColumn(c.in)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) {
+			t.Errorf("ParseOrderColumn(%q) = %+v, %v; want %+v, %s", c.in, got, err, c.want, c.err)
+		}
+		if err == nil {
+			if back, _ := ParseOrderColumn(got.String()); back != got {
+				t.Errorf("%q: String %q parses back to %+v", c.in, got.String(), back)
+			}
+		}
 	}
 }
