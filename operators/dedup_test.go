@@ -471,3 +471,35 @@ func nullTimeBatch(t *testing.T) arrow.RecordBatch {
 	}
 	return b.NewRecordBatch()
 }
+
+// TestDedupEventTimeAsKey: exact duplicates (same user and event time) with
+// the event time a key column, through a snapshot round trip.
+func TestDedupEventTimeAsKey(t *testing.T) {
+	for _, keep := range []DedupKeep{KeepFirst, KeepLast} {
+		t.Run(keep.String(), func(t *testing.T) {
+			spec := DedupSpec{Keys: []string{"user", "ts"}, Keep: keep, Within: 100 * us}
+			d := newDedupT(t, spec)
+			var early []string
+			if keep == KeepFirst {
+				early = []string{`1 "a" 1 null null null`} // final once the cutoff passes 1
+			}
+			runStage(t, d, []step{proc(row(1, "a", 1), row(1, "a", 2), row(2, "a", 3)), adv(2, early...)})
+			snap, err := d.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release(snap...)
+			f := newDedupT(t, spec)
+			if err := f.Restore(snap, 0, 128, d.Watermark()); err != nil {
+				t.Fatal(err)
+			}
+			want := map[DedupKeep][]string{
+				KeepFirst: {`2 "a" 3 null null null`}, // a@1 n=4 joins a's open scope at 1
+				KeepLast:  {`1 "a" 4 null null null`, `2 "a" 3 null null null`},
+			}[keep]
+			for _, x := range []*Dedup{d, f} {
+				runStage(t, x, []step{proc(row(1, "a", 4)), adv(math.MaxInt64, want...)})
+			}
+		})
+	}
+}
