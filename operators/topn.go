@@ -36,9 +36,10 @@ import (
 //
 // A group is emitted once, when window_end + allowed_lateness <= watermark,
 // and removed; a row whose group was emitted already (window_end +
-// allowed_lateness <= the watermark when it arrives) is late. After a
-// window stage with allowed lateness L, use at least L here: the window
-// emits a window up to L after its end. The output is the input row (float
+// allowed_lateness <= the watermark when it arrives) is late. A window
+// stage with allowed lateness L emits a window up to L after its end, so
+// after one either pass top_n a watermark lagged by L (as the engine does,
+// by the delays of the stages before) or give it at least L. The output is the input row (float
 // key columns canonical: -0 as 0, one NaN), window_start and window_end in
 // the tumbling form, and rank (int64, 1 = best), sorted by window_start, key
 // bytes, window_end, then rank. The result does not depend on batching,
