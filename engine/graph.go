@@ -2,9 +2,11 @@ package engine
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -122,7 +124,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	sk := g.Sinks[0]
 	gp.sink = gp.byName[sk.Input]
 	if gp.sink == nil {
-		return nil, fmt.Errorf("%s: input %q unknown", g.Path(sk.Name), sk.Input)
+		return nil, fmt.Errorf("%s: input %q unknown", g.SinkPath(sk.Name), sk.Input)
 	}
 	pl.graph = gp
 	pl.output = gp.sink.out
@@ -132,12 +134,19 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	return pl, nil
 }
 
-// graphHash identifies a graph plan: its drawing (every stage's settings)
-// and every node's schema.
+// graphHash identifies a graph plan: the canonical JSON of its sources,
+// stages and sinks (every setting) and every node's schema.
 func graphHash(g *spec.Graph, gp *graphPlan) string {
 	h := sha256.New()
 	fmt.Fprintln(h, "floe-graph-plan v1")
-	fmt.Fprintln(h, g.Describe())
+	for _, part := range []any{g.Sources, g.Stages, g.Sinks} {
+		data, err := json.Marshal(part)
+		if err != nil {
+			data = []byte(err.Error()) // plain config structs: cannot happen
+		}
+		h.Write(data)
+		fmt.Fprintln(h)
+	}
 	for _, n := range gp.nodes {
 		fmt.Fprintln(h, n.name, n.out)
 	}
@@ -195,7 +204,9 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		switch {
 		case j.Interval != nil:
 			js.Interval = &operators.JoinInterval{Lower: j.Interval.Lower, Upper: j.Interval.Upper}
-			n.delay += max(0, j.Interval.Upper, j.Interval.Lower)
+			// Output rows carry the left row's time, which is at most
+			// upper behind a right row that was on time.
+			n.delay += max(0, j.Interval.Upper)
 		case j.Window != nil && j.Window.Tumbling > 0:
 			js.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: j.Window.Tumbling}
 			n.delay += j.Window.Tumbling
@@ -318,4 +329,16 @@ func describeGraph(p *spec.Pipeline, parallelism int) string {
 		}
 		return ""
 	})
+}
+
+// indent prefixes every line of s with pre.
+func indent(s, pre string) string {
+	lines := strings.SplitAfter(s, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString(pre + l)
+		}
+	}
+	return b.String()
 }

@@ -310,3 +310,9 @@ func (r *runner) openSide(ctx context.Context, name, field, url string) (store.S
 	r.st.extra = append(r.st.extra, rs)
 	return rs, nil
 }
+
+// errGraphUnsupported refuses a command that does not read graph pipelines
+// yet, naming it.
+func errGraphUnsupported(what string) error {
+	return fmt.Errorf("%s do not support pipelines in the graph form (sources/stages/sinks) yet; they read linear pipelines only", what)
+}

@@ -137,6 +137,9 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if isGraph(p) {
+		return nil, errGraphUnsupported("the state tools (state cat, diff, export)")
+	}
 	src, err := sourceSchema(p)
 	if err != nil {
 		return nil, err

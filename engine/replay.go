@@ -194,6 +194,9 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if isGraph(p) {
+		return nil, errGraphUnsupported("replay and regression bundles")
+	}
 	if opts.Epoch < 0 {
 		return nil, fmt.Errorf("replay: epoch %d: must be a committed epoch number", opts.Epoch)
 	}

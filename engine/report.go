@@ -245,6 +245,9 @@ type PlanReport struct {
 	StateChanges []string      `json:"state_changes,omitempty"`
 	Subtasks     []SubtaskPlan `json:"subtasks,omitempty"`
 	PendingFiles int           `json:"pending_files"`
+	// Graph draws a graph-form pipeline: its sources, stages (kind, keys,
+	// parallelism) and sink, in topological order.
+	Graph string `json:"graph,omitempty"`
 }
 
 // Print writes the plan for people.
@@ -271,6 +274,9 @@ func (r *PlanReport) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
+	if r.Graph != "" {
+		fmt.Fprintf(w, "graph:\n%s", indent(r.Graph, "  "))
+	}
 	if len(r.Subtasks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "subtask\tkey groups\treads parent state files")
@@ -310,6 +316,10 @@ func ReadStatus(ctx context.Context, p *spec.Pipeline) (*Status, error) {
 // is returned.
 func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*Status, error) {
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := graphFacade(p)
+	if err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
@@ -554,7 +564,6 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	defer st.Close()
 	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
-	_ = describeGraph
 	head, err := c.Peek(ctx)
 	if err != nil {
 		return nil, err
@@ -588,6 +597,9 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 		}
 	}
 	rep.PendingFiles = len(pendingFiles(rp.files, seen.Has))
+	if isGraph(p) {
+		rep.Graph = describeGraph(p, rp.parallelism)
+	}
 	for s, sr := range rp.restore {
 		sp := SubtaskPlan{Subtask: s, KeyGroupLo: sr.lo, KeyGroupHi: sr.hi, ParentFiles: []string{}}
 		for _, f := range sr.files {

@@ -38,6 +38,10 @@ func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer,
 	if err := p.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	st, err := openStores(ctx, p, &Options{}, false)
 	if err != nil {
 		return nil, nil, nil, err

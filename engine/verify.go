@@ -66,6 +66,10 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStores(ctx, p, &opts, false)
 	if err != nil {
 		return nil, err
