@@ -2,8 +2,8 @@ package engine
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
