@@ -53,7 +53,7 @@ var queries = []Query{
 		SQL: `SELECT auction, bidder, price::DOUBLE * 0.908 AS price, dateTime, extra FROM {bids}`},
 	{Name: "q2", Title: "selection", Streams: []string{Bids},
 		SQL: `SELECT auction, price FROM {bids} WHERE auction % 123 = 0`},
-	{Name: "q3", Title: "local item suggestion (join)", Needs: NeedsGraph, Streams: []string{Auctions, Persons},
+	{Name: "q3", Title: "local item suggestion (join)", Streams: []string{Auctions, Persons},
 		SQL: `SELECT P.name, P.city, P.state, A.id FROM {auctions} A JOIN {persons} P ON A.seller = P.id
 WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`},
 	{Name: "q5", Title: "hot items (max count over sliding windows)", Needs: NeedsGraph, Streams: []string{Bids},
@@ -63,8 +63,7 @@ WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`},
        LATERAL (SELECT unnest(generate_series(last_start - INTERVAL 8 SECOND, last_start, INTERVAL 2 SECOND)) AS ws)),
 c AS (SELECT auction, starttime, count(*) AS num FROM w GROUP BY ALL),
 m AS (SELECT starttime, max(num) AS maxn FROM c GROUP BY ALL)
-SELECT c.auction, c.num, c.starttime, c.starttime + INTERVAL 10 SECOND AS endtime
-FROM c JOIN m USING (starttime) WHERE c.num >= m.maxn`},
+SELECT c.auction, c.num, c.starttime FROM c JOIN m USING (starttime) WHERE c.num >= m.maxn`},
 	{Name: "q7", Title: "highest bid per window joined back to the bid", Needs: NeedsGraph, Streams: []string{Bids},
 		SQL: `WITH b AS (SELECT *, time_bucket(INTERVAL 10 SECOND, dateTime) AS ws FROM {bids}),
 m AS (SELECT ws, max(price) AS maxprice FROM b GROUP BY ws)
@@ -86,7 +85,7 @@ g AS (SELECT bidder, dateTime,
   sum(brk) OVER (PARTITION BY bidder ORDER BY dateTime ROWS UNBOUNDED PRECEDING) AS sid FROM s)
 SELECT bidder, count(*) AS bid_count, min(dateTime) AS starttime, max(dateTime) + INTERVAL 10 SECOND AS endtime
 FROM g GROUP BY bidder, sid`},
-	{Name: "q13", Title: "bounded side input (lookup join)", Needs: NeedsGraph, Streams: []string{Bids, SideInput},
+	{Name: "q13", Title: "bounded side input (lookup join)", Streams: []string{Bids, SideInput},
 		SQL: `SELECT B.auction, B.bidder, B.price, B.dateTime, S.value
 FROM {bids} B JOIN {side_input} S ON B.auction % {side_rows} = S.key`},
 	{Name: "q14", Title: "calculation (CASE time banding, UDF as expression)", Streams: []string{Bids},
@@ -120,18 +119,17 @@ FROM {bids} GROUP BY 1`},
   min(price) AS min_price, max(price) AS max_price,
   sum(price)::DOUBLE / count(*)::DOUBLE AS avg_price, sum(price)::BIGINT AS sum_price
 FROM {bids} GROUP BY 1, 2`},
-	{Name: "q18", Title: "find last bid (keep-last dedup)", Needs: NeedsGraph, Streams: []string{Bids},
+	{Name: "q18", Title: "find last bid (keep-last dedup)", Streams: []string{Bids},
 		SQL: `SELECT auction, bidder, price, channel, url, dateTime, extra FROM (
   SELECT *, row_number() OVER (PARTITION BY bidder, auction ORDER BY dateTime DESC) AS rn FROM {bids})
 WHERE rn = 1`},
-	{Name: "q19", Title: "auction top-10 price (Top-N per key)", Needs: NeedsGraph, Streams: []string{Bids},
+	{Name: "q19", Title: "auction top-10 price (Top-N per key)", Streams: []string{Bids},
 		SQL: `SELECT auction, bidder, price, channel, url, dateTime, extra, rank_number FROM (
   SELECT *, row_number() OVER (PARTITION BY auction ORDER BY price DESC, dateTime ASC) AS rank_number FROM {bids})
 WHERE rank_number <= 10`},
-	{Name: "q19w", Title: "top-10 bids per 10 s window (Top-N per window)", Needs: NeedsGraph, Streams: []string{Bids},
-		SQL: `SELECT auction, bidder, price, dateTime, window_start, rank_number FROM (
-  SELECT *, time_bucket(INTERVAL 10 SECOND, dateTime) AS window_start,
-    row_number() OVER (PARTITION BY time_bucket(INTERVAL 10 SECOND, dateTime) ORDER BY price DESC, dateTime ASC) AS rank_number
+	{Name: "q19w", Title: "top-10 bids per 10 s window (Top-N per window)", Streams: []string{Bids},
+		SQL: `SELECT auction, bidder, price, dateTime, rank_number FROM (
+  SELECT *, row_number() OVER (PARTITION BY time_bucket(INTERVAL 10 SECOND, dateTime) ORDER BY price DESC, dateTime ASC) AS rank_number
   FROM {bids})
 WHERE rank_number <= 10`},
 	{Name: "q21", Title: "add channel id (CASE, regexp_extract)", Streams: []string{Bids},

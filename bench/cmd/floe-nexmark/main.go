@@ -112,8 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Nexmark: %d events (%d persons, %d auctions, %d bids), %g events/s of event time, disorder < %s, %d files a stream, seed %d; floe %d files an epoch then drain\n\n",
 		o.events, st.Persons, st.Auctions, st.Bids, o.rate, o.maxDelay, o.files, o.seed, o.maxFiles)
-	fmt.Fprintln(stdout, "| query | format | floe s | DuckDB s | ratio | floe CPU s | DuckDB CPU s | floe peak RSS MiB | rows | agree |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(stdout, "| query | format | floe s | DuckDB s | ratio | floe CPU s | DuckDB CPU s | CPU ratio | floe peak RSS MiB | rows | agree |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
 	var failed []string
 	for _, q := range qs {
 		for _, f := range formats {
@@ -160,7 +160,7 @@ func runQuery(ctx context.Context, o options, l nexmark.Layout, q nexmark.Query,
 		duckSec = append(duckSec, dr.Seconds)
 	}
 	if !q.Runnable() {
-		return fmt.Sprintf("| %s | %s | - | %.3f | - | - | %.2f | - | %d | not runnable yet (needs %s) |",
+		return fmt.Sprintf("| %s | %s | - | %.3f | - | - | %.2f | - | - | %d | not runnable yet (needs %s) |",
 			q.Name, f, nexmark.Median(duckSec), nexmark.Median(duckCPU), dr.Rows, q.Needs), true, nil
 	}
 	var floeSec, floeCPU []float64
@@ -192,9 +192,10 @@ func runQuery(ctx context.Context, o options, l nexmark.Layout, q nexmark.Query,
 		agree += fmt.Sprintf(" (%d late rows)", fr.RowsLate)
 	}
 	fs, ds := nexmark.Median(floeSec), nexmark.Median(duckSec)
+	fc, dc := nexmark.Median(floeCPU), nexmark.Median(duckCPU)
 	fmt.Fprintf(stderr, "%s %s: floe runs %.3f (%d epochs), DuckDB runs %.3f\n", q.Name, f, floeSec, fr.Epochs, duckSec)
-	return fmt.Sprintf("| %s | %s | %.3f | %.3f | %.2fx | %.2f | %.2f | %.0f | %d | %s |",
-		q.Name, f, fs, ds, fs/ds, nexmark.Median(floeCPU), nexmark.Median(duckCPU), rss, c.DuckDBRows, agree), c.Equal() && fr.RowsLate == 0, nil
+	return fmt.Sprintf("| %s | %s | %.3f | %.3f | %.2fx | %.2f | %.2f | %.2fx | %.0f | %d | %s |",
+		q.Name, f, fs, ds, fs/ds, fc, dc, fc/dc, rss, c.DuckDBRows, agree), c.Equal() && fr.RowsLate == 0, nil
 }
 
 // runChild runs one job in this process and writes its result as JSON.
