@@ -77,13 +77,16 @@ func selectSQL(c, src string) (string, error) {
 		return "SELECT user_id, time_bucket(INTERVAL 1 minute, event_time) AS window_start, " +
 			"count(*) AS clicks, sum(bytes)::BIGINT AS total_bytes FROM " + src + " GROUP BY ALL", nil
 	case CaseSliding:
-		// Every row belongs to the SlideSize/Slide windows starting at its
-		// minute and the four minutes before.
-		n := int(SlideSize / Slide)
-		return fmt.Sprintf("SELECT user_id, time_bucket(INTERVAL %d second, event_time) - k * INTERVAL %d second AS window_start, "+
-			"time_bucket(INTERVAL %d second, event_time) - k * INTERVAL %d second + INTERVAL %d second AS window_end, "+
-			"count(*) AS clicks, sum(bytes)::BIGINT AS total_bytes FROM %s CROSS JOIN range(%d) AS r(k) GROUP BY ALL",
-			int(Slide.Seconds()), int(Slide.Seconds()), int(Slide.Seconds()), int(Slide.Seconds()), int(SlideSize.Seconds()), src, n), nil
+		// Every row belongs to the windows starting at its minute and the
+		// SlideSize/Slide-1 minutes before: aggregate per minute first, then
+		// spread each minute over its windows (the naive form joins every
+		// row with range(5) and groups five times the rows).
+		n, sl, sz := int(SlideSize/Slide), int(Slide.Seconds()), int(SlideSize.Seconds())
+		return fmt.Sprintf("SELECT user_id, m - k * INTERVAL %d second AS window_start, "+
+			"m - k * INTERVAL %d second + INTERVAL %d second AS window_end, "+
+			"sum(c)::BIGINT AS clicks, sum(b)::BIGINT AS total_bytes FROM ("+
+			"SELECT user_id, time_bucket(INTERVAL %d second, event_time) AS m, count(*) AS c, sum(bytes) AS b FROM %s GROUP BY ALL"+
+			") CROSS JOIN range(%d) AS r(k) GROUP BY ALL", sl, sl, sz, sl, src, n), nil
 	case CaseDaily:
 		// count(DISTINCT page) over a million groups is slow in DuckDB
 		// (minutes); grouping by page first and counting the groups gives

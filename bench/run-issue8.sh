@@ -18,7 +18,8 @@ status=0
 for k in ${CASES:-keys1m growing sliding filter tumbling}; do
 	echo "== $k $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/progress.log"
 	"$out/floe-bench" --data "$data" --rows 10000000 --files 100 --users 10000 --users-large 1000000 \
-		--growing-files-per-epoch 4 --filter-files-per-epoch 10,50,100 --runs 3 --cases "$k" \
+		--growing-rows 2000000 --growing-users 200000 --growing-files-per-epoch 4 \
+		--filter-files-per-epoch 10,50,100 --runs 3 --cases "$k" \
 		>"$out/$k.md" 2>"$out/$k.log"
 	rc=$?
 	echo "   $k exit $rc $(date -u +%H:%M:%S)" | tee -a "$out/progress.log"
