@@ -180,13 +180,19 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("window: %w", err)
 		}
-		w, err := operators.NewWindow(ws, in, k)
+		newOp := func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
+		if ws.EventTime == spec.WindowEventTime && readsWindow(n.ins[0]) {
+			// Window results are stamped window_end - 1µs (graphwin.go).
+			newOp = func() (operators.Stateful, error) { return newShiftedWindow(ws, in, k) }
+		}
+		op, err := newOp()
 		if err != nil {
 			return fmt.Errorf("window: %w", err)
 		}
-		n.stateful, n.fp, n.delay = true, w.StateFingerprint(), ws.AllowedLateness
-		n.keyCols = [][]int{w.KeyColumns(0)}
-		n.newOp = func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
+		n.stateful, n.delay = true, ws.AllowedLateness
+		n.fp = op.StateFingerprint()
+		n.keyCols = [][]int{op.KeyColumns(0)}
+		n.newOp = newOp
 	case st.Join != nil:
 		j := st.Join
 		js := operators.JoinSpec{ID: n.name, Type: operators.InnerJoin, LeftKeys: j.LeftKeys, RightKeys: j.RightKeys,

@@ -213,3 +213,45 @@ func (g *graphEnv) pipelineFrom(t *testing.T, tmpl string) *spec.Pipeline {
 	}
 	return p
 }
+
+// TestGraphWindowOverWindow: a window reading a window's results puts each
+// result at window_end - 1µs: a minute ending on the hour counts in the
+// hour before.
+func TestGraphWindowOverWindow(t *testing.T) {
+	e := newGraphEnv(t)
+	lines := []string{
+		`{"id":1,"seller":1,"category":1,"ts":"2024-01-01T10:59:30Z"}`,
+		`{"id":2,"seller":2,"category":1,"ts":"2024-01-01T10:59:40Z"}`,
+		`{"id":3,"seller":1,"category":1,"ts":"2024-01-01T11:00:00Z"}`,
+		`{"id":4,"seller":3,"category":1,"ts":"2024-01-01T13:00:00Z"}`,
+	}
+	if err := os.WriteFile(filepath.Join(strings.TrimPrefix(e.auctions, "file://"), "a.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const spec = `
+name: hours
+sources:
+  auctions:
+    type: files
+    url: "{{auctions}}"
+    format: jsonl
+    schema: {id: int64, seller: int64, category: int64, ts: timestamp}
+    event_time: ts
+stages:
+  - {name: per-minute, input: auctions, window: {key: [category, seller], tumbling: 1m, aggregates: {n: "count()"}}}
+  - {name: per-hour, input: per-minute, window: {key: [category], tumbling: 1h, aggregates: {sellers: "count()", auctions: "sum(n)"}}}
+sinks:
+  out: {input: per-hour, type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}"}
+`
+	run(t, e.pipelineFrom(t, spec), engine.Options{Drain: true})
+	got := graphSinkLines(t, e.sink)
+	want := []string{
+		`{"category":1,"window_start":"2024-01-01T10:00:00Z","window_end":"2024-01-01T11:00:00Z","sellers":2,"auctions":2}`,
+		`{"category":1,"window_start":"2024-01-01T11:00:00Z","window_end":"2024-01-01T12:00:00Z","sellers":1,"auctions":1}`,
+		`{"category":1,"window_start":"2024-01-01T13:00:00Z","window_end":"2024-01-01T14:00:00Z","sellers":1,"auctions":1}`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("window over window:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+}

@@ -50,6 +50,9 @@ type Stateful interface {
 	Watermark() int64
 	// Len is the number of state rows held (a compaction-policy estimate).
 	Len() int
+	// StateFingerprint identifies the state layout and meaning: restoring
+	// state written under another fingerprint is refused.
+	StateFingerprint() string
 
 	// Dirty reports the state rows created or changed, and removed, since
 	// the last snapshot point.
