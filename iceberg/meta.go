@@ -341,6 +341,7 @@ func (m *tableMeta) apply(c change) (*tableMeta, error) {
 		}
 	}
 	if s := c.add; s != nil {
+		n.lastUpdatedMs = max(n.lastUpdatedMs, s.TimestampMs)
 		if s.Seq != m.lastSeq+1 {
 			return nil, fmt.Errorf("snapshot %d has sequence number %d, want %d", s.ID, s.Seq, m.lastSeq+1)
 		}

@@ -197,7 +197,10 @@ func appendSnapshot(io *storeIO, m *tableMeta, dfs []iceberg.DataFile, summaryPr
 		}
 	}
 	schemaID := m.schema.ID
-	return &snapshot{ID: id, Parent: parent, Seq: seq, TimestampMs: now.UnixMilli(),
+	// Readers expect snapshot times not to go back (Iceberg's Java builder
+	// refuses one older than the metadata's last update): a clock behind
+	// the last writer's takes that writer's time.
+	return &snapshot{ID: id, Parent: parent, Seq: seq, TimestampMs: max(now.UnixMilli(), m.lastUpdatedMs),
 		ManifestList: listName, Summary: summary, SchemaID: &schemaID}, nil
 }
 
