@@ -36,7 +36,7 @@ const (
 	assumedMemory = 4 << 30
 	// maxPartBytes and minPartBytes bound the size of one output part of a
 	// streamed epoch (a 16th of the budget in between).
-	maxPartBytes = 64 << 20
+	maxPartBytes = 32 << 20
 	minPartBytes = 1 << 20
 )
 
@@ -100,7 +100,7 @@ func decodedEstimate(format spec.Format, f store.ObjectInfo) int64 {
 }
 
 // partBytes is the size at which a streamed epoch rolls to a new output
-// part: a 16th of the budget, between 1 MiB and 64 MiB.
+// part: a 16th of the budget, between 1 MiB and 32 MiB.
 func partBytes(limit int64) int64 {
 	return min(max(limit/16, minPartBytes), maxPartBytes)
 }

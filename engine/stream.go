@@ -340,8 +340,8 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 
 // partSink encodes a streamed epoch's output into parts of about partBytes,
 // one open part per sink directory (one, or one per day of a day-partitioned
-// Iceberg table), and writes each finished part in the background (one at
-// a time, so at most two parts are in memory per directory).
+// Iceberg table; together they share the bound), and writes each finished
+// part in the background, one at a time.
 type partSink struct {
 	r      *runner
 	att    *epoch.Attempt
@@ -354,6 +354,8 @@ type partSink struct {
 	upCtx  context.Context
 	mu     sync.Mutex
 	refs   []manifest.FileRef
+	// inflight is closed when the part being written is written.
+	inflight chan struct{}
 }
 
 func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) (*partSink, error) {
@@ -449,11 +451,22 @@ func (s *partSink) roll(dir string) error {
 	n := s.next[dir]
 	s.next[dir]++
 	rows := enc.Rows()
+	// The part in flight is written before this one is laid out in one
+	// piece: at most one finished part and one being filled are in memory.
+	if s.inflight != nil {
+		select {
+		case <-s.inflight:
+		case <-s.upCtx.Done():
+		}
+	}
 	data, err := enc.Finish()
 	if err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	s.inflight = done
 	s.up.Go(func() error {
+		defer close(done)
 		ref, err := s.att.WriteOutput(s.upCtx, dir, n, s.ext, data, rows)
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,11 +21,13 @@ import (
 type PartEncoder struct {
 	schema *arrow.Schema
 	rows   int64
-	buf    bytes.Buffer
+	buf    chunkBuffer
 	pq     *pqarrow.FileWriter // nil for JSON lines
 	keys   [][]byte            // JSON lines: `"name":` per column
 	batch  int                 // batches written, for error messages
 	done   bool
+	// scratch is the JSON-lines encoding buffer, reused across batches.
+	scratch []byte
 }
 
 // NewPartEncoder returns an encoder of one file in format "parquet" or
@@ -111,7 +112,7 @@ func (e *PartEncoder) Write(b arrow.RecordBatch) (err error) {
 	}
 	e.rows += b.NumRows()
 	if e.pq == nil {
-		buf := e.buf.AvailableBuffer()
+		buf := e.scratch[:0]
 		cols := b.Columns()
 		for r := 0; r < int(b.NumRows()); r++ {
 			buf = append(buf, '{')
@@ -125,8 +126,13 @@ func (e *PartEncoder) Write(b arrow.RecordBatch) (err error) {
 				}
 			}
 			buf = append(buf, '}', '\n')
+			if len(buf) >= chunkSize/2 {
+				e.buf.Write(buf)
+				buf = buf[:0]
+			}
 		}
 		e.buf.Write(buf)
+		e.scratch = buf[:0]
 		return nil
 	}
 	rec := array.NewRecordBatch(e.schema, b.Columns(), b.NumRows())
@@ -145,7 +151,7 @@ func (e *PartEncoder) Rows() int64 { return e.rows }
 // and the compressed pages of the buffered one (Parquet), or the bytes
 // written (JSON lines).
 func (e *PartEncoder) Size() int64 {
-	n := int64(e.buf.Len())
+	n := e.buf.n
 	if e.pq != nil {
 		n += e.pq.RowGroupTotalCompressedBytes()
 	}
@@ -164,7 +170,7 @@ func (e *PartEncoder) Finish() ([]byte, error) {
 			return nil, fmt.Errorf("encode parquet: %w", err)
 		}
 	}
-	return e.buf.Bytes(), nil
+	return e.buf.bytes(), nil
 }
 
 // Abort releases an unfinished encoder's buffers.
@@ -173,5 +179,42 @@ func (e *PartEncoder) Abort() {
 		e.pq.Close()
 	}
 	e.done = true
-	e.buf = bytes.Buffer{}
+	e.buf = chunkBuffer{}
+}
+
+// chunkSize is the size of one chunkBuffer chunk.
+const chunkSize = 1 << 20
+
+// chunkBuffer collects written bytes in chunks of chunkSize, so that a
+// growing part never copies itself into a buffer twice its size (as a
+// bytes.Buffer does when it grows); bytes makes the one contiguous copy.
+type chunkBuffer struct {
+	chunks [][]byte
+	n      int64
+}
+
+func (c *chunkBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(c.chunks) == 0 || len(c.chunks[len(c.chunks)-1]) == chunkSize {
+			c.chunks = append(c.chunks, make([]byte, 0, chunkSize))
+		}
+		last := &c.chunks[len(c.chunks)-1]
+		k := min(len(p), chunkSize-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+	c.n += int64(n)
+	return n, nil
+}
+
+// bytes returns the written bytes in one slice and drops the chunks.
+func (c *chunkBuffer) bytes() []byte {
+	out := make([]byte, 0, c.n)
+	for i, ch := range c.chunks {
+		out = append(out, ch...)
+		c.chunks[i] = nil
+	}
+	c.chunks = nil
+	return out
 }
