@@ -113,6 +113,10 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 	}
 	if r.plan.graph != nil {
 		m.Operators = r.graphOperators(e)
+		for _, nd := range r.plan.graph.lookups {
+			lk := nd.lookup
+			m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.name, Version: lk.version, Files: lk.files, Rows: lk.rows})
+		}
 	}
 	return m
 }

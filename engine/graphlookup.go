@@ -32,6 +32,8 @@ type lookupNode struct {
 	table   *arrow.Schema
 	op      *operators.Lookup
 	version string
+	files   int
+	rows    int64
 }
 
 // openLookupStore opens a lookup table's store (read only).
@@ -151,7 +153,7 @@ func (r *runner) refreshLookup(ctx context.Context, nd *gnode) error {
 	if err != nil {
 		return err
 	}
-	lk.op, lk.version = op, v
+	lk.op, lk.version, lk.files, lk.rows = op, v, len(files), rows
 	r.log.Info("lookup table loaded", "stage", nd.name, "files", len(files), "rows", rows, "version", v)
 	return nil
 }

@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/iceberg-go/table"
-
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
@@ -400,12 +398,10 @@ func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.
 		ts.PublishedEpoch, err = t.PublishedEpoch(ctx, id)
 	}
 	if err == nil {
-		var tbl *table.Table
-		if tbl, err = t.Current(ctx); err == nil && tbl != nil {
-			if snap := tbl.CurrentSnapshot(); snap != nil {
-				ts.SnapshotID = snap.SnapshotID
-			}
-			ts.Snapshots = len(tbl.Metadata().Snapshots())
+		var h *iceberg.Head
+		if h, err = t.Head(ctx); err == nil && h != nil {
+			ts.SnapshotID = h.SnapshotID
+			ts.Snapshots = h.Snapshots
 		}
 	}
 	if err != nil {

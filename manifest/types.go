@@ -102,8 +102,20 @@ type Manifest struct {
 	OutputLog []FileRef `json:"output_log,omitempty"`
 	// Stats (format 2) is what this epoch cost; informational, never used
 	// to decide anything.
-	Stats    *EpochStats `json:"stats,omitempty"`
-	Checksum string      `json:"checksum,omitempty"` // see Latest.Checksum
+	Stats *EpochStats `json:"stats,omitempty"`
+	// Lookups (format 2, graph pipelines) names the version of each lookup
+	// stage's table this epoch enriched with: a digest of the table's file
+	// listing (keys, sizes, modification times).
+	Lookups  []LookupVersion `json:"lookups,omitempty"`
+	Checksum string          `json:"checksum,omitempty"` // see Latest.Checksum
+}
+
+// LookupVersion is the table version one lookup stage used in an epoch.
+type LookupVersion struct {
+	Stage   string `json:"stage"`
+	Version string `json:"version"`
+	Files   int    `json:"files"`
+	Rows    int64  `json:"rows"`
 }
 
 // EpochStats is the cost of one epoch, as the writer measured it before the

@@ -120,9 +120,14 @@ func s3Table(t *testing.T, u string) *table.Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := tb.Current(ctx)
-	if err != nil || tbl == nil {
-		t.Fatalf("current table: %v", err)
+	h, err := tb.Head(ctx)
+	if err != nil || h == nil {
+		t.Fatalf("table head: %v (head %v)", err, h)
+	}
+	tbl, err := table.NewFromLocation(ctx, table.Identifier{"reader", "t"}, h.MetadataLocation,
+		func(ctx context.Context) (icebergio.IO, error) { return tb.FileIO(ctx), nil }, nil)
+	if err != nil {
+		t.Fatalf("read table %s: %v", h.MetadataLocation, err)
 	}
 	return tbl
 }
