@@ -49,6 +49,10 @@ func graphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
 		OnError: first.OnError, RejectedURL: first.RejectedURL, EventTime: first.EventTime}
 	for _, ns := range p.Sources {
 		s := ns.Source
+		if s.RejectedURL != src.RejectedURL {
+			return nil, fmt.Errorf("sources.%s.rejected_url: the sources of one pipeline share one rejected-rows location for now (%s has %q); give every source the same rejected_url, or none (rows go to the sink's _rejected/)",
+				ns.Name, p.Sources[0].Name, store.Redact(src.RejectedURL))
+		}
 		src.Watermark.MaxOutOfOrderness = max(src.Watermark.MaxOutOfOrderness, s.Watermark.MaxOutOfOrderness)
 		if s.Watermark.IdleTimeout > 0 && (src.Watermark.IdleTimeout == 0 || s.Watermark.IdleTimeout < src.Watermark.IdleTimeout) {
 			src.Watermark.IdleTimeout = s.Watermark.IdleTimeout
