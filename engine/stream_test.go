@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -316,5 +317,40 @@ func TestStreamedEpochMidFileFailure(t *testing.T) {
 	m := headChain(t, p, 1)[0]
 	if len(m.Outputs) != 1 || len(m.SideOutputs) != 1 {
 		t.Fatalf("outputs %v side outputs %v: want one part and the rejected file", m.Outputs, m.SideOutputs)
+	}
+}
+
+// TestMemoryLimitSplitsWindowedEpochs: a windowed plan decodes an epoch's
+// files at once, so state.memory_limit splits a backlog into epochs whose
+// files fit half the budget; the run says so once at info, and the drained
+// windows equal those of an unsplit run.
+func TestMemoryLimitSplitsWindowedEpochs(t *testing.T) {
+	gen := datagen.Options{Rows: 120000, Files: 6, Users: 40, Span: 30 * time.Minute, Seed: 9}
+	withLimit := func(limit string) (*spec.Pipeline, *engine.Result, string) {
+		e := fileEnv(t)
+		genData(t, e, gen)
+		tmpl := strings.Replace(windowSpec, "max_files_per_epoch: 1,", "", 1)
+		if limit != "" {
+			tmpl = strings.Replace(tmpl, "parallelism: 2}", "parallelism: 2, memory_limit: "+limit+"}", 1)
+		}
+		p := e.pipeline(t, tmpl)
+		var logs bytes.Buffer
+		res := run(t, p, engine.Options{Drain: true, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		return p, res, logs.String()
+	}
+	ref, refRes, refLog := withLimit("")
+	p, res, log := withLimit("16MiB")
+	// Epochs counts the drain epoch too.
+	if refRes.Epochs != 2 || strings.Contains(refLog, "state.memory_limit") {
+		t.Fatalf("unsplit run: %d epochs, want one with the files and the drain, without a split note", refRes.Epochs)
+	}
+	if res.Epochs < 4 || res.Files != 6 {
+		t.Fatalf("run with a 16MiB budget: %d epochs over %d files, want the six files split into 3 or more epochs", res.Epochs, res.Files)
+	}
+	if n := strings.Count(log, "epoch split because of state.memory_limit"); n != 1 || !strings.Contains(log, "memory_limit=16MiB") || !strings.Contains(log, "level=INFO msg=\"epoch split") {
+		t.Fatalf("split noted %d times (want once at info with the numbers):\n%s", n, log)
+	}
+	if got, want := committedRows(t, p), committedRows(t, ref); !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("split run: %d windows, want the unsplit run's %d", len(got), len(want))
 	}
 }

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"errors"
+	"io/fs"
+	"testing"
+
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// TestMachineMemory: the default budget's base is the cgroup limit when one
+// is set (v2, then v1) and below physical memory, else physical memory,
+// else an assumed 4 GiB.
+func TestMachineMemory(t *testing.T) {
+	const meminfo = "MemTotal:       24684084 kB\nMemFree: 1 kB\n"
+	phys := int64(24684084) << 10
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  int64
+		from  string
+	}{
+		{"cgroup v2", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "2147483648\n"}, 2 << 30, "cgroup memory limit"},
+		{"cgroup v2 max", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "max\n"}, phys, "physical memory"},
+		{"cgroup v1", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824"}, 1 << 30, "cgroup memory limit"},
+		{"cgroup v1 unlimited", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"}, phys, "physical memory"},
+		{"limit above the machine", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "99999999999999"}, phys, "physical memory"},
+		{"nothing readable", nil, assumedMemory, "assumed machine memory (4GiB; set state.memory_limit)"},
+	} {
+		read := func(name string) ([]byte, error) {
+			if v, ok := c.files[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, fs.ErrNotExist
+		}
+		if got, from := machineMemory(read); got != c.want || from != c.from {
+			t.Errorf("%s: %d (%s), want %d (%s)", c.name, got, from, c.want, c.from)
+		}
+	}
+	if got, _ := machineMemory(func(string) ([]byte, error) { return nil, errors.New("permission denied") }); got != assumedMemory {
+		t.Errorf("unreadable files: %d, want the assumed %d", got, assumedMemory)
+	}
+}
+
+func TestMemoryLimitOf(t *testing.T) {
+	p := &spec.Pipeline{State: spec.State{MemoryLimit: 512 << 20}}
+	if n, from := memoryLimitOf(p); n != 512<<20 || from != "state.memory_limit" {
+		t.Errorf("spec limit: %d %s", n, from)
+	}
+	p.State.MemoryLimit = 0
+	if n, _ := memoryLimitOf(p); n < spec.MinMemoryLimit {
+		t.Errorf("default limit %d is below the minimum", n)
+	}
+	for limit, want := range map[int64]int64{16 << 20: 1 << 20, 256 << 20: 16 << 20, 8 << 30: 32 << 20, 1 << 20: 1 << 20} {
+		if got := partBytes(limit); got != want {
+			t.Errorf("partBytes(%d) = %d, want %d", limit, got, want)
+		}
+	}
+	for _, c := range []struct {
+		format spec.Format
+		key    string
+		want   int64
+	}{{spec.JSONL, "a.jsonl", 200}, {spec.CSV, "a.csv", 200}, {spec.Parquet, "a.parquet", 500}, {spec.JSONL, "a.jsonl.gz", 1000}, {spec.CSV, "a.zst", 1000}} {
+		if got := decodedEstimate(c.format, store.ObjectInfo{Key: c.key, Size: 100}); got != c.want {
+			t.Errorf("decodedEstimate(%s, %s) = %d, want %d", c.format, c.key, got, c.want)
+		}
+	}
+}
