@@ -668,11 +668,11 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 		wm = j.wm
 	}
 	var out []joinOut
-	var matched []int32
+	var runs, matched []int32
 	if j.interval {
-		out, matched = j.intervalPairs()
+		out, runs, matched = j.intervalPairs()
 	} else if raise {
-		out = j.windowPairs(j.wm, wm)
+		out, runs = j.windowPairs(j.wm, wm)
 	}
 	// Rows the new watermark makes final, and null-keyed left rows.
 	var expired []int32
@@ -696,13 +696,14 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 		}
 		for _, id := range expired {
 			if r := &j.rows[id]; r.side == 0 && !r.matched && !now[id] {
+				runs = append(runs, int32(len(out)))
 				out = append(out, joinOut{l: id, r: -1})
 			}
 		}
 	}
 	var rec arrow.RecordBatch
 	if len(out) > 0 {
-		j.sortOutput(out)
+		out = j.sortOutput(out, runs)
 		var err error
 		if rec, err = j.buildOutput(out); err != nil {
 			return nil, fmt.Errorf("join %s: advance to %d: %w", j.id, wm, err)
@@ -754,8 +755,10 @@ func (j *Join) byTime(ids []int32) {
 }
 
 // intervalPairs returns the pairs of the keys with pending rows in which at
-// least one row is pending, and the left rows that found a partner.
-func (j *Join) intervalPairs() (out []joinOut, matched []int32) {
+// least one row is pending, as runs (the start index of each) of one left
+// row's pairs sorted by right time and seq, and the left rows that found a
+// partner.
+func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 	var lefts, rights, newRights []int32
 	for _, kid := range j.pendingKeys {
 		jk := &j.keys[kid]
@@ -780,26 +783,26 @@ func (j *Join) intervalPairs() (out []joinOut, matched []int32) {
 			}
 			lo, hi := addSat(lr.t, -j.lower), addSat(lr.t, j.upper)
 			first, _ := slices.BinarySearchFunc(cand, lo, func(id int32, t int64) int { return cmp.Compare(j.rows[id].t, t) })
-			found := false
+			mark := len(out)
 			for _, r := range cand[first:] {
 				if j.rows[r].t > hi {
 					break
 				}
 				out = append(out, joinOut{l: l, r: r})
-				found = true
 			}
-			if found {
+			if len(out) > mark {
+				runs = append(runs, int32(mark))
 				matched = append(matched, l)
 			}
 		}
 	}
-	return out, matched
+	return out, runs, matched
 }
 
 // windowPairs returns the output of the windows that close when the
-// watermark rises from oldWm to wm.
-func (j *Join) windowPairs(oldWm, wm int64) []joinOut {
-	var out []joinOut
+// watermark rises from oldWm to wm, as runs (the start index of each) of
+// one key and window sorted by left time, left seq, right time, right seq.
+func (j *Join) windowPairs(oldWm, wm int64) (out []joinOut, runs []int32) {
 	var starts []int64
 	var ls, rs []int32
 	for kid := range j.keys {
@@ -841,6 +844,7 @@ func (j *Join) windowPairs(oldWm, wm int64) []joinOut {
 			e := addSat(s, j.size)
 			wl := ls[at(ls, s):at(ls, e)]
 			wr := rs[at(rs, s):at(rs, e)]
+			mark := len(out)
 			for _, l := range wl {
 				if len(wr) == 0 || jk.null {
 					if j.spec.Type == LeftJoin {
@@ -852,35 +856,41 @@ func (j *Join) windowPairs(oldWm, wm int64) []joinOut {
 					out = append(out, joinOut{l: l, r: r, ws: s})
 				}
 			}
+			if len(out) > mark {
+				runs = append(runs, int32(mark))
+			}
 		}
 	}
-	return out
+	return out, runs
 }
 
-// sortOutput sorts output rows in emission order: (window start, left
-// time, key bytes, left seq, right time, right seq), the window start being
-// 0 for an interval join and the left time 0 for a windowed join (whose
-// rows of one key and window then order by left time within the key); a
-// row without a right side sorts before its left row's pairs.
-func (j *Join) sortOutput(out []joinOut) {
-	type sortKey struct {
-		ws, lt, lt2, ls, rt, rs int64
-		key                     string
-		o                       joinOut
+// sortOutput returns the output rows in emission order. runs are the start
+// indexes of out's runs, each sorted already and headed by the row that
+// orders it among the others: a window's rows of one key (windowed join) or
+// one left row's pairs or unmatched row (interval join). Runs are ordered by
+// their head's (window start, left time, key bytes, left seq), left time
+// counting for an interval join only.
+func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
+	type head struct {
+		ws, lt, ls int64
+		key        string
+		start, end int32
 	}
-	keys := make([]sortKey, len(out))
-	for x, o := range out {
+	heads := make([]head, len(runs))
+	for x, st := range runs {
+		o := out[st]
 		l := &j.rows[o.l]
-		k := sortKey{ws: o.ws, lt2: l.t, ls: l.seq, rt: math.MinInt64, rs: math.MinInt64, key: j.keys[l.kid].bytes, o: o}
+		end := int32(len(out))
+		if x+1 < len(runs) {
+			end = runs[x+1]
+		}
+		h := head{ws: o.ws, ls: l.seq, key: j.keys[l.kid].bytes, start: st, end: end}
 		if j.interval {
-			k.lt = l.t
+			h.lt = l.t
 		}
-		if o.r >= 0 {
-			k.rt, k.rs = j.rows[o.r].t, j.rows[o.r].seq
-		}
-		keys[x] = k
+		heads[x] = h
 	}
-	slices.SortFunc(keys, func(a, b sortKey) int {
+	slices.SortFunc(heads, func(a, b head) int {
 		if c := cmp.Compare(a.ws, b.ws); c != 0 {
 			return c
 		}
@@ -890,11 +900,13 @@ func (j *Join) sortOutput(out []joinOut) {
 		if c := strings.Compare(a.key, b.key); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(a.lt2, b.lt2), cmp.Compare(a.ls, b.ls), cmp.Compare(a.rt, b.rt), cmp.Compare(a.rs, b.rs))
+		return cmp.Compare(a.ls, b.ls)
 	})
-	for x := range keys {
-		out[x] = keys[x].o
+	sorted := make([]joinOut, 0, len(out))
+	for _, h := range heads {
+		sorted = append(sorted, out[h.start:h.end]...)
 	}
+	return sorted
 }
 
 // buildOutput makes the output batch of out.
