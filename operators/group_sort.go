@@ -42,17 +42,23 @@ func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyI
 		return
 	}
 	ords := make([]slotOrd, len(slots))
-	lcp := -1
-	var first string
 	for i, s := range slots {
 		info := &w.slots[s]
 		ki := &w.keys[info.kid]
 		ords[i] = slotOrd{major: major(info, ki), minor: minor(info, ki), key: ki.bytes, slot: s}
-		if lcp < 0 {
-			first, lcp = ki.bytes, len(ki.bytes)
-			continue
-		}
-		k := ki.bytes
+	}
+	sortOrds(ords)
+	for i := range ords {
+		slots[i] = ords[i].slot
+	}
+}
+
+// sortOrds fills in the prefixes after the keys' common prefix and sorts.
+func sortOrds(ords []slotOrd) {
+	first := ords[0].key
+	lcp := len(first)
+	for i := 1; i < len(ords) && lcp > 0; i++ {
+		k := ords[i].key
 		n := min(lcp, len(k))
 		j := 0
 		for j < n && k[j] == first[j] {
@@ -63,10 +69,83 @@ func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyI
 	for i := range ords {
 		ords[i].pfx = prefix8(ords[i].key, lcp)
 	}
-	slices.SortFunc(ords, cmpSlotOrd)
-	for i := range ords {
-		slots[i] = ords[i].slot
+	if len(ords) < 1<<12 || !sortBuckets(ords) {
+		slices.SortFunc(ords, cmpSlotOrd)
 	}
+}
+
+// maxBuckets bounds the distinct majors sortBuckets distributes by.
+const maxBuckets = 1 << 12
+
+// sortBuckets sorts ords when they have few distinct majors (key groups,
+// window starts): a counting sort by major, then each bucket, small enough
+// to sort in cache, by key and minor. It reports false, leaving ords as
+// they were, when there are more than maxBuckets majors.
+func sortBuckets(ords []slotOrd) bool {
+	idx := map[int64]int{}
+	var majors []int64
+	last, lastIdx := ords[0].major, -1
+	for i := range ords {
+		m := ords[i].major
+		if m == last && lastIdx >= 0 {
+			continue
+		}
+		j, ok := idx[m]
+		if !ok {
+			if len(majors) == maxBuckets {
+				return false
+			}
+			j = len(majors)
+			idx[m] = j
+			majors = append(majors, m)
+		}
+		last, lastIdx = m, j
+	}
+	cmpRest := func(a, b slotOrd) int {
+		if a.pfx != b.pfx {
+			return cmp.Compare(a.pfx, b.pfx)
+		}
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.minor, b.minor)
+	}
+	if len(majors) == 1 {
+		slices.SortFunc(ords, cmpRest)
+		return true
+	}
+	// Bucket b holds the b-th smallest major.
+	sorted := slices.Clone(majors)
+	slices.Sort(sorted)
+	rank := make(map[int64]int, len(sorted))
+	for r, m := range sorted {
+		rank[m] = r
+	}
+	bucketOf := make([]int32, len(ords))
+	pos := make([]int, len(sorted)+1)
+	last, lastIdx = ords[0].major, rank[ords[0].major]
+	for i := range ords {
+		if m := ords[i].major; m != last {
+			last, lastIdx = m, rank[m]
+		}
+		bucketOf[i] = int32(lastIdx)
+		pos[lastIdx+1]++
+	}
+	for b := 1; b < len(pos); b++ {
+		pos[b] += pos[b-1]
+	}
+	bounds := slices.Clone(pos)
+	tmp := make([]slotOrd, len(ords))
+	for i := range ords {
+		b := bucketOf[i]
+		tmp[pos[b]] = ords[i]
+		pos[b]++
+	}
+	for b := 0; b+1 < len(bounds); b++ {
+		slices.SortFunc(tmp[bounds[b]:bounds[b+1]], cmpRest)
+	}
+	copy(ords, tmp)
+	return true
 }
 
 // prefix8 returns bytes [off, off+8) of s big-endian, zero-padded.
@@ -79,6 +158,21 @@ func prefix8(s string, off int) uint64 {
 		copy(b[:], s[off:])
 	}
 	return binary.BigEndian.Uint64(b[:])
+}
+
+// sortKeys sorts key ids by their bytes.
+func (w *Window) sortKeys(kids []int32) {
+	if len(kids) < 2 {
+		return
+	}
+	ords := make([]slotOrd, len(kids))
+	for i, k := range kids {
+		ords[i] = slotOrd{key: w.keys[k].bytes, slot: k}
+	}
+	sortOrds(ords)
+	for i := range ords {
+		kids[i] = ords[i].slot
+	}
 }
 
 func slotZero(*slotInfo, *keyInfo) int64      { return 0 }

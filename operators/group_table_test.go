@@ -33,7 +33,7 @@ func TestKeyIndexMatchesMap(t *testing.T) {
 						continue
 					}
 					ki := &w.keys[kid]
-					w.ktab.remove(w.ktab.hash(ki.bytes[ki.mkOff:]), kid)
+					w.ktab.remove(ki.h, kid)
 					ki.bytes = ""
 					w.freeKeys = append(w.freeKeys, kid)
 					delete(ref, string(key))

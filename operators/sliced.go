@@ -30,29 +30,34 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	w.wm = wm
 	closedBefore := func(end int64) bool { return satAdd(end, w.lateness) <= oldWm }
 	// Every window closing now ends by wm - lateness, so its slices have
-	// closed first windows: collect those slices, sorted by key bytes and
-	// start, so each key's slices are one run and the keys come in output
-	// order.
-	var sl []int32
+	// closed first windows: collect those slices and their keys, and sort
+	// the keys by their bytes (the output order); each key's slices come
+	// from its open-slot list.
+	var sl, kids []int32
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
 			sl = append(sl, int32(s))
+			if ki := &w.keys[info.kid]; !ki.mark {
+				ki.mark = true
+				kids = append(kids, info.kid)
+			}
 		}
 	}
 	if len(sl) == 0 {
 		return nil, nil
 	}
-	w.sortSlots(sl, slotZero, slotStart)
+	w.sortKeys(kids)
 	var starts []int64
-	var out []int32
-	for i := 0; i < len(sl); {
-		kid := w.slots[sl[i]].kid
-		j := i + 1
-		for j < len(sl) && w.slots[sl[j]].kid == kid {
-			j++
+	var out, run []int32
+	for _, kid := range kids {
+		w.keys[kid].mark = false
+		run = run[:0]
+		for p := w.keys[kid].head; p >= 0; p = w.slots[p].next {
+			if w.closed(w.slots[p].end) {
+				run = append(run, p)
+			}
 		}
-		run := sl[i:j]
-		i = j
+		w.sortByStart(run)
 		// The windows of these slices that close now: for each slice, going
 		// back from the window starting at it, skip the open ones, take the
 		// closed ones, stop at the first that had closed before.
@@ -116,6 +121,20 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 		}
 	}
 	return rec, nil
+}
+
+// sortByStart sorts a key's slices by start (starts are distinct): an
+// insertion sort for the usual few, pdqsort past that.
+func (w *Window) sortByStart(run []int32) {
+	if len(run) > 16 {
+		slices.SortFunc(run, func(a, b int32) int { return cmpInt64(w.slots[a].start, w.slots[b].start) })
+		return
+	}
+	for i := 1; i < len(run); i++ {
+		for j := i; j > 0 && w.slots[run[j]].start < w.slots[run[j-1]].start; j-- {
+			run[j], run[j-1] = run[j-1], run[j]
+		}
+	}
 }
 
 // stableByStart orders slots by start, keeping the order of slots with the

@@ -85,6 +85,8 @@ type keyInfo struct {
 	refs     int32   // open slots of this key
 	head     int32   // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
 	mkOff    uint8   // bytes[mkOff:] is the key's map key (see mapKey)
+	mark     bool    // scratch flag of advanceSliding, false between calls
+	h        uint32  // the map key's hash in ktab
 	sessions []int32 // session slots, sorted by start
 }
 
@@ -144,6 +146,11 @@ type Window struct {
 	lateRows []int32
 	redirect map[int32]int32
 	pending  []int32
+	gather   struct { // build's columns of the slots it writes
+		kgs          []int32
+		keys         []string
+		starts, ends []arrow.Timestamp
+	}
 }
 
 // NewWindow validates spec against the input schema and returns an empty
@@ -403,7 +410,7 @@ func (w *Window) keyID(key []byte) int32 {
 	mk, null := w.mapKey(key)
 	if null {
 		if w.nullKid < 0 {
-			w.nullKid = w.newKey(key, len(key))
+			w.nullKid = w.newKey(key, len(key), 0)
 		}
 		return w.nullKid
 	}
@@ -412,7 +419,7 @@ func (w *Window) keyID(key []byte) int32 {
 	if ok {
 		return kid
 	}
-	kid = w.newKey(key, len(key)-len(mk))
+	kid = w.newKey(key, len(key)-len(mk), h)
 	w.ktab.insert(pos, h, kid)
 	return kid
 }
@@ -426,15 +433,15 @@ func (w *Window) strKeyID(s string) int32 {
 	}
 	w.buf = binary.AppendUvarint(append(w.buf[:0], tagString), uint64(len(s)))
 	w.buf = append(w.buf, s...)
-	kid = w.newKey(w.buf, len(w.buf)-len(s))
+	kid = w.newKey(w.buf, len(w.buf)-len(s), h)
 	w.ktab.insert(pos, h, kid)
 	return kid
 }
 
-// newKey makes a key id for encoded key whose map key starts at mkOff; the
-// caller indexes it.
-func (w *Window) newKey(key []byte, mkOff int) int32 {
-	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff)}
+// newKey makes a key id for encoded key whose map key starts at mkOff and
+// hashes to h in w.ktab; the caller indexes it.
+func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
+	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
@@ -533,7 +540,7 @@ func (w *Window) killSlot(s int32) {
 		if w.strKey && info.kid == w.nullKid {
 			w.nullKid = -1
 		} else {
-			w.ktab.remove(w.ktab.hash(ki.bytes[ki.mkOff:]), info.kid)
+			w.ktab.remove(ki.h, info.kid)
 		}
 		ki.bytes = ""
 		w.freeKeys = append(w.freeKeys, info.kid)
@@ -811,12 +818,25 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 	b := array.NewRecordBuilder(w.mem, schema)
 	defer b.Release()
 	b.Reserve(len(slots))
+	// Read each slot's key and bounds once, in one pass: the slots are in
+	// output order, so these reads are random accesses, which one pass
+	// makes once instead of once per column.
+	n := len(slots)
+	g := &w.gather
+	g.kgs, g.keys = slices.Grow(g.kgs[:0], n)[:n], slices.Grow(g.keys[:0], n)[:n]
+	g.starts, g.ends = slices.Grow(g.starts[:0], n)[:n], slices.Grow(g.ends[:0], n)[:n]
+	keyBytes := 0
+	for i, s := range slots {
+		info := &w.slots[s]
+		ki := &w.keys[info.kid]
+		g.kgs[i], g.keys[i] = ki.kg, ki.bytes
+		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
+		keyBytes += len(ki.bytes)
+	}
+	defer clear(g.keys) // drop the key strings' references
 	col := 0
 	if state {
-		kb := b.Field(0).(*array.Int32Builder)
-		for _, s := range slots {
-			kb.Append(w.keys[w.slots[s].kid].kg)
-		}
+		b.Field(0).(*array.Int32Builder).AppendValues(g.kgs, nil)
 		col = 1
 	}
 	nk := len(w.keyCols)
@@ -824,23 +844,16 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 	if sb, ok := kbs[0].(*array.StringBuilder); ok && nk == 1 {
 		// The encoded keys' lengths bound the string bytes: reserve them
 		// once instead of growing the buffer by doubling.
-		n := 0
-		for _, s := range slots {
-			n += len(w.keys[w.slots[s].kid].bytes)
-		}
-		sb.ReserveData(n)
+		sb.ReserveData(keyBytes)
 	}
-	for _, s := range slots {
-		if err := decodeKey(w.keys[w.slots[s].kid].bytes, kbs); err != nil {
+	for _, k := range g.keys {
+		if err := decodeKey(k, kbs); err != nil {
 			return nil, err
 		}
 	}
 	col += nk
-	sb, eb := b.Field(col).(*array.TimestampBuilder), b.Field(col+1).(*array.TimestampBuilder)
-	for _, s := range slots {
-		sb.Append(arrow.Timestamp(w.slots[s].start))
-		eb.Append(arrow.Timestamp(w.slots[s].end))
-	}
+	b.Field(col).(*array.TimestampBuilder).AppendValues(g.starts, nil)
+	b.Field(col+1).(*array.TimestampBuilder).AppendValues(g.ends, nil)
 	col += 2
 	for j, a := range w.aggs {
 		if state {
