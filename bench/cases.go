@@ -88,12 +88,11 @@ func selectSQL(c, src string) (string, error) {
 			"SELECT user_id, time_bucket(INTERVAL %d second, event_time) AS m, count(*) AS c, sum(bytes) AS b FROM %s GROUP BY ALL"+
 			") CROSS JOIN range(%d) AS r(k) GROUP BY ALL", sl, sl, sz, sl, src, n), nil
 	case CaseDaily:
-		// count(DISTINCT page) over a million groups is slow in DuckDB
-		// (minutes); grouping by page first and counting the groups gives
-		// the same answer in seconds.
-		return "SELECT user_id, window_start, sum(n)::BIGINT AS clicks, count(*) AS pages FROM (" +
-			"SELECT user_id, time_bucket(INTERVAL 1 day, event_time) AS window_start, page, count(*) AS n FROM " + src +
-			" GROUP BY ALL) GROUP BY ALL", nil
+		// Bucketed as TIMESTAMP: time_bucket of a day over TIMESTAMPTZ goes
+		// through the time-zone calendar and took DuckDB 18x longer here
+		// (1m41s against 5.6s over 2M rows).
+		return "SELECT user_id, time_bucket(INTERVAL 1 day, event_time::TIMESTAMP) AS window_start, " +
+			"count(*) AS clicks, count(DISTINCT page) AS pages FROM " + src + " GROUP BY ALL", nil
 	case CaseFilter:
 		return "SELECT event_time, user_id, page, bytes FROM " + src + " WHERE " + FilterSQL, nil
 	}

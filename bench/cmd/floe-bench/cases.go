@@ -405,8 +405,8 @@ func loadAvg() string {
 }
 
 func printCases(w io.Writer, c config, rs []*caseResult, load []float64) {
-	fmt.Fprintf(w, "\nissue 8 cases %s: %d rows, %d files, Parquet input, %d runs each (median; floe and DuckDB alternate)\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.rows, c.files, c.runs)
+	fmt.Fprintf(w, "\nissue 8 cases %s: %d rows (growing: %d rows, %d users), %d files, Parquet input, %d runs each (median; floe and DuckDB alternate)\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.rows, c.growRows, c.growUsers, c.files, c.runs)
 	fmt.Fprintf(w, "machine: nproc %d, GOMAXPROCS %d, %s, %s/%s, %s; 1-minute load average during the run (every 10 s): %s; at the end %s\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(), runtime.GOOS, runtime.GOARCH, memTotal(), loadSummary(load), loadAvg())
 	fmt.Fprintf(w, "| case | floe s | DuckDB s | ratio | floe CPU s | DuckDB CPU s | CPU ratio | floe peak RSS MiB | DuckDB peak RSS MiB | outputs agree | target | note |\n")
