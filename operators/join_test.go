@@ -834,6 +834,9 @@ func makeJStream(rng *rand.Rand, epochs int) []jepoch {
 		var e jepoch
 		for side := range 2 {
 			e.rows[side] = randomJoinRows(rng, clock, 5+rng.IntN(20))
+			for i := range e.rows[side] {
+				e.rows[side][i].v = int64(len(out)*100 + i) // unique: tells left rows apart in checkEmissionOrder
+			}
 		}
 		clock += 4
 		e.wm = clock - 10
@@ -956,7 +959,7 @@ func TestJoinDeterministic(t *testing.T) {
 // sorted by the documented key, as far as the lines show it (not the arrival
 // seqs): interval (left time, key bytes), windowed (window_start, key
 // bytes, left time), then for one left row (same time, key and value:
-// values are random enough) right time.
+// makeJStream's values are unique) right time.
 func checkEmissionOrder(t *testing.T, spec JoinSpec, epochs [][][]string) {
 	t.Helper()
 	type sortKey struct {
