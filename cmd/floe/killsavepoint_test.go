@@ -11,7 +11,8 @@ import (
 )
 
 // killLoop starts `floe args...` again and again, SIGKILLing it after a
-// random delay, until one finishes on its own; it returns how many kills
+// random delay (below maxDelay, then a growing bound), until one finishes on
+// its own; it returns how many kills
 // landed. A run that fails (rather than being killed) fails t.
 func killLoop(t *testing.T, rng *rand.Rand, maxDelay time.Duration, args ...string) int {
 	t.Helper()
@@ -31,7 +32,10 @@ func killLoop(t *testing.T, rng *rand.Rand, maxDelay time.Duration, args ...stri
 				t.Fatalf("floe %s: %v\n%s", strings.Join(args, " "), err, tailString(errb.String(), 2000))
 			}
 			return landed // done (a killed create may have completed the savepoint already)
-		case <-time.After(time.Duration(rng.Int64N(int64(maxDelay)))):
+		case <-time.After(time.Duration(rng.Int64N(int64(maxDelay << min(i/25, 6))))):
+			// The delay bound doubles every 25 tries, so that a loaded
+			// machine where the command takes longer than maxDelay still
+			// lets one finish.
 			_ = cmd.Process.Kill()
 			if err := <-done; err == nil {
 				return landed // it finished just before the kill
