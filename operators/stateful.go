@@ -44,8 +44,10 @@ type Stateful interface {
 	// arriving on input i and returns the rows that were late (the caller
 	// writes them to the stage's side output and releases them), or nil.
 	ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (late arrow.RecordBatch, err error)
-	// Advance emits what became final at watermark wm (ignored unless it
-	// raises Watermark), in a deterministic order; nil when nothing is due.
+	// Advance emits what became final at watermark wm, in a deterministic
+	// order; nil when nothing is due. A wm that does not raise Watermark
+	// leaves the watermark as it is, but may still emit what the rows
+	// processed since are final for already (an interval join's new pairs).
 	Advance(wm int64) (arrow.RecordBatch, error)
 	Watermark() int64
 	// Len is the number of state rows held (a compaction-policy estimate).
