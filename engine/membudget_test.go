@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"io/fs"
+	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -65,5 +69,47 @@ func TestMemoryLimitOf(t *testing.T) {
 		if got := decodedEstimate(c.format, store.ObjectInfo{Key: c.key, Size: 100}); got != c.want {
 			t.Errorf("decodedEstimate(%s, %s) = %d, want %d", c.format, c.key, got, c.want)
 		}
+	}
+}
+
+// TestPrefetchBound: the prefetcher starts next-epoch files in order while
+// their estimated decoded size fits a quarter of the budget (for a
+// streamed plan, at most two output parts' worth), and makes room as the
+// epoch takes them.
+func TestPrefetchBound(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing is decoded: the test looks at what is started
+	files := []store.ObjectInfo{{Key: "a", Size: 10 << 20}, {Key: "b", Size: 10 << 20}, {Key: "c", Size: 10 << 20}, {Key: "d", Size: 1}}
+	for _, c := range []struct {
+		name   string
+		window bool
+		want   []string
+	}{
+		{"windowed: a quarter of 160MiB holds two 20MiB estimates", true, []string{"a", "b"}},
+		{"streamed: two 10MiB parts hold one 20MiB estimate", false, []string{"a"}},
+	} {
+		r := &runner{p: &spec.Pipeline{Source: spec.Source{Format: spec.JSONL}}, plan: &plan{}, dc: decideConfig{memLimit: 160 << 20}}
+		if c.window {
+			r.plan.window = &operators.WindowSpec{}
+		}
+		pf := newPrefetcher(ctx, r)
+		pf.sem = make(chan struct{}) // never free: the started decodes end on the cancelled context
+		pf.start(files)
+		var got []string
+		for k := range pf.m {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: started %v, want %v", c.name, got, c.want)
+		}
+		if c.window {
+			pf.take(ctx, "a")
+			pf.start(files[2:])
+			if _, ok := pf.m["c"]; !ok || pf.held != 40<<20 {
+				t.Errorf("%s: after a was taken, c not started (held %d)", c.name, pf.held)
+			}
+		}
+		pf.stop()
 	}
 }

@@ -14,7 +14,8 @@ import (
 // without it; a prefetched file the epoch does not take (max_rows_per_epoch
 // cut it) waits for a later epoch. What it holds (estimated decoded size of
 // the files started and not yet taken) stays within a quarter of the
-// memory budget: files beyond that are decoded by their epoch.
+// memory budget (two output parts' worth for a streamed, window-less
+// plan): files beyond that are decoded by their epoch.
 type prefetcher struct {
 	r      *runner
 	ctx    context.Context
@@ -36,8 +37,14 @@ type future struct {
 
 func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
+	limit := r.dc.memLimit / 4
+	if r.plan.window == nil && r.dc.memLimit > 0 {
+		// A streamed epoch overlaps decoding and writing itself; decoded
+		// files held for it would undo its bound: only its first files.
+		limit = min(limit, 2*partBytes(r.dc.memLimit))
+	}
 	return &prefetcher{r: r, ctx: ctx, cancel: cancel, sem: make(chan struct{}, runtime.GOMAXPROCS(0)), m: map[string]*future{},
-		limit: r.dc.memLimit / 4}
+		limit: limit}
 }
 
 // start decodes files in the background (those not already started), in

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -133,11 +134,9 @@ func TestStreamedEpochWritesParts(t *testing.T) {
 	}
 }
 
-// TestStreamedEpochMatchesUnstreamed: the outputs of a streamed epoch are
-// byte-identical to those the whole-epoch path writes for small inputs: the
-// same pipeline with a window-less plan that splits into one part, compared
-// file by file with a pipeline over the same input whose single output part
-// is encoded from the whole epoch's batches (replay's path).
+// TestStreamedEpochRowsEqualReplay: the rows a streamed epoch committed
+// equal those replay produces for it by decoding and processing the whole
+// epoch at once (the unstreamed path).
 func TestStreamedEpochRowsEqualReplay(t *testing.T) {
 	gen := streamGen
 	gen.Rows, gen.Files = 3000, 3
@@ -353,4 +352,53 @@ func TestMemoryLimitSplitsWindowedEpochs(t *testing.T) {
 	if got, want := committedRows(t, p), committedRows(t, ref); !reflect.DeepEqual(got, want) || len(got) == 0 {
 		t.Fatalf("split run: %d windows, want the unsplit run's %d", len(got), len(want))
 	}
+}
+
+// TestStreamedEpochIcebergParts: a window-less pipeline into a
+// day-partitioned Iceberg table streams parts into each day's directory
+// (one part series per day; a Parquet part's size grows as row groups of
+// 128k rows are laid out); the table, read by iceberg-go, holds the rows of
+// a files-sink run.
+func TestStreamedEpochIcebergParts(t *testing.T) {
+	gen := datagen.Options{Rows: 400000, Files: 4, Users: 50, Span: 36 * time.Hour, Seed: 13}
+	tmpl := strings.NewReplacer("format: jsonl}", "format: parquet}", ", rejected_url: \"{{rejected}}\"", "").Replace(filterSpec)
+	ref := fileEnv(t)
+	genData(t, ref, gen)
+	pref := ref.pipeline(t, strings.Replace(tmpl, "{{memory}}", "", 1))
+	run(t, pref, engine.Options{})
+	want := committedRows(t, pref)
+
+	e := fileEnv(t)
+	genData(t, e, gen)
+	p := e.pipeline(t, strings.NewReplacer("sink:  {type: files, url: \"{{sink}}\", format: parquet}",
+		"sink:  {type: iceberg, url: \"{{sink}}\", partition_by: day(event_time)}", "{{memory}}", ", memory_limit: 16MiB").Replace(tmpl))
+	res := run(t, p, engine.Options{})
+	sinkDir := strings.TrimPrefix(e.sink, "file://")
+	got, epochs := tableRows(t, sinkDir)
+	if !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("table: %d rows, files sink: %d", len(got), len(want))
+	}
+	m := headChain(t, p, 1)[0]
+	perDay := map[string][]int{}
+	for _, o := range m.Outputs {
+		info, ok := manifest.ParseOutputName(o.Path)
+		if !ok || !strings.HasPrefix(o.Path, "data/day=") {
+			t.Fatalf("output %s is not a day-partitioned data file", o.Path)
+		}
+		dir := path.Dir(o.Path)
+		perDay[dir] = append(perDay[dir], info.Subtask)
+	}
+	multi := false
+	for dir, parts := range perDay {
+		for i, n := range parts {
+			if n != i {
+				t.Fatalf("%s: parts %v, want 0, 1, ...", dir, parts)
+			}
+		}
+		multi = multi || len(parts) > 1
+	}
+	if len(perDay) < 2 || !multi {
+		t.Fatalf("parts per day %v: want 2 days, one of them in several parts", perDay)
+	}
+	t.Logf("%d rows in %d epoch(s), parts per day %v, snapshots %v", len(got), res.Epochs, perDay, epochs)
 }
