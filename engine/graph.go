@@ -51,6 +51,8 @@ type gnode struct {
 	// feedsKeyed: a keyed stage reads this node's rows, directly or
 	// through stateless stages.
 	feedsKeyed bool
+	// windowedJoin: a join whose results are window results.
+	windowedJoin bool
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -98,6 +100,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 		if err := compileStage(g, st, n, k, lookupSchemas); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.path, err)
 		}
+		n.delay = g.WatermarkDelay(n.name) // the one rule (docs/graph.md, Watermarks)
 		if n.stateful {
 			op, err := n.newOp()
 			if err != nil {
@@ -181,9 +184,15 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			return fmt.Errorf("window: %w", err)
 		}
 		newOp := func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
-		if ws.EventTime == spec.WindowEventTime && readsWindow(n.ins[0]) {
+		if ws.EventTime == spec.WindowEventTime && readsWindowResults(n.ins[0]) {
 			// Window results are stamped window_end - 1µs (graphwin.go).
-			newOp = func() (operators.Stateful, error) { return newShiftedWindow(ws, in, k) }
+			hs := ws
+			hs.EventTime = hiddenTime
+			newOp = func() (operators.Stateful, error) {
+				return newHiddenTimeOp([]*arrow.Schema{in}, []string{ws.EventTime}, func(exts []*arrow.Schema) (operators.Stateful, error) {
+					return operators.NewWindow(hs, exts[0], k)
+				})
+			}
 		}
 		op, err := newOp()
 		if err != nil {
@@ -221,13 +230,31 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			n.delay += j.Window.Sliding.Size
 		}
 		right := n.ins[1].out
-		op, err := operators.NewJoin(js, in, right, k)
+		n.windowedJoin = js.Window != nil
+		newOp := func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
+		ends := []string{"", ""}
+		hs := js
+		if js.LeftTime == spec.WindowEventTime && readsWindowResults(n.ins[0]) {
+			ends[0], hs.LeftTime = js.LeftTime, hiddenTime
+		}
+		if js.RightTime == spec.WindowEventTime && readsWindowResults(n.ins[1]) {
+			ends[1], hs.RightTime = js.RightTime, hiddenTime
+		}
+		if ends[0] != "" || ends[1] != "" {
+			// A side of window results is timed window_end - 1µs (graphwin.go).
+			newOp = func() (operators.Stateful, error) {
+				return newHiddenTimeOp([]*arrow.Schema{in, right}, ends, func(exts []*arrow.Schema) (operators.Stateful, error) {
+					return operators.NewJoin(hs, exts[0], exts[1], k)
+				})
+			}
+		}
+		op, err := newOp()
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
 		n.stateful, n.fp = true, op.StateFingerprint()
 		n.keyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
-		n.newOp = func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
+		n.newOp = newOp
 	case st.TopN != nil:
 		t := st.TopN
 		ts := operators.TopNSpec{ID: n.name, N: t.N, Keys: t.Keys, Size: t.Tumbling, AllowedLateness: t.AllowedLateness, RankColumn: t.RankColumn}
