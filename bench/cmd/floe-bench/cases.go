@@ -293,8 +293,20 @@ func growingNote(rep *dailyReport) string {
 	for e := max(1, last-3); e < last; e++ {
 		late = append(late, bench.Median(rep.seconds[e]))
 	}
-	return fmt.Sprintf("epoch %d / epoch 2 wall %.2fx (%.3fs / %.3fs; epochs %d-%d / 2-4: %.2fx); epochs 2-%d: state written / changed-window bytes %.2fx (deltas only %.2fx, bases %.2fx)",
-		last, wl/w2, wl, w2, max(2, last-2), last, bench.Median(late)/bench.Median(early), n, written/changed, deltas/changed, bases/changed)
+	// Amortised over compactions: the mean of epochs 2-7 against the mean
+	// of the last six epochs with input.
+	mean := func(lo, hi int) float64 { // epochs lo..hi, 1-based
+		var t float64
+		for e := lo; e <= hi; e++ {
+			t += bench.Median(rep.seconds[e-1])
+		}
+		return t / float64(hi-lo+1)
+	}
+	hi := min(7, n)
+	return fmt.Sprintf("epoch %d / epoch 2 wall %.2fx (%.3fs / %.3fs; medians of epochs %d-%d / 2-4: %.2fx; means of epochs %d-%d / 2-%d: %.2fx); "+
+		"epochs 2-%d: state written / changed-window bytes %.2fx (deltas only %.2fx, bases %.2fx)",
+		last, wl/w2, wl, w2, max(2, last-2), last, bench.Median(late)/bench.Median(early),
+		max(2, n-hi+2), n, hi, mean(max(2, n-hi+2), n)/mean(2, hi), n, written/changed, deltas/changed, bases/changed)
 }
 
 func benchFilter(ctx context.Context, c config, hist []string, base string, log io.Writer) ([]*caseResult, error) {
