@@ -47,7 +47,7 @@ sources:
 stages:
   - name: last-bid
     input: bids
-    dedup: {key: [auction, bidder], keep: last, within: 10s}
+    dedup: {key: [auction, bidder], keep: last, within: 1m}
     late_url: %q
   - name: bid-auction
     inputs: [last-bid, auctions]
@@ -58,10 +58,10 @@ stages:
     late_url: %q
   - name: per-category
     input: bid-auction
-    window: {key: [category], tumbling: 10s, aggregates: {bids: "count()", volume: "sum(price)", top_price: "max(price)"}}
+    window: {key: [category], tumbling: 10s, allowed_lateness: 10s, aggregates: {bids: "count()", volume: "sum(price)", top_price: "max(price)"}}
   - name: top
     input: per-category
-    top_n: {n: 5, order_by: [volume desc, category]}
+    top_n: {n: 5, order_by: [volume desc, category], allowed_lateness: 10s}
 sinks:
   out: {input: top, type: files, url: %q, format: parquet}
 state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
@@ -303,9 +303,10 @@ const graphKillFiles = 60
 
 // putGraphDataset writes the auctions and bids of the graph kill test
 // through store.Put (so it works on any backend) and returns how many of
-// them are late: every few files an auction or two bids 40 s to 50 s older
-// than the file's time, far behind the watermark (2 s of out-of-orderness)
-// of every stage reading them. Bids pick among the latest auctions and few
+// them are late: every few files two bids 40 s to 50 s older than the
+// file's time, or an auction 90 s to 100 s older, far behind the watermark
+// of the stage reading them (the dedup's is the sources' minus 2 s, the
+// join's a minute behind that: the keep-last dedup's scope). Bids pick among the latest auctions and few
 // bidders, so the keep-last dedup drops many.
 func putGraphDataset(t testing.TB, ctx context.Context, auctionsURL, bidsURL string) (lateAuctions, lateBids int) {
 	t.Helper()
@@ -334,7 +335,7 @@ func putGraphDataset(t testing.TB, ctx context.Context, auctionsURL, bidsURL str
 		for i := range 80 {
 			d := start + time.Duration(i)*120*time.Millisecond + time.Duration(rng.IntN(1500))*time.Millisecond
 			a := max(0, aid-1-rng.IntN(12))
-			bl = append(bl, fmt.Sprintf(`{"auction":%d,"bidder":%d,"price":%d,"ts":%q}`, a, rng.IntN(6), 10+rng.IntN(990), ts(d)))
+			bl = append(bl, fmt.Sprintf(`{"auction":%d,"bidder":%d,"price":%d,"ts":%q}`, a, rng.IntN(40), 10+rng.IntN(990), ts(d)))
 		}
 		if f >= 5 && f%3 == 0 {
 			for range 2 {
@@ -343,8 +344,8 @@ func putGraphDataset(t testing.TB, ctx context.Context, auctionsURL, bidsURL str
 				lateBids++
 			}
 		}
-		if f >= 5 && f%4 == 1 {
-			d := start - 40*time.Second - time.Duration(rng.IntN(10000))*time.Millisecond
+		if f >= 10 && f%4 == 1 {
+			d := start - 90*time.Second - time.Duration(rng.IntN(10000))*time.Millisecond
 			al = append(al, fmt.Sprintf(`{"id":%d,"seller":%d,"category":%d,"ts":%q}`, aid, aid%5, aid%8, ts(d)))
 			aid++
 			lateAuctions++
