@@ -215,3 +215,49 @@ func TestPartEncoderBytes(t *testing.T) {
 		t.Errorf("csv encoder: %v, want unknown format", err)
 	}
 }
+
+// FuzzDecodeStream: for any JSON-lines or CSV text, DecodeStream (in tiny
+// chunks and batches, serially and in parallel) hands over the rows and
+// rejects Decode returns, or fails when Decode fails.
+func FuzzDecodeStream(f *testing.F) {
+	f.Add([]byte("{\"s\":\"a\",\"i\":1}\n{bad\n\n{\"t\":\"2024-01-01T00:00:00Z\"}\n"), uint8(3), false)
+	f.Add([]byte("s,i,t\n\"x\ny\",2,2024-01-01T00:00:00Z\nz,notint,\n,,\n"), uint8(1), true)
+	f.Add([]byte("\xEF\xBB\xBFs,i\n\"unterminated\n"), uint8(7), true)
+	schema, err := SchemaFromFields([]Field{{"s", "string"}, {"i", "int64"}, {"t", "timestamp"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, size uint8, isCSV bool) {
+		format := "jsonl"
+		if isCSV {
+			format = "csv"
+		}
+		bs := int(size%16) + 1
+		opts := DecodeOptions{Schema: schema, BatchSize: bs, Mem: memory.DefaultAllocator}
+		want, werr := Decode(format, "in", data, opts)
+		for _, par := range []int{1, 3} {
+			opts.Parallelism = par
+			var got []arrow.RecordBatch
+			each := func(b arrow.RecordBatch) error { got = append(got, b); return nil }
+			var d *Decoded
+			var err error
+			if isCSV {
+				d, err = DecodeStream(format, "in", data, opts, each)
+			} else {
+				d, err = decodeJSONLStream("in", data, opts, bs*8, each)
+			}
+			if (err != nil) != (werr != nil) {
+				t.Fatalf("par %d: DecodeStream error %v, Decode error %v", par, err, werr)
+			}
+			if err != nil {
+				continue
+			}
+			if !reflect.DeepEqual(rows(got), rows(want.Batches)) || d.Rows != want.Rows {
+				t.Fatalf("par %d: rows differ: %d vs %d", par, d.Rows, want.Rows)
+			}
+			if !reflect.DeepEqual(d.Rejects, want.Rejects) {
+				t.Fatalf("par %d: rejects differ:\n got %v\nwant %v", par, d.Rejects, want.Rejects)
+			}
+		}
+	})
+}
