@@ -137,10 +137,8 @@ type decodeJob struct {
 func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
 	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
 	out := &streamOut{att: att}
-	sink, err := newPartSink(parent, r, att)
-	if err != nil {
-		return nil, err
-	}
+	sink := newPartSink(parent, r, att)
+	var err error
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
@@ -358,7 +356,7 @@ type partSink struct {
 	inflight chan struct{}
 }
 
-func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) (*partSink, error) {
+func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) *partSink {
 	s := &partSink{r: r, att: att, limit: partBytes(r.dc.memLimit), format: "parquet", ext: "parquet",
 		open: map[string]*formats.PartEncoder{}, next: map[string]int{}}
 	if r.p.Sink.Format == spec.JSONL {
@@ -366,7 +364,7 @@ func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) (*partSink,
 	}
 	s.up, s.upCtx = errgroup.WithContext(ctx)
 	s.up.SetLimit(1)
-	return s, nil
+	return s
 }
 
 // write runs the stages after the window (none without one) on b and
