@@ -1,6 +1,8 @@
 // Package bench runs floe's clickstream benchmark: a deterministic data set
 // (internal/datagen), floe's 1-minute tumbling count and sum per user over it,
-// and the same aggregation in DuckDB, with the outputs compared row by row.
+// and the same aggregation in DuckDB, with the outputs compared row by row;
+// and the issue-8 shapes of the same (sliding, daily with count_distinct,
+// filter only; see cases.go).
 //
 // It is its own Go module so that the engine module never links DuckDB (cgo).
 // The command cmd/floe-bench orchestrates full runs in child processes so
