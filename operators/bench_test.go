@@ -3,6 +3,7 @@ package operators
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -91,6 +92,18 @@ func runWindowBench(b *testing.B, spec WindowSpec, schema *arrow.Schema, batches
 	if cpu := cpuTime() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(b.N)*float64(rowsPerBatch)/cpu.Seconds(), "rows/cpu-s")
 	}
+	reportLiveHeap(b, w)
+}
+
+// reportLiveHeap reports the Go heap in use after a collection while w is
+// alive (the inputs included): the state's footprint, compared across
+// versions.
+func reportLiveHeap(b *testing.B, w *Window) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-MiB")
+	runtime.KeepAlive(w)
 }
 
 // cpuTime is the process's user+system CPU time.
@@ -214,6 +227,7 @@ func BenchmarkCountDistinct24h(b *testing.B) {
 	if cpu := cpuTime() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(b.N)*float64(rowsPerBatch)/cpu.Seconds(), "rows/cpu-s")
 	}
+	reportLiveHeap(b, w)
 }
 
 // BenchmarkSliding1MKeys is BenchmarkWindow1MKeys with 5-minute windows

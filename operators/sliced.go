@@ -2,6 +2,7 @@ package operators
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -30,15 +31,19 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	w.wm = wm
 	closedBefore := func(end int64) bool { return satAdd(end, w.lateness) <= oldWm }
 	// Every window closing now ends by wm - lateness, so its slices have
-	// closed first windows: collect those slices and their keys, and sort
-	// the keys by their bytes (the output order); each key's slices come
-	// from its open-slot list.
+	// closed first windows: collect those slices (one sequential pass over
+	// the slots), sort their keys by bytes (the output order), and group
+	// the slices by key in that order with a counting sort, so no key's
+	// slots are chased through memory.
 	var sl, kids []int32
+	var refs []sliceRef
+	rank := w.rankScratch(len(w.keys))
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
 			sl = append(sl, int32(s))
-			if ki := &w.keys[info.kid]; !ki.mark {
-				ki.mark = true
+			refs = append(refs, sliceRef{start: info.start, slot: int32(s), kid: info.kid})
+			if rank[info.kid] < 0 {
+				rank[info.kid] = 0
 				kids = append(kids, info.kid)
 			}
 		}
@@ -47,52 +52,53 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	w.sortKeys(kids)
-	var starts []int64
-	var out, run []int32
-	for _, kid := range kids {
-		w.keys[kid].mark = false
-		run = run[:0]
-		for p := w.keys[kid].head; p >= 0; p = w.slots[p].next {
-			if w.closed(w.slots[p].end) {
-				run = append(run, p)
-			}
+	pos := make([]int32, len(kids)+1)
+	for i, kid := range kids {
+		rank[kid] = int32(i)
+	}
+	for _, r := range refs {
+		pos[rank[r.kid]+1]++
+	}
+	for i := 1; i < len(pos); i++ {
+		pos[i] += pos[i-1]
+	}
+	grouped := make([]sliceRef, len(refs))
+	next := slices.Clone(pos[:len(kids)])
+	for _, r := range refs {
+		k := rank[r.kid]
+		grouped[next[k]] = r
+		next[k]++
+	}
+	var out []int32
+	for i, kid := range kids {
+		run := grouped[pos[i]:pos[i+1]]
+		sortRefsByStart(run)
+		// The windows of these slices that close now, by ascending start:
+		// every window holding one of the slices starts in
+		// (first start - size, last start]; skip those that had closed
+		// before, take the closed ones that hold a slice, stop at the first
+		// still open (window ends grow with starts).
+		pmin, pmax := run[0].start, run[len(run)-1].start
+		if pmin < math.MinInt64+w.size {
+			out = w.slidingWindowsFallback(kid, run, closedBefore, out)
+			continue
 		}
-		w.sortByStart(run)
-		// The windows of these slices that close now: for each slice, going
-		// back from the window starting at it, skip the open ones, take the
-		// closed ones, stop at the first that had closed before.
-		starts = starts[:0]
-		for _, p := range run {
-			ps := w.slots[p].start
-			for s := ps; s > ps-w.size; s -= w.slide {
-				e := satAdd(s, w.size)
-				if !w.closed(e) {
-					continue
-				}
-				if closedBefore(e) {
-					break
-				}
-				starts = append(starts, s)
-			}
-		}
-		slices.Sort(starts)
-		starts = slices.Compact(starts)
 		lo := 0
-		for _, s := range starts {
+		for s := pmin - w.size + w.slide; s <= pmax; s += w.slide {
 			e := satAdd(s, w.size)
-			for lo < len(run) && w.slots[run[lo]].start < s {
+			if closedBefore(e) {
+				continue
+			}
+			if !w.closed(e) {
+				break
+			}
+			for lo < len(run) && run[lo].start < s {
 				lo++
 			}
-			r := w.scratchSlot(kid, s, e)
-			for _, p := range run[lo:] {
-				if w.slots[p].start >= e {
-					break
-				}
-				for _, a := range w.aggs {
-					a.merge(r, p)
-				}
+			if lo == len(run) || run[lo].start >= e {
+				continue // no slice of the key in this window
 			}
-			out = append(out, r)
+			out = append(out, w.mergeSlices(kid, s, e, run[lo:]))
 		}
 	}
 	// out is in key order, each key's windows by start; every window has
@@ -123,18 +129,87 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
-// sortByStart sorts a key's slices by start (starts are distinct): an
+// sliceRef is a closed slice of advanceSliding.
+type sliceRef struct {
+	start     int64
+	slot, kid int32
+}
+
+// rankScratch returns a per-key scratch slice of n entries, all -1.
+func (w *Window) rankScratch(n int) []int32 {
+	w.rank = slices.Grow(w.rank[:0], n)[:n]
+	for i := range w.rank {
+		w.rank[i] = -1
+	}
+	return w.rank
+}
+
+// sortRefsByStart sorts a key's slices by start (starts are distinct): an
 // insertion sort for the usual few, pdqsort past that.
-func (w *Window) sortByStart(run []int32) {
+func sortRefsByStart(run []sliceRef) {
 	if len(run) > 16 {
-		slices.SortFunc(run, func(a, b int32) int { return cmpInt64(w.slots[a].start, w.slots[b].start) })
+		slices.SortFunc(run, func(a, b sliceRef) int { return cmpInt64(a.start, b.start) })
 		return
 	}
 	for i := 1; i < len(run); i++ {
-		for j := i; j > 0 && w.slots[run[j]].start < w.slots[run[j-1]].start; j-- {
+		for j := i; j > 0 && run[j].start < run[j-1].start; j-- {
 			run[j], run[j-1] = run[j-1], run[j]
 		}
 	}
+}
+
+// mergeSlices builds window [s, e) of kid from its slices run (sorted by
+// start, the first at or after s) in a scratch slot.
+func (w *Window) mergeSlices(kid int32, s, e int64, run []sliceRef) int32 {
+	r := w.scratchSlot(kid, s, e)
+	for _, p := range run {
+		if p.start >= e {
+			break
+		}
+		for _, a := range w.aggs {
+			a.merge(r, p.slot)
+		}
+	}
+	return r
+}
+
+// slidingWindowsFallback is the per-slice search for the windows closing
+// now, for slices so close to the smallest time that a window start before
+// them does not fit an int64: for each slice, going back from the window
+// starting at it, skip the open ones, take the closed ones, stop at the
+// first that had closed before.
+func (w *Window) slidingWindowsFallback(kid int32, run []sliceRef, closedBefore func(int64) bool, out []int32) []int32 {
+	var starts []int64
+	for _, p := range run {
+		ps := p.start
+		low := int64(math.MinInt64) // ps - size, which may not fit
+		if ps >= math.MinInt64+w.size {
+			low = ps - w.size
+		}
+		for s := ps; s > low; s -= w.slide {
+			e := satAdd(s, w.size)
+			if !w.closed(e) {
+				continue
+			}
+			if closedBefore(e) {
+				break
+			}
+			starts = append(starts, s)
+			if s < math.MinInt64+w.slide {
+				break
+			}
+		}
+	}
+	slices.Sort(starts)
+	starts = slices.Compact(starts)
+	lo := 0
+	for _, s := range starts {
+		for lo < len(run) && run[lo].start < s {
+			lo++
+		}
+		out = append(out, w.mergeSlices(kid, s, satAdd(s, w.size), run[lo:]))
+	}
+	return out
 }
 
 // stableByStart orders slots by start, keeping the order of slots with the

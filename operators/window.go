@@ -85,7 +85,6 @@ type keyInfo struct {
 	refs     int32   // open slots of this key
 	head     int32   // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
 	mkOff    uint8   // bytes[mkOff:] is the key's map key (see mapKey)
-	mark     bool    // scratch flag of advanceSliding, false between calls
 	h        uint32  // the map key's hash in ktab
 	sessions []int32 // session slots, sorted by start
 }
@@ -146,6 +145,7 @@ type Window struct {
 	lateRows []int32
 	redirect map[int32]int32
 	pending  []int32
+	rank     []int32  // advanceSliding's per-key scratch
 	gather   struct { // build's columns of the slots it writes
 		kgs          []int32
 		keys         []string
