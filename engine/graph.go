@@ -137,23 +137,38 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	return pl, nil
 }
 
-// graphHash identifies a graph plan: the canonical JSON of its sources,
-// stages and sinks (every setting) and every node's schema.
+// graphHash identifies a graph plan by what it computes, not where it
+// runs: each source's name, format, event time and schema; each stage's
+// name, inputs and settings (without its late_url, and a lookup without
+// its table's location); the sink's input and format; every node's
+// schema; and the time rule of stages reading window results. A pipeline
+// moved or copied elsewhere, or run with other limits or watermark
+// settings, keeps its plan (as the linear form's encodePlan does).
 func graphHash(g *spec.Graph, gp *graphPlan) string {
 	h := sha256.New()
-	fmt.Fprintln(h, "floe-graph-plan v1")
-	for _, part := range []any{g.Sources, g.Stages, g.Sinks} {
-		data, err := json.Marshal(part)
+	fmt.Fprintln(h, "floe-graph-plan v2")
+	for _, ns := range g.Sources {
+		fmt.Fprintf(h, "source %q format=%s event_time=%q schema=%s\n", ns.Name, ns.Source.Format, ns.Source.EventTime, gp.byName[ns.Name].out)
+	}
+	for _, st := range g.Stages {
+		c := st
+		c.LateURL = ""
+		if c.Lookup != nil {
+			l := *c.Lookup
+			l.URL, l.Pattern = "", ""
+			c.Lookup = &l
+		}
+		data, err := json.Marshal(c)
 		if err != nil {
 			data = []byte(err.Error()) // plain config structs: cannot happen
 		}
-		h.Write(data)
-		fmt.Fprintln(h)
+		nd := gp.byName[st.Name]
+		fmt.Fprintf(h, "stage %s fp=%s schema=%s\n", data, nd.fp, nd.out)
 	}
-	for _, n := range gp.nodes {
-		fmt.Fprintln(h, n.name, n.out)
+	for _, sk := range g.Sinks {
+		fmt.Fprintf(h, "sink %q input=%q type=%s format=%s\n", sk.Name, sk.Input, sk.Sink.Type, sk.Sink.Format)
 	}
-	return "g1-" + hex.EncodeToString(h.Sum(nil))[:32]
+	return "g2-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // eventTimeOf is the event-time column of a node's output.
@@ -199,7 +214,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			return fmt.Errorf("window: %w", err)
 		}
 		n.stateful, n.delay = true, ws.AllowedLateness
-		n.fp = op.StateFingerprint()
+		n.fp = op.StateFingerprint() + timeRule(op)
 		n.keyCols = [][]int{op.KeyColumns(0)}
 		n.newOp = newOp
 	case st.Join != nil:
@@ -252,7 +267,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
-		n.stateful, n.fp = true, op.StateFingerprint()
+		n.stateful, n.fp = true, op.StateFingerprint()+timeRule(op)
 		n.keyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
 		n.newOp = newOp
 	case st.TopN != nil:

@@ -224,7 +224,7 @@ func sortedDiff(want, got []string) (missing, extra []string) {
 // generation 2 (reason "plan changed") where the linear form's encodePlan
 // continues generation 1. Set it to true when graphHash leaves locations
 // out: the test then requires generation 1.
-const graphPlanHashPortable = false
+const graphPlanHashPortable = true
 
 // readGeneration reads generation gen's _generation.json under a
 // pipeline's state directory.

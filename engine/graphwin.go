@@ -152,3 +152,22 @@ func (h *hiddenTimeOp) Advance(wm int64) (arrow.RecordBatch, error) {
 	}
 	return array.NewRecordBatch(h.out, cols, rec.NumRows()), nil
 }
+
+// timeRule is appended to a stage's state fingerprint when it reads window
+// results by window_end - 1µs on some input: state written under another
+// time rule is then refused rather than mixed with it.
+func timeRule(op operators.Stateful) string {
+	h, ok := op.(*hiddenTimeOp)
+	if !ok {
+		return ""
+	}
+	r := "+wend-1us:"
+	for _, c := range h.endCol {
+		if c >= 0 {
+			r += "1"
+		} else {
+			r += "0"
+		}
+	}
+	return r
+}

@@ -303,7 +303,11 @@ func outputsCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			base := strings.TrimSuffix(p.Sink.URL, "/")
+			sinkURL := p.Sink.URL
+			if len(p.Sinks) > 0 {
+				sinkURL = p.Sinks[0].Sink.URL // the graph form's one sink
+			}
+			base := strings.TrimSuffix(sinkURL, "/")
 			if i := strings.IndexByte(base, '?'); i >= 0 {
 				base = base[:i] // query parameters are connection settings
 			}
