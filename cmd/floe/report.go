@@ -73,6 +73,10 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 			engine.FormatWatermark(res.Watermark))
 	}
 	fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, specPath, res.StateURL)
+	if res.StateRowsSkipped > 0 {
+		fmt.Fprintf(stdout, "restored on demand: %d of %d state rows decoded (the key groups this run touched or had windows due)\n",
+			res.StateRowsDecoded, res.StateRowsDecoded+res.StateRowsSkipped)
+	}
 }
 
 // runUI is what a run shows and writes besides its summary: the progress
