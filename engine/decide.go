@@ -55,6 +55,9 @@ func newDecideConfig(p *spec.Pipeline) decideConfig {
 			c.streams = false
 		}
 	}
+	if len(p.Sources) > 0 || len(p.Stages) > 0 || len(p.Sinks) > 0 {
+		c.streams = false // a graph decodes its epoch at once
+	}
 	return c
 }
 

@@ -113,3 +113,16 @@ func TestPrefetchBound(t *testing.T) {
 		pf.stop()
 	}
 }
+
+// TestDecideConfigStreams: only a plan without a window and outside the
+// graph form streams; the others are split by the budget.
+func TestDecideConfigStreams(t *testing.T) {
+	filter := &spec.Pipeline{Operators: []spec.Operator{{Filter: &spec.Filter{Expr: "x > 1"}}}}
+	window := &spec.Pipeline{Operators: []spec.Operator{{Filter: &spec.Filter{Expr: "x > 1"}}, {Window: &spec.Window{}}}}
+	graph := &spec.Pipeline{Stages: []spec.Stage{{}}}
+	for p, want := range map[*spec.Pipeline]bool{filter: true, window: false, graph: false} {
+		if c := newDecideConfig(p); c.streams != want || c.memLimit < spec.MinMemoryLimit || c.splitNoted == nil {
+			t.Errorf("%+v: streams %v (want %v), limit %d", p, c.streams, want, c.memLimit)
+		}
+	}
+}

@@ -38,7 +38,7 @@ type future struct {
 func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	limit := r.dc.memLimit / 4
-	if r.plan.window == nil && r.dc.memLimit > 0 {
+	if r.plan.window == nil && r.plan.graph == nil && r.dc.memLimit > 0 {
 		// A streamed epoch overlaps decoding and writing itself; decoded
 		// files held for it would undo its bound: only its first files.
 		limit = min(limit, 2*partBytes(r.dc.memLimit))
