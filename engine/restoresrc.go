@@ -167,14 +167,38 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 			return nil, err
 		}
 		var retained []int64
-		for _, m := range chain {
-			retained = append(retained, m.Epoch)
-			if m.Epoch == opts.RollbackTo {
-				g, err := c.ReadGeneration(ctx, m.Generation)
-				if err != nil {
-					return nil, err
+		// The chain follows parent pointers, which lead from the first epoch
+		// of a restored generation (a savepoint, a rollback) to the head it
+		// replaced: the epochs between that head and the restored epoch were
+		// abandoned (their outputs are not in the output log any more) and
+		// are not the pipeline's history. Skip them.
+		gens := map[int64]*manifest.Generation{}
+		genOf := func(n int64) (*manifest.Generation, error) {
+			if g, ok := gens[n]; ok {
+				return g, nil
+			}
+			g, err := c.ReadGeneration(ctx, n)
+			gens[n] = g
+			return g, err
+		}
+		var resumeAt *manifest.Ref // skip manifests until this one
+		for i, m := range chain {
+			if resumeAt != nil {
+				if m.Generation != resumeAt.Generation || m.Epoch != resumeAt.Epoch {
+					continue
 				}
+				resumeAt = nil
+			}
+			retained = append(retained, m.Epoch)
+			g, err := genOf(m.Generation)
+			if err != nil {
+				return nil, err
+			}
+			if m.Epoch == opts.RollbackTo {
 				return &restoreSource{kind: manifest.RestoreRollback, manifest: m, generation: g, store: st.state, shared: true}, nil
+			}
+			if i+1 < len(chain) && chain[i+1].Generation != m.Generation && g.RestoredFrom != nil && g.Parent != nil {
+				resumeAt = g.Parent
 			}
 		}
 		return nil, fmt.Errorf("rollback to epoch %d: not retained (retained epochs: %v)", opts.RollbackTo, retained)
