@@ -35,12 +35,11 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	// the slots), sort their keys by bytes (the output order), and group
 	// the slices by key in that order with a counting sort, so no key's
 	// slots are chased through memory.
-	var sl, kids []int32
-	var refs []sliceRef
+	var kids []int32
+	refs := w.sref[:0]
 	rank := w.rankScratch(len(w.keys))
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
-			sl = append(sl, int32(s))
 			refs = append(refs, sliceRef{start: info.start, slot: int32(s), kid: info.kid})
 			if rank[info.kid] < 0 {
 				rank[info.kid] = 0
@@ -48,7 +47,8 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 			}
 		}
 	}
-	if len(sl) == 0 {
+	w.sref = refs
+	if len(refs) == 0 {
 		return nil, nil
 	}
 	w.sortKeys(kids)
@@ -62,7 +62,8 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	for i := 1; i < len(pos); i++ {
 		pos[i] += pos[i-1]
 	}
-	grouped := make([]sliceRef, len(refs))
+	grouped := slices.Grow(w.sgroup[:0], len(refs))[:len(refs)]
+	w.sgroup = grouped
 	next := slices.Clone(pos[:len(kids)])
 	for _, r := range refs {
 		k := rank[r.kid]
@@ -120,10 +121,10 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	}
 	// Drop the slices whose last window is closed (after build: dropping
 	// may release their keys).
-	for _, p := range sl {
-		if w.closed(satAdd(w.slots[p].start, w.size)) {
-			w.killSlot(p)
-			w.freeSlot(p)
+	for _, r := range refs {
+		if w.closed(satAdd(r.start, w.size)) {
+			w.killSlot(r.slot)
+			w.freeSlot(r.slot)
 		}
 	}
 	return rec, nil

@@ -145,8 +145,10 @@ type Window struct {
 	lateRows []int32
 	redirect map[int32]int32
 	pending  []int32
-	rank     []int32  // advanceSliding's per-key scratch
-	gather   struct { // build's columns of the slots it writes
+	rank     []int32    // advanceSliding's per-key scratch
+	sref     []sliceRef // advanceSliding's closed slices
+	sgroup   []sliceRef // and the same grouped by key
+	gather   struct {   // build's columns of the slots it writes
 		kgs          []int32
 		keys         []string
 		starts, ends []arrow.Timestamp
