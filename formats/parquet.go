@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -324,156 +323,20 @@ func releaseAll(bs []arrow.RecordBatch) {
 
 // decodeParquet reads the declared columns of a Parquet input file, casting
 // them to the declared types.
-func decodeParquet(fileName string, data []byte, opts DecodeOptions) (_ *Decoded, err error) {
-	defer func() {
-		recoverParquet(&err)
-		if err != nil && !strings.HasPrefix(err.Error(), fileName) {
-			err = fmt.Errorf("%s: %w", fileName, err)
-		}
-	}()
-	pf, fr, err := openParquet(data, opts.Mem, opts.BatchSize)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fileName, err)
-	}
-	defer pf.Close()
-	fileSchema, err := fr.Schema()
-	if err != nil {
-		return nil, fmt.Errorf("%s: parquet schema: %w", fileName, err)
-	}
-	declared := opts.Schema
-	if declared == nil {
-		declared = inferSchema(cleanSchema(fileSchema))
-	}
-	// Output schema, kinds and the leaf columns to read.
-	outFields := make([]arrow.Field, declared.NumFields())
-	kinds := make([]kind, declared.NumFields())
-	var leaves []int
-	et := -1
-	for i, f := range declared.Fields() {
-		fi := fileSchema.FieldIndices(f.Name)
-		if len(fi) == 0 {
-			return nil, fmt.Errorf("%s: Parquet file has no column %q", fileName, f.Name)
-		}
-		src := fileSchema.Field(fi[0]).Type
-		if opts.Schema == nil {
-			outFields[i] = f
-			if src.ID() == arrow.TIMESTAMP {
-				kinds[i] = kTimestamp
-			} else {
-				kinds[i] = kString // unused: passthrough below
-			}
-		} else {
-			k, err := fieldKind(f)
-			if err != nil {
-				return nil, fmt.Errorf("%s: schema: %w", fileName, err)
-			}
-			if !compatible(src, k) {
-				return nil, fmt.Errorf("%s: Parquet column %q has type %s, incompatible with declared %s", fileName, f.Name, src, k)
-			}
-			kinds[i] = k
-			f.Type, f.Nullable = k.arrowType(), true
-			outFields[i] = f
-		}
-		if f.Name == opts.EventTime {
-			if outFields[i].Type.ID() != arrow.TIMESTAMP {
-				return nil, fmt.Errorf("%s: event time column %q has type %s, not a timestamp", fileName, f.Name, outFields[i].Type)
-			}
-			et = i
-		}
-		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi[0]])
-	}
-	if opts.EventTime != "" && et < 0 {
-		return nil, fmt.Errorf("%s: event time column %q is not in the schema", fileName, opts.EventTime)
-	}
-	md := declared.Metadata()
-	outSchema := arrow.NewSchema(outFields, &md)
-	res := &Decoded{Schema: outSchema}
-	if pf.NumRowGroups() == 0 || len(leaves) == 0 {
-		return res, nil
-	}
-	var rowBase int64
-	err = readAll(fr, leaves, nil, func(rec arrow.RecordBatch) error {
-		n := rec.NumRows()
-		cols := make([]arrow.Array, len(outFields))
-		defer func() {
-			for _, c := range cols {
-				if c != nil {
-					c.Release()
-				}
-			}
-		}()
-		for i, f := range outFields {
-			idx := rec.Schema().FieldIndices(f.Name)
-			if len(idx) == 0 {
-				return fmt.Errorf("column %q missing from a batch", f.Name)
-			}
-			src := rec.Column(idx[0])
-			var err error
-			if opts.Schema == nil && kinds[i] != kTimestamp {
-				src.Retain()
-				cols[i] = src
-			} else if cols[i], err = convertColumn(src, kinds[i], f.Type); err != nil {
-				return fmt.Errorf("column %q: %w", f.Name, err)
-			}
-		}
-		out := array.NewRecordBatch(outSchema, cols, n)
-		// reasons[j] != "" rejects row j: the first column (in schema
-		// order) whose string is not valid UTF-8, else a null event time.
-		var reasons []string
-		for i, c := range cols {
-			badUTF8Rows(c, func(j int, v []byte) {
-				if reasons == nil {
-					reasons = make([]string, n)
-				}
-				if reasons[j] == "" {
-					reasons[j] = badUTF8Reason(strconv.Quote(outFields[i].Name), v)
-				}
-			})
-		}
-		if et >= 0 && cols[et].NullN() > 0 {
-			if reasons == nil {
-				reasons = make([]string, n)
-			}
-			for j := range reasons {
-				if reasons[j] == "" && cols[et].IsNull(j) {
-					reasons[j] = fmt.Sprintf("event time column %q is null", outFields[et].Name)
-				}
-			}
-		}
-		if reasons != nil {
-			mb := array.NewBooleanBuilder(memory.DefaultAllocator)
-			mb.Reserve(int(n))
-			for j, r := range reasons {
-				mb.UnsafeAppend(r == "")
-				if r != "" {
-					res.Rejects = append(res.Rejects, Reject{File: fileName, Line: rowBase + int64(j) + 1, Reason: r})
-				}
-			}
-			mask := mb.NewArray()
-			mb.Release()
-			filtered, err := compute.FilterRecordBatch(context.Background(), out, mask, compute.DefaultFilterOptions())
-			mask.Release()
-			out.Release()
-			if err != nil {
-				return err
-			}
-			out = filtered
-		}
-		rowBase += n
-		if out.NumRows() == 0 {
-			out.Release()
-			return nil
-		}
-		res.Batches = append(res.Batches, out)
-		res.Rows += out.NumRows()
+func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
+	var batches []arrow.RecordBatch
+	d, err := decodeParquetStream(fileName, data, opts, func(b arrow.RecordBatch) error {
+		batches = append(batches, b)
 		return nil
 	})
 	if err != nil {
-		res.Release()
-		return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)
+		releaseAll(batches)
+		return nil, err
 	}
-	return res, nil
+	d.Batches = batches
+	return d, nil
 }
+
 
 // badUTF8Rows calls bad with the row and value of every non-null value of a
 // that is not valid UTF-8, in row order. It looks only at string arrays

@@ -12,8 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// This is decodeParquet (parquet.go) with the batches handed to a callback;
-// decodeParquet could be written as this collecting the batches.
+// decodeParquet (parquet.go) is this, collecting the batches.
 
 // decodeParquetStream is decodeParquet handing each batch to each as it is
 // read (row group by row group, BatchSize rows at a time) instead of
