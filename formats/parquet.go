@@ -337,7 +337,6 @@ func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, 
 	return d, nil
 }
 
-
 // badUTF8Rows calls bad with the row and value of every non-null value of a
 // that is not valid UTF-8, in row order. It looks only at string arrays
 // (string, large_string, string_view, and dictionaries of those); binary and
