@@ -480,6 +480,15 @@ func TestQueriesAgree(t *testing.T) {
 func TestGraphQueries(t *testing.T) {
 	l := testData(t)
 	ctx := context.Background()
+	// A marked query is refused (every listed query runs today, so a
+	// made-up one stands in).
+	saved := queries
+	queries = append(queries[:len(queries):len(queries)], Query{Name: "qx", Needs: NeedsGraph, SQL: "SELECT 1 AS x"})
+	defer func() { queries = saved }()
+	if _, err := RunFloe(ctx, FloeJob{Query: "qx", Data: l.Dir, Format: Parquet, Sink: t.TempDir(), State: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "not runnable yet") {
+		t.Errorf("qx: RunFloe = %v, want not runnable yet", err)
+	}
+	queries = saved
 	for _, q := range Queries() {
 		if q.Runnable() {
 			continue

@@ -56,7 +56,7 @@ var queries = []Query{
 	{Name: "q3", Title: "local item suggestion (join)", Streams: []string{Auctions, Persons},
 		SQL: `SELECT P.name, P.city, P.state, A.id FROM {auctions} A JOIN {persons} P ON A.seller = P.id
 WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`},
-	{Name: "q5", Title: "hot items (max count over sliding windows)", Needs: NeedsGraph, Streams: []string{Bids},
+	{Name: "q5", Title: "hot items (max count over sliding windows)", Streams: []string{Bids},
 		SQL: `WITH w AS (
   SELECT auction, ws AS starttime
   FROM (SELECT auction, time_bucket(INTERVAL 2 SECOND, dateTime) AS last_start FROM {bids}),
@@ -64,11 +64,11 @@ WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`},
 c AS (SELECT auction, starttime, count(*) AS num FROM w GROUP BY ALL),
 m AS (SELECT starttime, max(num) AS maxn FROM c GROUP BY ALL)
 SELECT c.auction, c.num, c.starttime FROM c JOIN m USING (starttime) WHERE c.num >= m.maxn`},
-	{Name: "q7", Title: "highest bid per window joined back to the bid", Needs: NeedsGraph, Streams: []string{Bids},
+	{Name: "q7", Title: "highest bid per window joined back to the bid", Streams: []string{Bids},
 		SQL: `WITH b AS (SELECT *, time_bucket(INTERVAL 10 SECOND, dateTime) AS ws FROM {bids}),
 m AS (SELECT ws, max(price) AS maxprice FROM b GROUP BY ws)
 SELECT b.auction, b.price, b.bidder, b.dateTime, b.extra FROM b JOIN m ON b.ws = m.ws AND b.price = m.maxprice`},
-	{Name: "q8", Title: "new persons and auctions (windowed join)", Needs: NeedsGraph, Streams: []string{Persons, Auctions},
+	{Name: "q8", Title: "new persons and auctions (windowed join)", Streams: []string{Persons, Auctions},
 		SQL: `WITH p AS (SELECT DISTINCT id, name, time_bucket(INTERVAL 10 SECOND, dateTime) AS starttime FROM {persons}),
 a AS (SELECT DISTINCT seller, time_bucket(INTERVAL 10 SECOND, dateTime) AS starttime FROM {auctions})
 SELECT p.id, p.name, p.starttime FROM p JOIN a ON p.id = a.seller AND p.starttime = a.starttime`},
