@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -44,6 +45,10 @@ type Options struct {
 	Now func() time.Time
 	// Retry configures store retries (zero: defaults).
 	Retry store.RetryPolicy
+	// Functions are user-defined scalar functions (Go funcs registered with
+	// expr.Functions.Register) that the pipeline's filter and project
+	// expressions may call by name, like the built-in ones.
+	Functions *expr.Functions
 	// FromSavepoint restores a savepoint (a name under the pipeline's
 	// savepoints/, or the URL of a savepoint folder anywhere) into a new
 	// generation; Claim lets that generation reference a named savepoint's
@@ -440,4 +445,12 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 		return nil, err
 	}
 	return log.Entries(), nil
+}
+
+// exprOptions are the expression compilers' options of a run.
+func (o *Options) exprOptions() []expr.Option {
+	if o == nil || o.Functions == nil {
+		return nil
+	}
+	return []expr.Option{expr.WithFunctions(o.Functions)}
 }

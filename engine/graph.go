@@ -67,7 +67,7 @@ type graphPlan struct {
 
 // compileGraph compiles p's graph over its sources' schemas (by source
 // name) into a plan whose linear parts are empty.
-func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema) (*plan, error) {
+func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, xo ...expr.Option) (*plan, error) {
 	g, err := p.Graph()
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 			n.ins = append(n.ins, u)
 			n.lag = max(n.lag, u.lag+u.delay)
 		}
-		if err := compileStage(g, st, n, k, lookupSchemas); err != nil {
+		if err := compileStage(g, st, n, k, lookupSchemas, xo); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.path, err)
 		}
 		n.delay = g.WatermarkDelay(n.name) // the one rule (docs/graph.md, Watermarks)
@@ -174,11 +174,11 @@ func graphHash(g *spec.Graph, gp *graphPlan) string {
 // eventTimeOf is the event-time column of a node's output.
 func eventTimeOf(g *spec.Graph, name string) string { return g.EventTime(name) }
 
-func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas map[string]*arrow.Schema) error {
+func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas map[string]*arrow.Schema, xo []expr.Option) error {
 	in := n.ins[0].out
 	switch {
 	case st.Filter != nil:
-		e, err := expr.CompileFilter(st.Filter.Expr, in)
+		e, err := expr.CompileFilter(st.Filter.Expr, in, xo...)
 		if err != nil {
 			return fmt.Errorf("filter: %w", err)
 		}
@@ -188,7 +188,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		for j, c := range st.Project.Columns {
 			items[j] = expr.ProjectItem{Name: c.Name, Expr: c.Expr}
 		}
-		pr, err := expr.CompileProjection(items, in)
+		pr, err := expr.CompileProjection(items, in, xo...)
 		if err != nil {
 			return fmt.Errorf("project: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/internal/s3test"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -401,4 +402,54 @@ func committedGraphLines(t *testing.T, p *spec.Pipeline, sinkURL string) []strin
 	}
 	sort.Strings(rows)
 	return rows
+}
+
+// TestUserFunctions: a Go function registered in Options.Functions is
+// callable from a pipeline's expressions (linear and graph form); without
+// it the run is refused naming the function.
+func TestUserFunctions(t *testing.T) {
+	fns := &expr.Functions{}
+	if err := fns.Register("band", func(price int64) string {
+		switch {
+		case price < 100:
+			return "low"
+		case price < 500:
+			return "mid"
+		}
+		return "high"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const tmpl = `
+name: bands
+sources:
+  bids:
+    type: files
+    url: "{{bids}}"
+    format: jsonl
+    schema: {auction: int64, bidder: int64, price: int64, ts: timestamp}
+    event_time: ts
+stages:
+  - {name: banded, input: bids, project: {auction: auction, price: price, band: "band(price)"}}
+  - {name: cheap, input: banded, filter: "band(price) == 'low'"}
+sinks:
+  out: {input: cheap, type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}"}
+`
+	e := newGraphEnv(t)
+	e.putAuctions(t, 2)
+	p := e.pipelineFrom(t, tmpl)
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "band") {
+		t.Fatalf("run without the function: %v, want an error naming band", err)
+	}
+	res := run(t, p, engine.Options{Functions: fns})
+	got := graphSinkLines(t, e.sink)
+	if res.RowsOut == 0 || int64(len(got)) != res.RowsOut {
+		t.Fatalf("%d rows out, %d lines", res.RowsOut, len(got))
+	}
+	for _, l := range got {
+		if !strings.Contains(l, `"band":"low"`) {
+			t.Fatalf("row %s: want band low", l)
+		}
+	}
 }

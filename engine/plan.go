@@ -94,8 +94,8 @@ func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
 // compile builds the plan of p over the source schema src, then prunes the
 // source to the columns the plan reads (projection pushdown: a Parquet
 // column nobody reads is never decoded) and compiles again over that.
-func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
-	full, err := compileOn(p, src)
+func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
+	full, err := compileOn(p, src, xo...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func compile(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 		}
 	}
 	md := src.Metadata()
-	pruned, err := compileOn(p, arrow.NewSchema(fields, &md))
+	pruned, err := compileOn(p, arrow.NewSchema(fields, &md), xo...)
 	if err != nil {
 		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
 	}
@@ -165,14 +165,14 @@ func (pl *plan) neededColumns() map[string]bool {
 }
 
 // compileOn builds the plan of p over the source schema src.
-func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
+func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
 	pl := &plan{spec: p, source: src, declared: src}
 	cur := src
 	for i, op := range p.Operators {
 		id := opID(op, i)
 		switch {
 		case op.Filter != nil:
-			e, err := expr.CompileFilter(op.Filter.Expr, cur)
+			e, err := expr.CompileFilter(op.Filter.Expr, cur, xo...)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].filter", i)), err)
 			}
@@ -183,7 +183,7 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema) (*plan, error) {
 			for j, c := range op.Project.Columns {
 				items[j] = expr.ProjectItem{Name: c.Name, Expr: c.Expr}
 			}
-			pr, err := expr.CompileProjection(items, cur)
+			pr, err := expr.CompileProjection(items, cur, xo...)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].project", i)), err)
 			}

@@ -88,7 +88,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		if err != nil {
 			return nil, err
 		}
-		if rp.plan, err = compileGraph(p, schemas, lookups); err != nil {
+		if rp.plan, err = compileGraph(p, schemas, lookups, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
 	} else {
@@ -101,7 +101,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 				return nil, err
 			}
 		}
-		if rp.plan, err = compile(p, src); err != nil {
+		if rp.plan, err = compile(p, src, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -74,6 +75,9 @@ type ReplayOptions struct {
 	// Epoch is a retained committed epoch whose parent is retained too
 	// (0: the head).
 	Epoch int64
+	// Functions are the user-defined functions the run had
+	// (Options.Functions).
+	Functions *expr.Functions
 	// Parallelism restores and processes with this many subtasks (0: the
 	// parallelism of the epoch's generation). The rows do not depend on it.
 	Parallelism int
@@ -232,7 +236,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	}
 	if err == nil {
 		y.src = src
-		x.pl, err = compile(p, src)
+		x.pl, err = compile(p, src, (&Options{Functions: opts.Functions}).exprOptions()...)
 	}
 	if err == nil {
 		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
