@@ -213,7 +213,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("window: %w", err)
 		}
-		n.stateful, n.delay = true, ws.AllowedLateness
+		n.stateful = true
 		n.fp = op.StateFingerprint() + timeRule(op)
 		n.keyCols = [][]int{op.KeyColumns(0)}
 		n.newOp = newOp
@@ -230,19 +230,13 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if js.RightTime == "" {
 			js.RightTime = eventTimeOf(g, st.Inputs[1])
 		}
-		n.delay = j.AllowedLateness
 		switch {
 		case j.Interval != nil:
 			js.Interval = &operators.JoinInterval{Lower: j.Interval.Lower, Upper: j.Interval.Upper}
-			// Output rows carry the left row's time, which is at most
-			// upper behind a right row that was on time.
-			n.delay += max(0, j.Interval.Upper)
 		case j.Window != nil && j.Window.Tumbling > 0:
 			js.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: j.Window.Tumbling}
-			n.delay += j.Window.Tumbling
 		case j.Window != nil && j.Window.Sliding != nil:
 			js.Window = &operators.JoinWindow{Kind: operators.Sliding, Size: j.Window.Sliding.Size, Slide: j.Window.Sliding.Slide}
-			n.delay += j.Window.Sliding.Size
 		}
 		right := n.ins[1].out
 		n.windowedJoin = js.Window != nil
@@ -286,7 +280,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("top_n: %w", err)
 		}
-		n.stateful, n.fp, n.delay = true, op.StateFingerprint(), t.AllowedLateness+t.Tumbling
+		n.stateful, n.fp = true, op.StateFingerprint()
 		n.keyCols = [][]int{op.KeyColumns(0)}
 		n.newOp = func() (operators.Stateful, error) { return operators.NewTopN(ts, in, k) }
 	case st.Dedup != nil:
@@ -302,10 +296,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("dedup: %w", err)
 		}
-		n.stateful, n.fp, n.delay = true, op.StateFingerprint(), d.AllowedLateness
-		if ds.Keep == operators.KeepLast {
-			n.delay += d.Within
-		}
+		n.stateful, n.fp = true, op.StateFingerprint()
 		n.keyCols = [][]int{op.KeyColumns(0)}
 		n.newOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
 	case st.Lookup != nil:

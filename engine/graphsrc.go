@@ -160,13 +160,12 @@ func (m *sourceMux) Close() error {
 // and combines them.
 func openGraphSources(ctx context.Context, p *spec.Pipeline, open func(name, field, url string) (store.Store, error)) (store.Store, error) {
 	m := &sourceMux{stores: map[string]store.Store{}}
-	for i, ns := range p.Sources {
+	for _, ns := range p.Sources {
 		s, err := open("source", fmt.Sprintf("sources.%s.url", ns.Name), ns.Source.URL)
 		if err != nil {
 			m.Close()
 			return nil, err
 		}
-		_ = i
 		m.stores[ns.Name] = s
 		m.names = append(m.names, ns.Name)
 	}
