@@ -245,3 +245,25 @@ func (c decideConfig) decide(inputs map[string]manifest.InputState, prevWM int64
 	d.commit = !idle || d.watermark != prevWM
 	return d
 }
+
+// inputWatermarks returns, for each named input (a graph's sources), the
+// watermark the inputs' own progress gives, by the same rule as the
+// combined one (prev, the combined previous watermark, as the floor): what
+// a stage that reads only some inputs may advance to. drain gives +inf.
+func (c decideConfig) inputWatermarks(inputs map[string]manifest.InputState, prev int64, now time.Time,
+	pend []store.ObjectInfo, taken int, drain bool, names []string) map[string]int64 {
+	waiting := c.waiting(pend, taken)
+	out := make(map[string]int64, len(names))
+	for _, n := range names {
+		if drain {
+			out[n] = math.MaxInt64
+			continue
+		}
+		sub := map[string]manifest.InputState{}
+		if in, ok := inputs[n]; ok {
+			sub[n] = in
+		}
+		out[n] = c.watermark(sub, prev, now, map[string]bool{n: waiting[n]})
+	}
+	return out
+}

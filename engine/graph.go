@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,8 @@ type gnode struct {
 	feedsKeyed bool
 	// windowedJoin: a join whose results are window results.
 	windowedJoin bool
+	// srcs are the sources this node's rows come from, sorted.
+	srcs []string
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -80,7 +83,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 		if sc == nil {
 			return nil, fmt.Errorf("internal error: no schema for source %s", ns.Name)
 		}
-		n := &gnode{name: ns.Name, kind: "source", path: g.Path(ns.Name), out: sc, src: ns}
+		n := &gnode{name: ns.Name, kind: "source", path: g.Path(ns.Name), out: sc, src: ns, srcs: []string{ns.Name}}
 		gp.nodes = append(gp.nodes, n)
 		gp.byName[n.name] = n
 		gp.sources[n.name] = n
@@ -96,6 +99,11 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 			}
 			n.ins = append(n.ins, u)
 			n.lag = max(n.lag, u.lag+u.delay)
+			for _, s := range u.srcs {
+				if !slices.Contains(n.srcs, s) {
+					n.srcs = append(n.srcs, s)
+				}
+			}
 		}
 		if err := compileStage(g, st, n, k, lookupSchemas, xo); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.path, err)
@@ -380,4 +388,33 @@ func indent(s, pre string) string {
 		}
 	}
 	return b.String()
+}
+
+// sourceNames returns the graph's source names.
+func (gp *graphPlan) sourceNames() []string {
+	var out []string
+	for _, n := range gp.nodes {
+		if n.kind == "source" {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// inputWatermark is a node's input watermark: the minimum of the
+// watermarks of the sources its rows come from (the pipeline's watermark
+// when per-source ones are not known), minus the delays on its path.
+func (n *gnode) inputWatermark(wm int64, bySource map[string]int64) int64 {
+	if len(bySource) > 0 && len(n.srcs) > 0 {
+		in := int64(math.MaxInt64)
+		for _, s := range n.srcs {
+			v, ok := bySource[s]
+			if !ok {
+				v = wm
+			}
+			in = min(in, v)
+		}
+		wm = in
+	}
+	return satSub(wm, n.lag)
 }

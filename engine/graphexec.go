@@ -177,7 +177,7 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				}
 			}
 		case nd.stateful:
-			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, satSub(wm, nd.lag))
+			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, nd.inputWatermark(wm, r.sourceWM))
 			if err != nil {
 				return nil, err
 			}

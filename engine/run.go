@@ -37,9 +37,10 @@ type runner struct {
 	parallelism int
 	k           int
 	subtasks    []*operators.Window
-	pending     []*pendingState // per subtask: restored state not decoded yet (lazyrestore.go)
-	graph       *graphState     // graph pipelines: the stages' subtasks and state (graphexec.go)
-	decodedAll  atomic.Int64    // state rows decoded by loadAll (from parallel writers)
+	pending     []*pendingState  // per subtask: restored state not decoded yet (lazyrestore.go)
+	graph       *graphState      // graph pipelines: the stages' subtasks and state (graphexec.go)
+	sourceWM    map[string]int64 // graph pipelines: this epoch's watermark of each source
+	decodedAll  atomic.Int64     // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
@@ -456,6 +457,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	if err := r.refreshLookups(ctx); err != nil {
 		return 0, err
+	}
+	if r.plan.graph != nil {
+		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.graph.sourceNames())
 	}
 	out, err := r.process(ctx, results, d.watermark)
 	if err != nil {
