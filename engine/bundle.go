@@ -145,6 +145,9 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("emit-test: %w", err)
 	}
+	if isGraph(p) {
+		return nil, errGraphUnsupported("regression bundles (replay --emit-test)")
+	}
 	specYAML, err := bundleSpec(opts.Spec)
 	if err != nil {
 		return nil, err

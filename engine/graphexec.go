@@ -177,7 +177,11 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				}
 			}
 		case nd.stateful:
-			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, nd.inputWatermark(wm, r.sourceWM))
+			swm := nd.inputWatermark(wm, r.sourceWM)
+			if v, ok := r.stageWM[nd.name]; ok {
+				swm = v // a replay: the watermark the stage recorded
+			}
+			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, swm)
 			if err != nil {
 				return nil, err
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -198,8 +199,9 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if isGraph(p) {
-		return nil, errGraphUnsupported("replay and regression bundles")
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Epoch < 0 {
 		return nil, fmt.Errorf("replay: epoch %d: must be a committed epoch number", opts.Epoch)
@@ -227,16 +229,28 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	for _, o := range objs {
 		y.listed[o.Key] = o
 	}
-	src, err := sourceSchema(p)
-	if err == nil && src == nil {
+	xo := (&Options{Functions: opts.Functions}).exprOptions()
+	var src *arrow.Schema
+	if isGraph(p) {
 		var files []store.ObjectInfo
 		if files, err = listSource(ctx, p, st.source); err == nil {
-			src, err = inferSchema(ctx, p, st.source, files)
+			var schemas, lookups map[string]*arrow.Schema
+			if schemas, lookups, err = graphSchemas(ctx, p, st.source, files, &Options{}); err == nil {
+				x.pl, err = compileGraph(p, schemas, lookups, xo...)
+			}
 		}
-	}
-	if err == nil {
-		y.src = src
-		x.pl, err = compile(p, src, (&Options{Functions: opts.Functions}).exprOptions()...)
+	} else {
+		src, err = sourceSchema(p)
+		if err == nil && src == nil {
+			var files []store.ObjectInfo
+			if files, err = listSource(ctx, p, st.source); err == nil {
+				src, err = inferSchema(ctx, p, st.source, files)
+			}
+		}
+		if err == nil {
+			y.src = src
+			x.pl, err = compile(p, src, xo...)
+		}
 	}
 	if err == nil {
 		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
@@ -384,6 +398,9 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	if y.parent != nil {
 		hm := *y.parent
 		hm.OutputLog = nil // the committed-output log is not needed
+		if x.pl.graph != nil && y.restarts() == manifest.RestoreReset {
+			hm.Operators = nil // the generation began with empty operator state
+		}
 		from.manifest, from.generation = &hm, y.pgen
 	}
 	from.kind, from.forget, from.owned = "", nil, nil // read as it is; closed by y.close
@@ -439,6 +456,23 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		r.skipRead = true // start_from: latest marked the files present at the start read without reading them
 		y.skipRead = true
 	}
+	if x.pl.graph != nil {
+		// Each stage advances to the watermark it recorded, and every
+		// lookup must read the table version the epoch read.
+		r.stageWM = map[string]int64{}
+		for _, op := range m.Operators {
+			r.stageWM[op.ID] = op.EmittedThrough
+		}
+		if err := r.refreshLookups(ctx); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+		for _, lv := range m.Lookups {
+			if nd := x.pl.graph.byName[lv.Stage]; nd != nil && nd.lookup != nil && nd.lookup.version != lv.Version {
+				return nil, fmt.Errorf("replay: epoch %d: stage %s read lookup table version %s (%d files, %d rows); its table is now version %s (%d files, %d rows): the replay would not be exact",
+					m.Epoch, lv.Stage, lv.Version, lv.Files, lv.Rows, nd.lookup.version, nd.lookup.files, nd.lookup.rows)
+			}
+		}
+	}
 	in, err := r.replayFiles(ctx, m.Epoch, files, m.Watermark, res)
 	if err != nil {
 		return nil, err
@@ -482,6 +516,24 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
 		}
 		res.Late = append(res.Late, lines...)
+	}
+	if g := out.graph; g != nil {
+		keys := slices.Sorted(maps.Keys(g.late))
+		for _, key := range keys {
+			stage, input, _ := cutLast(key)
+			nd := r.plan.graph.byName[stage]
+			schema := nd.ins[0].out
+			if input != "" {
+				schema = r.plan.graph.byName[input].out
+			}
+			for _, bs := range g.late[key] {
+				lines, err := jsonLines(schema, bs)
+				if err != nil {
+					return inputSummary{}, fmt.Errorf("replay: late rows of stage %s: %w", stage, err)
+				}
+				res.Late = append(res.Late, lines...)
+			}
+		}
 	}
 	if res.Rejected, err = rejectLines(in.rejects); err != nil {
 		return inputSummary{}, err

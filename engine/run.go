@@ -40,6 +40,7 @@ type runner struct {
 	pending     []*pendingState  // per subtask: restored state not decoded yet (lazyrestore.go)
 	graph       *graphState      // graph pipelines: the stages' subtasks and state (graphexec.go)
 	sourceWM    map[string]int64 // graph pipelines: this epoch's watermark of each source
+	stageWM     map[string]int64 // replay of a graph epoch: each stage's recorded watermark
 	decodedAll  atomic.Int64     // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
