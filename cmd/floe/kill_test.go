@@ -100,72 +100,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 	// cost (process start, recovery, restore, the first list) and the cost
 	// of one epoch from the reference and from the commit times of every
 	// run, and spreads the kills over the epochs that remain.
-	sched := &killSchedule{
-		rng:     rand.New(rand.NewPCG(seed, 0x6b696c6c)),
-		startup: idle.elapsed,
-		perEp:   max(ref.elapsed-idle.elapsed, time.Millisecond) / time.Duration(max(refHead, 1)),
-	}
-	var (
-		kills, attempts                      int
-		killedStartup, killedMid, killedDone int
-		committedByKilled                    int
-		head                                 int64
-		maxDelay                             time.Duration
-	)
-	t0 := time.Now()
-	for kills < wantKills {
-		attempts++
-		if attempts > 10*wantKills {
-			t.Fatalf("only %d of %d kills landed in %d attempts (seed %d)", kills, wantKills, attempts, seed)
-		}
-		delay := sched.next(refHead-head, wantKills-kills)
-		maxDelay = max(maxDelay, delay)
-		cmd := floeCommand(t, "run", killSpec, "--drain", "--log-format", "json")
-		var stdout bytes.Buffer
-		stderr := &commitClock{start: time.Now()} // set before Start: the copier goroutine reads it
-		cmd.Stdout, cmd.Stderr = &stdout, stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start floe: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		timer := time.NewTimer(delay)
-		var err error
-		killed := false
-		select {
-		case err = <-exited:
-			timer.Stop()
-		case <-timer.C:
-			_ = cmd.Process.Kill()
-			err = <-exited
-			killed = wasKilled(err)
-		}
-		sched.observe(stderr.commits, killed, delay)
-		if !killed && err != nil {
-			t.Fatalf("run %d (delay %v) failed after %d kills (seed %d): %v\nstdout:\n%s\nstderr:\n%s",
-				attempts, delay, kills, seed, err, stdout.String(), tailString(stderr.buf.String(), 4000))
-		}
-		if killed {
-			kills++
-			committedByKilled += len(stderr.commits)
-			switch {
-			case head >= refHead:
-				killedDone++
-			case len(stderr.commits) == 0:
-				killedStartup++
-			default:
-				killedMid++
-			}
-		}
-		for _, c := range stderr.commits {
-			head = max(head, c.epoch)
-		}
-	}
-	// Run to completion.
-	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json")
-	t.Logf("%d kills in %d runs over %v (delays up to %v): %d before the run's first commit, %d after it, %d once caught up; killed runs committed %d epochs; final run: %s",
-		kills, attempts, time.Since(t0).Round(time.Millisecond), maxDelay.Round(time.Millisecond),
-		killedStartup, killedMid, killedDone, committedByKilled, strings.SplitN(final.stdout, "\n", 2)[0])
+	killRuns(t, seed, wantKills, killSpec, ref.elapsed, idle.elapsed, refHead)
 
 	got, gotFiles := committedRows(t, ctx, killSpec, be.killSink)
 	missing, extra := multisetDiff(want, got)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -159,74 +158,7 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 	t.Logf("reference: %v to commit epochs up to %d, %d output files, %d rows, %d + %d late rows; a no-op run takes %v",
 		ref.elapsed.Round(time.Millisecond), refHead, wantFiles, len(want), len(wantDedup), len(wantJoin), idle.elapsed.Round(time.Millisecond))
 
-	sched := &killSchedule{
-		rng:     rand.New(rand.NewPCG(seed, 0x6b696c6c)),
-		startup: idle.elapsed,
-		perEp:   max(ref.elapsed-idle.elapsed, time.Millisecond) / time.Duration(max(refHead, 1)),
-	}
-	var (
-		kills, attempts                      int
-		killedStartup, killedMid, killedDone int
-		committedByKilled                    int
-		head                                 int64
-		maxDelay                             time.Duration
-	)
-	t0 := time.Now()
-	for kills < wantKills {
-		attempts++
-		if attempts > 10*wantKills {
-			t.Fatalf("only %d of %d kills landed in %d attempts (seed %d)", kills, wantKills, attempts, seed)
-		}
-		delay := sched.next(refHead-head, wantKills-kills)
-		maxDelay = max(maxDelay, delay)
-		cmd := floeCommand(t, "run", killSpec, "--drain", "--log-format", "json")
-		var stdout bytes.Buffer
-		stderr := &commitClock{start: time.Now()} // set before Start: the copier goroutine reads it
-		cmd.Stdout, cmd.Stderr = &stdout, stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start floe: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		timer := time.NewTimer(delay)
-		var err error
-		killed := false
-		select {
-		case err = <-exited:
-			timer.Stop()
-		case <-timer.C:
-			_ = cmd.Process.Kill()
-			err = <-exited
-			killed = wasKilled(err)
-		}
-		sched.observe(stderr.commits, killed, delay)
-		if !killed && err != nil {
-			t.Fatalf("run %d (delay %v) failed after %d kills (seed %d): %v\nstdout:\n%s\nstderr:\n%s",
-				attempts, delay, kills, seed, err, stdout.String(), tailString(stderr.buf.String(), 4000))
-		}
-		if killed {
-			kills++
-			committedByKilled += len(stderr.commits)
-			switch {
-			case head >= refHead:
-				killedDone++
-			case len(stderr.commits) == 0:
-				killedStartup++
-			default:
-				killedMid++
-			}
-		}
-		for _, c := range stderr.commits {
-			head = max(head, c.epoch)
-		}
-	}
-	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json")
-	t.Logf("%d kills in %d runs over %v (delays up to %v): %d before the run's first commit, %d after it, %d once caught up; killed runs committed %d epochs; final run: %s",
-		kills, attempts, time.Since(t0).Round(time.Millisecond), maxDelay.Round(time.Millisecond),
-		killedStartup, killedMid, killedDone, committedByKilled, strings.SplitN(final.stdout, "\n", 2)[0])
-	if killedMid == 0 {
-		t.Logf("no kill landed between two commits of a run (seed %d): the schedule missed the middle of the run", seed)
-	}
+	killRuns(t, seed, wantKills, killSpec, ref.elapsed, idle.elapsed, refHead)
 
 	got, gotFiles := graphCommittedRows(t, ctx, killSpec, be.kill.sink)
 	if m, x := multisetDiff(want, got); len(m) > 0 || len(x) > 0 {
