@@ -316,6 +316,14 @@ func TestGraphRescaleS3(t *testing.T) {
 // graph pipeline with a Parquet sink at sinkURL.
 func committedGraphRows(t *testing.T, p *spec.Pipeline, sinkURL string) []string {
 	t.Helper()
+	return committedGraph(t, p, sinkURL, func(data []byte) []string { return parquetRows(t, data) })
+}
+
+// committedGraph reads every committed output (engine.Outputs: what an
+// exactly-once reader reads) of a graph pipeline's sink at sinkURL, each
+// file's rows by decode, sorted.
+func committedGraph(t *testing.T, p *spec.Pipeline, sinkURL string, decode func([]byte) []string) []string {
+	t.Helper()
 	ctx := context.Background()
 	outs, err := engine.Outputs(ctx, p)
 	if err != nil {
@@ -332,7 +340,7 @@ func committedGraphRows(t *testing.T, p *spec.Pipeline, sinkURL string) []string
 		if err != nil {
 			t.Fatalf("committed output %s: %v", o, err)
 		}
-		rows = append(rows, parquetRows(t, data)...)
+		rows = append(rows, decode(data)...)
 	}
 	sort.Strings(rows)
 	return rows
@@ -375,33 +383,18 @@ func TestGraphSavepointAndRollback(t *testing.T) {
 }
 
 // committedGraphLines reads the committed JSON-lines outputs of a graph
-// pipeline (engine.Outputs: what an exactly-once reader reads).
+// pipeline.
 func committedGraphLines(t *testing.T, p *spec.Pipeline, sinkURL string) []string {
 	t.Helper()
-	ctx := context.Background()
-	outs, err := engine.Outputs(ctx, p)
-	if err != nil {
-		t.Fatalf("outputs: %v", err)
-	}
-	sink, err := store.Open(ctx, sinkURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	var rows []string
-	for _, o := range outs {
-		data, _, err := sink.Get(ctx, o)
-		if err != nil {
-			t.Fatalf("committed output %s: %v", o, err)
-		}
+	return committedGraph(t, p, sinkURL, func(data []byte) []string {
+		var rows []string
 		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 			if l != "" {
 				rows = append(rows, l)
 			}
 		}
-	}
-	sort.Strings(rows)
-	return rows
+		return rows
+	})
 }
 
 // TestUserFunctions: a Go function registered in Options.Functions is
