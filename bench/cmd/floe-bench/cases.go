@@ -84,7 +84,7 @@ func floeRun(ctx context.Context, j bench.FloeJob, base, name string, files []st
 		return nil, 0, "", err
 	}
 	var fr bench.FloeResult
-	rss, err := spawn(ctx, "floe", j, &fr, log, cpu)
+	rss, err := bench.Spawn(ctx, "floe", j, &fr, log, cpu)
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -93,7 +93,7 @@ func floeRun(ctx context.Context, j bench.FloeJob, base, name string, files []st
 
 func duckRun(ctx context.Context, j bench.DuckJob, log io.Writer, cpu *[]float64) (float64, float64, error) {
 	var dr bench.DuckResult
-	rss, err := spawn(ctx, "duckdb", j, &dr, log, cpu)
+	rss, err := bench.Spawn(ctx, "duckdb", j, &dr, log, cpu)
 	if err != nil {
 		return 0, 0, err
 	}

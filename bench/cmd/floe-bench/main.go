@@ -25,15 +25,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -171,65 +168,7 @@ func runChild(ctx context.Context, kind, job string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("unknown child kind %q", kind)
 	}
-	hwm, err := peakRSS()
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(childResult{Result: res, PeakRSSKiB: hwm})
-}
-
-// childResult is what a child writes on stdout.
-type childResult struct {
-	Result     any
-	PeakRSSKiB int64
-}
-
-// peakRSS returns this process's peak resident set size (VmHWM) in KiB.
-// Unlike the wait4 rusage of a child, VmHWM starts afresh at exec: on Linux
-// the child's ru_maxrss also counts the parent's RSS at fork/exec time.
-func peakRSS() (int64, error) {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("peak RSS: %w", err)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kib int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err != nil {
-				return 0, fmt.Errorf("peak RSS: %q: %w", l, err)
-			}
-			return kib, nil
-		}
-	}
-	return 0, errors.New("peak RSS: no VmHWM in /proc/self/status")
-}
-
-// spawn re-executes this binary as a child running job and decodes its
-// result into out; it returns the child's peak RSS (VmHWM) in MiB. The
-// child's CPU time (user+sys, all threads) is added to *cpu when cpu != nil.
-func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer, cpu *[]float64) (float64, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
-	}
-	data, err := json.Marshal(job)
-	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
-	}
-	cmd := exec.CommandContext(ctx, self, "--child", kind, "--job", string(data))
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s child: %w", kind, err)
-	}
-	cr := childResult{Result: out}
-	if err := json.Unmarshal(buf.Bytes(), &cr); err != nil {
-		return 0, fmt.Errorf("%s child: result: %w", kind, err)
-	}
-	if cpu != nil {
-		*cpu = append(*cpu, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds())
-	}
-	return float64(cr.PeakRSSKiB) / 1024, nil
+	return bench.WriteChildResult(stdout, res)
 }
 
 // row is one format's line of the result table.
@@ -345,7 +284,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 		}
 		j.Drain = true
 		var fr bench.FloeResult
-		rss, err := spawn(ctx, "floe", j, &fr, log, &r.floeCPU)
+		rss, err := bench.Spawn(ctx, "floe", j, &fr, log, &r.floeCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -364,7 +303,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 		}
 
 		var dr bench.DuckResult
-		rss, err = spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log, &r.duckCPU)
+		rss, err = bench.Spawn(ctx, "duckdb", bench.DuckJob{Files: hist, Format: format, Out: duckOut}, &dr, log, &r.duckCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +328,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 		return nil, err
 	}
 	var hr bench.FloeResult
-	if _, err := spawn(ctx, "floe", hj, &hr, log, nil); err != nil {
+	if _, err := bench.Spawn(ctx, "floe", hj, &hr, log, nil); err != nil {
 		return nil, err
 	}
 	r.catchupNoDrain = hr.Seconds
@@ -404,7 +343,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 			return nil, err
 		}
 		var ir bench.FloeResult
-		rss, err := spawn(ctx, "floe", j, &ir, log, &r.incCPU)
+		rss, err := bench.Spawn(ctx, "floe", j, &ir, log, &r.incCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -418,7 +357,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 			return nil, err
 		}
 		var dr bench.DuckResult
-		rss, err = spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log, &r.duckAllCPU)
+		rss, err = bench.Spawn(ctx, "duckdb", bench.DuckJob{Files: append(append([]string{}, hist...), l.Extra), Format: format, Out: duckOut}, &dr, log, &r.duckAllCPU)
 		if err != nil {
 			return nil, err
 		}
@@ -441,7 +380,7 @@ func benchFormat(ctx context.Context, c config, format string, users int, work s
 		j.Drain = true
 		j.CPUProfile = filepath.Join(c.pprof, format+".cpu.pprof")
 		var fr bench.FloeResult
-		if _, err := spawn(ctx, "floe", j, &fr, log, nil); err != nil {
+		if _, err := bench.Spawn(ctx, "floe", j, &fr, log, nil); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(log, "%s profiled catch-up: %.2fs -> %s\n", format, fr.Seconds, j.CPUProfile)

@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,13 +20,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/floe-dev/floe/bench"
 	"github.com/floe-dev/floe/bench/nexmark"
 )
 
@@ -154,7 +153,7 @@ func runQuery(ctx context.Context, o options, l nexmark.Layout, q nexmark.Query,
 	var duckSec, duckCPU []float64
 	var dr nexmark.DuckResult
 	for range runs {
-		if _, err := spawn(ctx, "duckdb", nexmark.DuckJob{Query: q.Name, Data: l.Dir, Format: f, Out: duckOut}, &dr, stderr, &duckCPU); err != nil {
+		if _, err := bench.Spawn(ctx, "duckdb", nexmark.DuckJob{Query: q.Name, Data: l.Dir, Format: f, Out: duckOut}, &dr, stderr, &duckCPU); err != nil {
 			return "", false, err
 		}
 		duckSec = append(duckSec, dr.Seconds)
@@ -173,7 +172,7 @@ func runQuery(ctx context.Context, o options, l nexmark.Layout, q nexmark.Query,
 		}
 		j := nexmark.FloeJob{Query: q.Name, Data: l.Dir, Format: f, Sink: filepath.Join(run, "out"),
 			State: filepath.Join(run, "state"), Parallelism: o.parallelism, MaxFilesPerEpoch: o.maxFiles, MaxDelay: o.maxDelay}
-		r, err := spawn(ctx, "floe", j, &fr, stderr, &floeCPU)
+		r, err := bench.Spawn(ctx, "floe", j, &fr, stderr, &floeCPU)
 		if err != nil {
 			return "", false, err
 		}
@@ -225,58 +224,5 @@ func runChild(ctx context.Context, kind, job string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("unknown child kind %q (floe, duckdb)", kind)
 	}
-	hwm, err := peakRSS()
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(childResult{Result: res, PeakRSSKiB: hwm})
-}
-
-type childResult struct {
-	Result     any
-	PeakRSSKiB int64
-}
-
-// peakRSS returns this process's peak resident set size (VmHWM) in KiB.
-func peakRSS() (int64, error) {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("peak RSS: %w", err)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kib int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err != nil {
-				return 0, fmt.Errorf("peak RSS: %q: %w", l, err)
-			}
-			return kib, nil
-		}
-	}
-	return 0, errors.New("peak RSS: no VmHWM in /proc/self/status")
-}
-
-// spawn re-executes this binary as a child running job, decodes its result
-// into out and returns its peak RSS in MiB; the child's CPU seconds
-// (user+sys) are appended to *cpu.
-func spawn(ctx context.Context, kind string, job, out any, stderr io.Writer, cpu *[]float64) (float64, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
-	}
-	data, err := json.Marshal(job)
-	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
-	}
-	cmd := exec.CommandContext(ctx, self, "--child", kind, "--job", string(data))
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s child: %w", kind, err)
-	}
-	cr := childResult{Result: out}
-	if err := json.Unmarshal(buf.Bytes(), &cr); err != nil {
-		return 0, fmt.Errorf("%s child: result: %w", kind, err)
-	}
-	*cpu = append(*cpu, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds())
-	return float64(cr.PeakRSSKiB) / 1024, nil
+	return bench.WriteChildResult(stdout, res)
 }
