@@ -298,13 +298,19 @@ func (d *decoder) url(n *node, path string) string {
 	return u
 }
 
-// stringList accepts a scalar or a list of scalars.
+// stringList accepts a scalar or a list of scalars (column names).
 func (d *decoder) stringList(n *node, path string) []string {
+	return d.scalarList(n, path, "a column name or a list of them")
+}
+
+// scalarList accepts a scalar or a list of scalars; want names them in the
+// error for anything else.
+func (d *decoder) scalarList(n *node, path, want string) []string {
 	if n.kind == kindScalar && n.sType != scalarNull {
 		return []string{n.str}
 	}
 	if n.kind != kindSeq {
-		d.c.decodeErr(n.pos, path, "expected a column name or a list of them, got %s", n.describe())
+		d.c.decodeErr(n.pos, path, "expected %s, got %s", want, n.describe())
 		return nil
 	}
 	d.o.pos[path] = n.pos

@@ -450,21 +450,7 @@ func (d *decoder) stage(n *node, sp string) Stage {
 
 // nameList accepts a name or a list of names.
 func (d *decoder) nameList(n *node, path string) []string {
-	if n.kind == kindScalar && n.sType != scalarNull {
-		return []string{n.str}
-	}
-	if n.kind != kindSeq {
-		d.c.decodeErr(n.pos, path, "expected a list of source or stage names, got %s", n.describe())
-		return nil
-	}
-	d.o.pos[path] = n.pos
-	out := make([]string, 0, len(n.items))
-	for i, it := range n.items {
-		ip := index(path, i)
-		d.o.pos[ip] = it.pos
-		out = append(out, d.str(it, ip))
-	}
-	return out
+	return d.scalarList(n, path, "a list of source or stage names")
 }
 
 // keys decodes `on` (the same columns on both sides) or `left_on` and
