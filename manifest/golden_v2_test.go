@@ -25,6 +25,16 @@ func goldenGenerationV2() *Generation {
 	return g
 }
 
+// goldenGenerationSinksV2 is a graph pipeline's generation with two
+// further sinks (Identity.Sinks).
+func goldenGenerationSinksV2() *Generation {
+	g := goldenGenerationV2()
+	g.PlanHash = "g2-00112233445566778899aabbccddeeff"
+	g.Identity.Sinks = []SinkIdentity{{Name: "hot", URL: "s3://bucket/out/hot", Format: "jsonl"},
+		{Name: "top", URL: "file:///data/out/top", Format: "parquet"}}
+	return g
+}
+
 func goldenManifestV2() *Manifest {
 	m := goldenManifestV1()
 	m.FormatVersion = 2
@@ -52,6 +62,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeLatest(n, d) }},
 		{"generation.json", goldenGenerationV2(),
 			func() ([]byte, error) { return EncodeGeneration(goldenGenerationV2()) },
+			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
+		{"generation-sinks.json", goldenGenerationSinksV2(),
+			func() ([]byte, error) { return EncodeGeneration(goldenGenerationSinksV2()) },
 			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
 		{"manifest.json", goldenManifestV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestV2()) },

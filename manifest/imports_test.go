@@ -18,7 +18,7 @@ func TestImports(t *testing.T) {
 	allowed := map[string]bool{
 		"bytes": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true,
 		"errors": true, "fmt": true, "io": true, "net/url": true, "reflect": true,
-		"sort": true, "strconv": true, "strings": true, "time": true, "unicode/utf8": true,
+		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true, "unicode/utf8": true,
 		"github.com/floe-dev/floe/keygroup": true,
 	}
 	files, err := filepath.Glob("*.go")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -33,7 +35,23 @@ type Identity struct {
 	// rejected rows then go to the sink's _rejected/ folder).
 	Late     string `json:"late,omitempty"`
 	Rejected string `json:"rejected,omitempty"`
+	// Sinks (graph pipelines with more than one sink) are the sinks after
+	// the first, which Sink and SinkFormat name: outputs of sink <name> are
+	// listed as "@<name>/<path>" (ExtraSinkPrefix), relative to its URL.
+	Sinks []SinkIdentity `json:"sinks,omitempty"`
 }
+
+// SinkIdentity is one further sink of a pipeline: its name in the spec,
+// its location and its format.
+type SinkIdentity struct {
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	Format string `json:"format"`
+}
+
+// ExtraSinkPrefix starts the output paths of a pipeline's further sinks:
+// "@<sink>/<path>". No path in the first sink starts with it.
+const ExtraSinkPrefix = "@"
 
 // SameExceptID reports whether a and b name the same places (their IDs may
 // differ): nil equals only nil.
@@ -41,9 +59,8 @@ func (a *Identity) SameExceptID(b *Identity) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	x := *b
-	x.ID = a.ID
-	return *a == x
+	return a.State == b.State && a.Sink == b.Sink && a.SinkFormat == b.SinkFormat &&
+		a.Late == b.Late && a.Rejected == b.Rejected && slices.Equal(a.Sinks, b.Sinks)
 }
 
 // validate checks an identity inside a generation.
@@ -57,6 +74,23 @@ func (a *Identity) validate(v *validator, field string) {
 	}
 	if a.SinkFormat == "" {
 		v.fail(field+".sink_format", "empty format")
+	}
+	seen := map[string]bool{}
+	for i, sk := range a.Sinks {
+		f := field + ".sinks[" + strconv.Itoa(i) + "]"
+		switch {
+		case sk.Name == "" || strings.ContainsAny(sk.Name, "/@"):
+			v.fail(f+".name", "invalid sink name %q", sk.Name)
+		case seen[sk.Name]:
+			v.fail(f+".name", "duplicate sink name %q", sk.Name)
+		}
+		seen[sk.Name] = true
+		if sk.URL == "" {
+			v.fail(f+".url", "empty location")
+		}
+		if sk.Format == "" {
+			v.fail(f+".format", "empty format")
+		}
 	}
 }
 
