@@ -67,13 +67,24 @@ type StateView struct {
 	Ops            []*WindowState
 }
 
-// WindowState is the decoded state of one stateful (window) operator.
+// WindowState is the decoded state of one stateful operator: the window
+// (of the linear form, or a window stage of a graph), or a graph's dedup,
+// top_n or join stage (see inspectgraph.go).
 type WindowState struct {
-	ID         string
-	Window     string   // e.g. "tumbling 24h0m0s, allowed lateness 0s"
-	Keys       []string // key column names, in key order
-	Aggregates []string // aggregate names, in spec order
-	Exprs      []string // the aggregates as written, e.g. "sum(bytes)"
+	ID string
+	// Kind is the stage kind: "window", "dedup", "top_n" or "join".
+	Kind       string
+	Window     string   // a window's, e.g. "tumbling 24h0m0s, allowed lateness 0s"
+	Keys       []string // key column names, in key order (a join: the left side's)
+	Aggregates []string // a window's aggregate names, in spec order
+	Exprs      []string // a window's aggregates as written, e.g. "sum(bytes)"
+	// Stage describes a dedup, top_n or join stage, e.g. "dedup keep last
+	// within 10s, allowed lateness 0s".
+	Stage string
+	// Columns names the state columns of a dedup, top_n or join stage
+	// (StateRow.Values), in the operator's state-schema order, without
+	// key_group and the key columns.
+	Columns []string
 	// EmittedThrough: every window with end + allowed lateness at or
 	// before it was emitted (microseconds).
 	EmittedThrough int64
@@ -85,21 +96,46 @@ type WindowState struct {
 	// window start and end.
 	Total  int
 	Rows   []StateRow
-	schema *arrow.Schema // the window's OutputSchema: keys, bounds, aggregates
+	schema *arrow.Schema // the window's OutputSchema: keys, bounds, aggregates; else keys then Columns
+	// identCols index the Columns that, with the key, identify a held row
+	// across epochs (a dedup's pending and time, a top_n's window and
+	// arrival, a join's side and arrival).
+	identCols []int
+	// joinSide is 1 + the index of a join's side column in Columns (0: not
+	// a join): a row of one side shows none of the other side's (null)
+	// columns.
+	joinSide int
 }
 
-// StateRow is one open (key, window) with its finalised aggregates.
+// windowed reports whether op's rows are windows with aggregates.
+func (op *WindowState) windowed() bool { return op.Kind == "" || op.Kind == spec.KindWindow }
+
+// hidden reports whether column c of r is the other join side's.
+func (op *WindowState) hidden(r *StateRow, c int) bool {
+	if op.joinSide == 0 || op.joinSide > len(r.Values) {
+		return false
+	}
+	name := op.Columns[c]
+	if side, _ := r.Values[op.joinSide-1].(int8); side == 0 {
+		return strings.HasPrefix(name, "right.")
+	}
+	return strings.HasPrefix(name, "left.")
+}
+
+// StateRow is one open (key, window) with its finalised aggregates, or one
+// row a dedup, top_n or join stage holds.
 type StateRow struct {
-	// Key holds the key column values in key order; Values the aggregates
-	// in spec order. A value is nil (SQL null), string, int64, int32,
-	// float64, bool or time.Time (UTC).
+	// Key holds the key column values in key order; Values a window's
+	// aggregates in spec order, or a stage's Columns. A value is nil (SQL
+	// null), string, int64, int32, int8, float64, bool or time.Time (UTC).
 	Key         []any
-	WindowStart time.Time
-	WindowEnd   time.Time
+	WindowStart time.Time // windows only
+	WindowEnd   time.Time // windows only
 	Values      []any
 	KeyGroup    int
 	Subtask     int    // the subtask owning the key group in the epoch's generation
-	ident       string // serialised key and bounds: the window's identity across epochs
+	ident       string // serialised key and bounds (or identity columns): the row's identity across epochs
+	id          []any  // a held row's identity column values, for ordering
 }
 
 // KeyText is the key as --key matches it: each key column's value as cat
@@ -138,7 +174,7 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 		return nil, err
 	}
 	if isGraph(p) {
-		return nil, errGraphUnsupported("the state tools (state cat, diff, export)")
+		return newGraphInspector(ctx, p) // inspectgraph.go
 	}
 	src, err := sourceSchema(p)
 	if err != nil {
@@ -239,6 +275,9 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err := compatible(g.Plan, x.pl.ops); err != nil {
 		return nil, fmt.Errorf("epoch %d (generation %d) cannot be read with this spec: %w", m.Epoch, m.Generation, err)
 	}
+	if x.pl.graph != nil {
+		return x.readGraph(ctx, m, g, q)
+	}
 	if q.Op != "" && (x.pl.window == nil || x.pl.window.ID != q.Op) {
 		ids := opIDs(x.pl.ops)
 		if len(ids) == 0 {
@@ -255,15 +294,21 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
-	if len(q.Keys) > 0 {
-		want := map[string]bool{}
-		for _, k := range q.Keys {
-			want[k] = true
-		}
-		op.Rows = slices.DeleteFunc(op.Rows, func(r StateRow) bool { return !want[r.KeyText()] })
-	}
+	op.keepKeys(q.Keys)
 	v.Ops = append(v.Ops, op)
 	return v, nil
+}
+
+// keepKeys drops the rows whose KeyText is none of keys (none: keep all).
+func (op *WindowState) keepKeys(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	op.Rows = slices.DeleteFunc(op.Rows, func(r StateRow) bool { return !want[r.KeyText()] })
 }
 
 // restoreOp restores the window operator's state of epoch m with
@@ -287,34 +332,66 @@ func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *mani
 	if err := r.loadEverything(ctx); err != nil {
 		return nil, err
 	}
-	op := &WindowState{ID: ws.ID, Window: describeWindow(ws), Keys: slices.Clone(ws.Keys), EmittedThrough: rp.emitted}
+	op := newWindowState(ws, rp.emitted)
+	subs := make([]operators.Stateful, len(r.subtasks))
+	for s, w := range r.subtasks {
+		subs[s] = w
+	}
+	r.subtasks = nil
+	if err := op.finalise(subs, rp.restore, k); err != nil {
+		return nil, err
+	}
+	if op.schema == nil {
+		w, err := operators.NewWindow(*ws, x.pl.windowIn, k)
+		if err != nil {
+			return nil, err
+		}
+		op.schema = w.OutputSchema()
+	}
+	slices.SortFunc(op.Rows, compareRows)
+	op.Total = len(op.Rows)
+	return op, nil
+}
+
+// newWindowState is the header of a window operator's state.
+func newWindowState(ws *operators.WindowSpec, emitted int64) *WindowState {
+	op := &WindowState{ID: ws.ID, Kind: spec.KindWindow, Window: describeWindow(ws), Keys: slices.Clone(ws.Keys), EmittedThrough: emitted}
 	for _, a := range ws.Aggregates {
 		op.Aggregates = append(op.Aggregates, a.Name)
 		op.Exprs = append(op.Exprs, a.String())
 	}
-	keyCols := make([]int, len(ws.Keys))
+	return op
+}
+
+// finalise advances every restored window subtask to +inf and appends the
+// rows it emits (one per open key and window) to op.Rows; srs[s] is
+// subtask s's key-group range. Each subtask is dropped from subs once
+// decoded.
+func (op *WindowState) finalise(subs []operators.Stateful, srs []subtaskRestore, k int) error {
+	keyCols := make([]int, len(op.Keys))
 	for i := range keyCols {
 		keyCols[i] = i // the key columns lead OutputSchema
 	}
 	var buf []byte
-	for s, w := range r.subtasks {
+	for s, w := range subs {
 		op.schema = w.OutputSchema()
 		op.States += w.Len()
 		rec, err := w.Advance(math.MaxInt64) // finalise every open window; w is discarded
 		if err != nil {
-			return nil, fmt.Errorf("subtask %d: %w", s, err)
+			return fmt.Errorf("subtask %d: %w", s, err)
 		}
+		subs[s] = nil // the state is decoded: let it go
 		if rec == nil {
 			continue
 		}
-		lo, hi := rp.restore[s].lo, rp.restore[s].hi
+		lo, hi := srs[s].lo, srs[s].hi
 		nk := len(keyCols)
 		for i := range int(rec.NumRows()) {
 			buf = operators.SerializeKey(buf[:0], rec, i, keyCols)
 			kg := keygroup.Of(buf, k)
 			if kg < lo || kg >= hi {
 				rec.Release()
-				return nil, fmt.Errorf("internal error: subtask %d [%d,%d) holds a key of key group %d", s, lo, hi, kg)
+				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a key of key group %d", s, lo, hi, kg)
 			}
 			row := StateRow{KeyGroup: kg, Subtask: s}
 			for c := range nk {
@@ -330,18 +407,8 @@ func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *mani
 			op.Rows = append(op.Rows, row)
 		}
 		rec.Release()
-		r.subtasks[s] = nil // the state is decoded: let it go
 	}
-	if op.schema == nil {
-		w, err := operators.NewWindow(*ws, x.pl.windowIn, k)
-		if err != nil {
-			return nil, err
-		}
-		op.schema = w.OutputSchema()
-	}
-	slices.SortFunc(op.Rows, compareRows)
-	op.Total = len(op.Rows)
-	return op, nil
+	return nil
 }
 
 func describeWindow(ws *operators.WindowSpec) string {
@@ -373,6 +440,8 @@ func cellValue(a arrow.Array, i int) any {
 		return c.Value(i)
 	case *array.Int32:
 		return c.Value(i)
+	case *array.Int8:
+		return c.Value(i)
 	case *array.Float64:
 		return c.Value(i)
 	case *array.Boolean:
@@ -401,6 +470,8 @@ func compareValue(a, b any) int {
 		return cmp.Compare(x, b.(int64))
 	case int32:
 		return cmp.Compare(x, b.(int32))
+	case int8:
+		return cmp.Compare(x, b.(int8))
 	case float64:
 		return cmp.Compare(x, b.(float64))
 	case bool:
@@ -424,7 +495,15 @@ func compareRows(a, b StateRow) int {
 			return c
 		}
 	}
-	return cmp.Or(a.WindowStart.Compare(b.WindowStart), a.WindowEnd.Compare(b.WindowEnd), strings.Compare(a.ident, b.ident))
+	if c := cmp.Or(a.WindowStart.Compare(b.WindowStart), a.WindowEnd.Compare(b.WindowEnd)); c != 0 {
+		return c
+	}
+	for i := range min(len(a.id), len(b.id)) {
+		if c := compareValue(a.id[i], b.id[i]); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.ident, b.ident)
 }
 
 // valueText renders a value for cat and --key: null, RFC 3339 times,
@@ -438,6 +517,8 @@ func valueText(v any) string {
 	case int64:
 		return strconv.FormatInt(x, 10)
 	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int8:
 		return strconv.FormatInt(int64(x), 10)
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
@@ -517,6 +598,10 @@ func namedValues(names []string, vals []any) object {
 
 // rowJSON is one row as cat --json writes it.
 func (op *WindowState) rowJSON(r *StateRow) object {
+	if !op.windowed() {
+		return object{{"op", op.ID}, {"key", namedValues(op.Keys, r.Key)}, {"columns", op.columnsJSON(r)},
+			{"key_group", r.KeyGroup}, {"subtask", r.Subtask}}
+	}
 	return object{{"op", op.ID}, {"key", namedValues(op.Keys, r.Key)},
 		{"window_start", jsonValue(r.WindowStart)}, {"window_end", jsonValue(r.WindowEnd)},
 		{"aggregates", namedValues(op.Aggregates, r.Values)}, {"key_group", r.KeyGroup}, {"subtask", r.Subtask}}
@@ -527,6 +612,9 @@ func (op *WindowState) rowText(r *StateRow) string {
 	var b strings.Builder
 	for i, k := range op.Keys {
 		fmt.Fprintf(&b, "%s=%s ", k, fieldText(r.Key[i]))
+	}
+	if !op.windowed() {
+		return op.columnsText(&b, r)
 	}
 	fmt.Fprintf(&b, "window_start=%s window_end=%s", valueText(r.WindowStart), valueText(r.WindowEnd))
 	for i, a := range op.Aggregates {
@@ -551,6 +639,10 @@ func (v *StateView) WriteText(w io.Writer) error {
 		bw.printf("# no stateful operator\n")
 	}
 	for _, op := range v.Ops {
+		if !op.windowed() {
+			op.writeHeldText(bw)
+			continue
+		}
 		aggs := make([]string, len(op.Aggregates))
 		for i := range aggs {
 			aggs[i] = op.Aggregates[i] + "=" + op.Exprs[i]
@@ -597,6 +689,9 @@ func (v *StateView) WriteJSON(w io.Writer) error {
 		}
 		oh := object{{"id", op.ID}, {"window", op.Window}, {"keys", op.Keys}, {"aggregates", aggs},
 			{"emitted_through", wmJSON(op.EmittedThrough)}, {"state_rows", op.States}, {"windows", op.Total}}
+		if !op.windowed() {
+			oh = op.heldHeaderJSON()
+		}
 		if b, err = json.Marshal(oh); err != nil {
 			return err
 		}
@@ -660,11 +755,17 @@ type EpochRef struct {
 // moved), in both with other aggregates (changed) or the same (unchanged),
 // and up to the sample size of each, in row order.
 type OpDiff struct {
-	ID                                 string
-	Keys, Aggregates                   []string
+	ID               string
+	Keys, Aggregates []string
+	// Kind and Columns are as in WindowState: a dedup, top_n or join
+	// stage's rows are compared by key and identity columns, their value
+	// is all their columns.
+	Kind                               string
+	Columns                            []string
 	Added, Removed, Changed, Unchanged int
 	AddedRows, RemovedRows             []StateRow
 	ChangedRows                        []RowChange
+	op                                 *WindowState // the operator's header (no rows), for printing
 }
 
 // RowChange is a window present in both epochs with other aggregates.
@@ -727,7 +828,9 @@ func diffOp(a, b *WindowState, sample int) OpDiff {
 	if ref == nil {
 		ref = a
 	}
-	od := OpDiff{ID: ref.ID, Keys: ref.Keys, Aggregates: ref.Aggregates}
+	hdr := *ref
+	hdr.Rows = nil
+	od := OpDiff{ID: ref.ID, Keys: ref.Keys, Aggregates: ref.Aggregates, Kind: ref.Kind, Columns: ref.Columns, op: &hdr}
 	var old, cur []StateRow
 	if a != nil {
 		old = a.Rows
@@ -771,6 +874,14 @@ func diffOp(a, b *WindowState, sample int) OpDiff {
 	return od
 }
 
+// header is the operator's header for printing the diff's rows.
+func (od *OpDiff) header() *WindowState {
+	if od.op != nil {
+		return od.op
+	}
+	return &WindowState{ID: od.ID, Kind: od.Kind, Keys: od.Keys, Aggregates: od.Aggregates, Columns: od.Columns}
+}
+
 // sameValues compares finalised aggregates exactly (floats by their bits,
 // as printed; NaN equals NaN).
 func sameValues(a, b []any) bool {
@@ -801,7 +912,7 @@ func (d *StateDiff) WriteText(w io.Writer) error {
 	}
 	bw.printf("# pipeline %s: state of %s -> %s\n", d.Pipeline, ref(d.From), ref(d.To))
 	for _, od := range d.Ops {
-		op := &WindowState{ID: od.ID, Keys: od.Keys, Aggregates: od.Aggregates}
+		op := od.header()
 		bw.printf("operator %s: %d added, %d removed, %d changed, %d unchanged\n", od.ID, od.Added, od.Removed, od.Changed, od.Unchanged)
 		more := func(n, shown int, what string) {
 			if n > shown {
@@ -817,6 +928,10 @@ func (d *StateDiff) WriteText(w io.Writer) error {
 		}
 		more(od.Removed, len(od.RemovedRows), "removed")
 		for _, c := range od.ChangedRows {
+			if !op.windowed() {
+				bw.printf("~ %s\n", op.changeText(&c))
+				continue
+			}
 			var b strings.Builder
 			for i, k := range od.Keys {
 				fmt.Fprintf(&b, "%s=%s ", k, fieldText(c.New.Key[i]))
@@ -850,7 +965,7 @@ func (d *StateDiff) WriteText(w io.Writer) error {
 func (d *StateDiff) WriteJSON(w io.Writer) error {
 	ops := make([]object, 0, len(d.Ops))
 	for _, od := range d.Ops {
-		op := &WindowState{ID: od.ID, Keys: od.Keys, Aggregates: od.Aggregates}
+		op := od.header()
 		rows := func(rs []StateRow) []object {
 			out := make([]object, len(rs))
 			for i := range rs {
@@ -860,6 +975,10 @@ func (d *StateDiff) WriteJSON(w io.Writer) error {
 		}
 		changed := make([]object, len(od.ChangedRows))
 		for i, c := range od.ChangedRows {
+			if !op.windowed() {
+				changed[i] = op.changeJSON(&c)
+				continue
+			}
 			changed[i] = object{{"key", namedValues(od.Keys, c.New.Key)}, {"window_start", jsonValue(c.New.WindowStart)},
 				{"window_end", jsonValue(c.New.WindowEnd)}, {"old", namedValues(od.Aggregates, c.Old.Values)},
 				{"new", namedValues(od.Aggregates, c.New.Values)}}
@@ -925,7 +1044,11 @@ func (v *StateView) Parquet() ([]byte, error) {
 		return nil, fmt.Errorf("pipeline %s has no stateful operator: nothing to export", v.Pipeline)
 	case 1:
 	default:
-		return nil, fmt.Errorf("export one operator at a time (--op)")
+		ids := make([]string, len(v.Ops))
+		for i, op := range v.Ops {
+			ids[i] = op.ID
+		}
+		return nil, fmt.Errorf("export one operator at a time (--op): pipeline %s keeps state in %s", v.Pipeline, strings.Join(ids, ", "))
 	}
 	op := v.Ops[0]
 	schema := op.ExportSchema()
@@ -947,12 +1070,18 @@ func (v *StateView) Parquet() ([]byte, error) {
 			}
 			col++
 		}
-		_ = appendValue(b.Field(col), r.WindowStart)
-		_ = appendValue(b.Field(col+1), r.WindowEnd)
-		col += 2
+		if op.windowed() {
+			_ = appendValue(b.Field(col), r.WindowStart)
+			_ = appendValue(b.Field(col+1), r.WindowEnd)
+			col += 2
+		}
 		for j, val := range r.Values {
 			if err := appendValue(b.Field(col), val); err != nil {
-				return nil, fmt.Errorf("export %s: aggregate %s: %w", op.ID, op.Aggregates[j], err)
+				what := "column " + schema.Field(col).Name
+				if op.windowed() {
+					what = "aggregate " + op.Aggregates[j]
+				}
+				return nil, fmt.Errorf("export %s: %s: %w", op.ID, what, err)
 			}
 			col++
 		}
@@ -990,6 +1119,11 @@ func appendValue(b array.Builder, v any) error {
 		}
 	case *array.Int32Builder:
 		if x, ok := v.(int32); ok {
+			bb.Append(x)
+			return nil
+		}
+	case *array.Int8Builder:
+		if x, ok := v.(int8); ok {
 			bb.Append(x)
 			return nil
 		}

@@ -1,0 +1,457 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// Looking inside the state of a graph pipeline (floe state cat / diff /
+// export on the sources / stages / sinks form).
+//
+// Every keyed stage keeps its state in the epoch under its name (the
+// operator id), as bases and deltas per key-group range. The state of a
+// retained epoch is restored exactly as a run restores it: restoreGraph
+// (graphexec.go) reads each selected stage's bases and deltas into one
+// operator per subtask at the epoch's own parallelism. Then:
+//
+//   - a window stage is finalised like the linear form's window (every
+//     open (key, window) becomes the row it would emit if the input ended
+//     at this epoch), and prints, diffs and exports exactly as it does;
+//   - a dedup, top_n or join stage shows the rows it holds, decoded from
+//     its snapshot (its state schema without key_group): a dedup's open
+//     scope and waiting rows per key, a top_n's kept rows per group and
+//     window, a join's buffered rows of each side (a row of one side
+//     without the other side's columns, which are null). The hidden
+//     window-time column a stage reading window results adds is left out.
+//
+// Nothing is written anywhere; late_url side outputs are not opened.
+
+// newGraphInspector opens a graph pipeline's stores and compiles its graph
+// over its sources' schemas (declared, or read from a Parquet file).
+func newGraphInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
+	fp, err := graphFacade(p)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStores(ctx, fp, &Options{}, true)
+	if err != nil {
+		return nil, err
+	}
+	x := &inspector{p: fp, st: st, c: epoch.NewCommitter(st.state, nil, fp.Name, nil)}
+	fail := func(err error) (*inspector, error) {
+		x.close()
+		return nil, err
+	}
+	list := false // the sources are listed only to infer an undeclared schema
+	for _, ns := range fp.Sources {
+		if sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source}); err == nil && sc == nil {
+			list = true
+		}
+	}
+	var files []store.ObjectInfo
+	if list {
+		if files, err = listSource(ctx, fp, st.source); err != nil {
+			return fail(err)
+		}
+	}
+	schemas, lookups, err := graphSchemas(ctx, fp, st.source, files, &Options{})
+	if err != nil {
+		return fail(err)
+	}
+	if x.pl, err = compileGraph(fp, schemas, lookups); err != nil {
+		return fail(err)
+	}
+	if x.head, err = x.c.Peek(ctx); err != nil { // read-only: no roll-forward write
+		return fail(err)
+	}
+	return x, nil
+}
+
+// keyedStages returns the names of the graph's keyed (stateful) stages, in
+// node order.
+func (gp *graphPlan) keyedStages() []string {
+	out := make([]string, len(gp.state))
+	for i, n := range gp.state {
+		out[i] = n.name
+	}
+	return out
+}
+
+// unknownStage is the error for a --op that names no keyed stage of the
+// graph: it names the keyed stages.
+func (x *inspector) unknownStage(name string) error {
+	gp := x.pl.graph
+	keyed := gp.keyedStages()
+	avail := "pipeline " + x.p.Name + " has no keyed stage"
+	if len(keyed) > 0 {
+		avail = "the keyed stages are " + strings.Join(keyed, ", ")
+	}
+	if n := gp.byName[name]; n != nil {
+		if n.kind == "source" {
+			return fmt.Errorf("%q is a source, not a stage: %s", name, avail)
+		}
+		return fmt.Errorf("stage %q (%s) keeps no state: %s", name, n.kind, avail)
+	}
+	return fmt.Errorf("unknown stage %q: %s", name, avail)
+}
+
+// readGraph restores the keyed stages of a graph epoch (those q.Op
+// selects) and decodes them.
+func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *manifest.Generation, q StateQuery) (*StateView, error) {
+	gp := x.pl.graph
+	var sel []*gnode
+	for _, n := range gp.state {
+		if q.Op == "" || n.name == q.Op {
+			sel = append(sel, n)
+		}
+	}
+	if q.Op != "" && len(sel) == 0 {
+		return nil, x.unknownStage(q.Op)
+	}
+	v := &StateView{Pipeline: x.p.Name, Epoch: m.Epoch, Head: x.head.Epoch(), Generation: m.Generation,
+		Parallelism: g.Parallelism, MaxParallelism: g.MaxParallelism, Watermark: m.Watermark}
+	if len(sel) == 0 {
+		return v, nil
+	}
+	sg, err := x.p.Graph()
+	if err != nil {
+		return nil, err
+	}
+	// restoreGraph restores the plan's stateful nodes and opens the late
+	// outputs of its nodes: give it the selected stages and no nodes.
+	sub := *gp
+	sub.nodes, sub.state = nil, sel
+	pl := *x.pl
+	pl.graph = &sub
+	p, k := g.Parallelism, g.MaxParallelism
+	// Only the keyed state is needed: the processed-file set and the
+	// output log are left out of the head.
+	hm := *m
+	hm.Source.Inline, hm.Source.Segments, hm.OutputLog = nil, nil, nil
+	rp := &runPlan{plan: &pl, parallelism: p, k: k}
+	rp.head = &epoch.Head{Manifest: &hm, Generation: g}
+	rp.from = &restoreSource{manifest: &hm, generation: g, store: x.st.state, shared: true}
+	r := &runner{p: x.p, opts: &Options{}, log: slog.New(slog.DiscardHandler), st: x.st, c: x.c,
+		mem: memory.DefaultAllocator, plan: &pl, parallelism: p, k: k}
+	if err := r.restoreGraph(ctx, rp); err != nil {
+		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
+	}
+	for _, n := range sel {
+		st := sg.Stage(n.name)
+		if st == nil {
+			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.name)
+		}
+		srs, emitted, _ := restoreSources(&hm, n.name, p, k)
+		subs := r.graph.subs[n.name]
+		r.graph.subs[n.name] = nil
+		var op *WindowState
+		if n.kind == spec.KindWindow {
+			ws, err := windowSpec(n.name, st.Window, eventTimeOf(sg, st.Inputs[0]))
+			if err != nil {
+				return nil, fmt.Errorf("stage %s: %w", n.name, err)
+			}
+			op = newWindowState(&ws, emitted)
+			err = op.finalise(subs, srs, k)
+			if err == nil && op.schema == nil {
+				var fresh operators.Stateful
+				if fresh, err = n.newOp(); err == nil {
+					op.schema = fresh.OutputSchema()
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+			}
+		} else {
+			if op, err = heldState(n, st, emitted, subs, srs); err != nil {
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+			}
+		}
+		slices.SortFunc(op.Rows, compareRows)
+		op.Total = len(op.Rows)
+		op.keepKeys(q.Keys)
+		v.Ops = append(v.Ops, op)
+	}
+	return v, nil
+}
+
+// heldLayout is where a stage's state schema keeps what a StateRow shows.
+type heldLayout struct {
+	keys    [][]int // per join side (one entry otherwise): the key columns
+	cols    []int   // the shown columns (WindowState.Columns)
+	fields  []arrow.Field
+	keyType []arrow.Field
+}
+
+// heldState decodes the rows a dedup, top_n or join stage's restored
+// subtasks hold, from their snapshots.
+func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []subtaskRestore) (*WindowState, error) {
+	fresh, err := n.newOp()
+	if err != nil {
+		return nil, err
+	}
+	sch := fresh.StateSchema()
+	if sch.NumFields() == 0 || sch.Field(0).Name != operators.ColKeyGroup {
+		return nil, fmt.Errorf("internal error: the state schema does not start with %s: %s", operators.ColKeyGroup, sch)
+	}
+	op := &WindowState{ID: n.name, Kind: n.kind, Stage: describeStage(st), EmittedThrough: emitted}
+	idx := func(name string) (int, error) {
+		is := sch.FieldIndices(name)
+		if len(is) != 1 {
+			return 0, fmt.Errorf("internal error: the state schema has no column %q: %s", name, sch)
+		}
+		return is[0], nil
+	}
+	var lay heldLayout
+	var ident []string // identity columns, besides the key
+	skip := map[int]bool{0: true}
+	switch {
+	case st.Join != nil:
+		op.Keys = slices.Clone(st.Join.LeftKeys)
+		for side, ks := range [][]string{st.Join.LeftKeys, st.Join.RightKeys} {
+			pre := [...]string{"left.", "right."}[side]
+			var cols []int
+			for _, k := range ks {
+				c, err := idx(pre + k)
+				if err != nil {
+					return nil, err
+				}
+				cols = append(cols, c)
+			}
+			lay.keys = append(lay.keys, cols)
+		}
+		for _, c := range lay.keys[0] {
+			f := sch.Field(c)
+			f.Name = strings.TrimPrefix(f.Name, "left.")
+			lay.keyType = append(lay.keyType, f)
+		}
+		ident = []string{"side", "seq"}
+	default:
+		var keys []string
+		switch {
+		case st.Dedup != nil:
+			keys, ident = st.Dedup.Keys, []string{operators.ColDedupPending, operators.ColDedupTime}
+		case st.TopN != nil:
+			keys, ident = st.TopN.Keys, []string{"window_start", "window_end", operators.ColTopNSeq}
+		default:
+			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.kind)
+		}
+		op.Keys = slices.Clone(keys)
+		var cols []int
+		for _, k := range keys {
+			c, err := idx(k)
+			if err != nil {
+				return nil, err
+			}
+			cols = append(cols, c)
+			skip[c] = true
+			lay.keyType = append(lay.keyType, sch.Field(c))
+		}
+		lay.keys = [][]int{cols}
+	}
+	for c, f := range sch.Fields() {
+		if skip[c] || strings.HasSuffix(f.Name, hiddenTime) {
+			continue
+		}
+		lay.cols = append(lay.cols, c)
+		op.Columns = append(op.Columns, f.Name)
+		lay.fields = append(lay.fields, f)
+	}
+	for _, name := range ident {
+		i := slices.Index(op.Columns, name)
+		if i < 0 {
+			return nil, fmt.Errorf("internal error: the state schema has no column %q: %s", name, sch)
+		}
+		op.identCols = append(op.identCols, i)
+	}
+	if st.Join != nil {
+		op.joinSide = 1 + op.identCols[0]
+	}
+	op.schema = arrow.NewSchema(append(slices.Clone(lay.keyType), lay.fields...), nil)
+	for s, sub := range subs {
+		op.States += sub.Len()
+		recs, err := sub.Snapshot()
+		subs[s] = nil
+		if err != nil {
+			return nil, fmt.Errorf("subtask %d: snapshot: %w", s, err)
+		}
+		err = op.appendHeld(recs, &lay, s, srs[s])
+		releaseBatches(recs)
+		if err != nil {
+			return nil, fmt.Errorf("subtask %d: %w", s, err)
+		}
+	}
+	return op, nil
+}
+
+// appendHeld appends the rows of subtask s's snapshot batches to op.Rows.
+func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr subtaskRestore) error {
+	var b strings.Builder
+	for _, rec := range recs {
+		kgs, ok := rec.Column(0).(*array.Int32)
+		if !ok {
+			return fmt.Errorf("internal error: state column %s is %s", operators.ColKeyGroup, rec.Column(0).DataType())
+		}
+		for i := range int(rec.NumRows()) {
+			kg := int(kgs.Value(i))
+			if kg < sr.lo || kg >= sr.hi {
+				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.lo, sr.hi, kg)
+			}
+			row := StateRow{KeyGroup: kg, Subtask: s}
+			for _, c := range lay.cols {
+				row.Values = append(row.Values, cellValue(rec.Column(c), i))
+			}
+			keys := lay.keys[0]
+			if op.joinSide > 0 {
+				if side, _ := row.Values[op.joinSide-1].(int8); side == 1 {
+					keys = lay.keys[1]
+				}
+			}
+			for _, c := range keys {
+				row.Key = append(row.Key, cellValue(rec.Column(c), i))
+			}
+			b.Reset()
+			for _, v := range row.Key {
+				b.WriteString(fieldText(v))
+				b.WriteByte(0)
+			}
+			for _, c := range op.identCols {
+				row.id = append(row.id, row.Values[c])
+				b.WriteString(fieldText(row.Values[c]))
+				b.WriteByte(0)
+			}
+			row.ident = b.String()
+			op.Rows = append(op.Rows, row)
+		}
+	}
+	return nil
+}
+
+// describeStage is a dedup, top_n or join stage as cat's header shows it.
+func describeStage(st *spec.Stage) string {
+	switch {
+	case st.Dedup != nil:
+		d := st.Dedup
+		keep := spec.KeepFirst
+		if d.Keep == spec.KeepLast {
+			keep = spec.KeepLast
+		}
+		return fmt.Sprintf("dedup keep %s within %s, allowed lateness %s", keep, d.Within, d.AllowedLateness)
+	case st.TopN != nil:
+		t := st.TopN
+		order := make([]string, len(t.OrderBy))
+		for i, o := range t.OrderBy {
+			order[i] = o.String()
+		}
+		per := "per input window"
+		if t.Tumbling > 0 {
+			per = fmt.Sprintf("per tumbling %s", t.Tumbling)
+		}
+		return fmt.Sprintf("top_n %d by %s %s, allowed lateness %s", t.N, strings.Join(order, ", "), per, t.AllowedLateness)
+	case st.Join != nil:
+		j := st.Join
+		typ := "inner"
+		if j.Type == spec.JoinLeft {
+			typ = "left"
+		}
+		var cond string
+		switch {
+		case j.Interval != nil:
+			cond = fmt.Sprintf("interval [-%s, +%s]", j.Interval.Lower, j.Interval.Upper)
+		case j.Window != nil && j.Window.Sliding != nil:
+			cond = fmt.Sprintf("window sliding %s every %s", j.Window.Sliding.Size, j.Window.Sliding.Slide)
+		case j.Window != nil:
+			cond = fmt.Sprintf("window tumbling %s", j.Window.Tumbling)
+		}
+		return fmt.Sprintf("%s join on [%s] = [%s], %s, allowed lateness %s", typ,
+			strings.Join(j.LeftKeys, ", "), strings.Join(j.RightKeys, ", "), cond, j.AllowedLateness)
+	}
+	return st.Kind()
+}
+
+// writeHeldText prints a dedup, top_n or join stage's header and rows.
+func (op *WindowState) writeHeldText(bw *errWriter) {
+	shown := fmt.Sprintf("%d state rows", op.Total)
+	if len(op.Rows) != op.Total {
+		shown = fmt.Sprintf("%d of %d state rows", len(op.Rows), op.Total)
+	}
+	bw.printf("# operator %s: %s; key [%s]; watermark %s; %s\n",
+		op.ID, op.Stage, strings.Join(op.Keys, ", "), fmtWM(op.EmittedThrough), shown)
+	for i := range op.Rows {
+		r := &op.Rows[i]
+		bw.printf("op=%s %s key_group=%d subtask=%d\n", op.ID, op.rowText(r), r.KeyGroup, r.Subtask)
+	}
+}
+
+// heldHeaderJSON is a dedup, top_n or join stage's header in cat --json.
+func (op *WindowState) heldHeaderJSON() object {
+	return object{{"id", op.ID}, {"kind", op.Kind}, {"stage", op.Stage}, {"keys", op.Keys}, {"columns", op.Columns},
+		{"watermark", wmJSON(op.EmittedThrough)}, {"state_rows", op.Total}}
+}
+
+// columnsText ends a held row's text: its shown columns as name=value.
+func (op *WindowState) columnsText(b *strings.Builder, r *StateRow) string {
+	sep := ""
+	for c, name := range op.Columns {
+		if op.hidden(r, c) {
+			continue
+		}
+		fmt.Fprintf(b, "%s%s=%s", sep, name, fieldText(r.Values[c]))
+		sep = " "
+	}
+	return b.String()
+}
+
+// columnsJSON is a held row's shown columns, in order.
+func (op *WindowState) columnsJSON(r *StateRow) object {
+	o := make(object, 0, len(op.Columns))
+	for c, name := range op.Columns {
+		if !op.hidden(r, c) {
+			o = append(o, field{name, jsonValue(r.Values[c])})
+		}
+	}
+	return o
+}
+
+// changeText is a changed held row in diff: its key and identity columns,
+// then each column that differs as name: old -> new.
+func (op *WindowState) changeText(c *RowChange) string {
+	var b strings.Builder
+	for i, k := range op.Keys {
+		fmt.Fprintf(&b, "%s=%s ", k, fieldText(c.New.Key[i]))
+	}
+	for j, i := range op.identCols {
+		if j > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", op.Columns[i], fieldText(c.New.Values[i]))
+	}
+	for i, name := range op.Columns {
+		if !sameValues(c.Old.Values[i:i+1], c.New.Values[i:i+1]) {
+			fmt.Fprintf(&b, " %s: %s -> %s", name, fieldText(c.Old.Values[i]), fieldText(c.New.Values[i]))
+		}
+	}
+	return b.String()
+}
+
+// changeJSON is a changed held row in diff --json.
+func (op *WindowState) changeJSON(c *RowChange) object {
+	id := make(object, len(op.identCols))
+	for j, i := range op.identCols {
+		id[j] = field{op.Columns[i], jsonValue(c.New.Values[i])}
+	}
+	return object{{"key", namedValues(op.Keys, c.New.Key)}, {"id", id},
+		{"old", op.columnsJSON(&c.Old)}, {"new", op.columnsJSON(&c.New)}}
+}
