@@ -219,27 +219,31 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		name, field, url string
 		dst              *store.Store
 	}
+	// open opens one store the run needs, wrapped for retries (and by
+	// WrapStore): name is for WrapStore and messages, field the spec field
+	// naming it.
+	open := func(name, field, url string) (store.Store, error) {
+		s, err := store.Open(ctx, url)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if opts.WrapStore != nil {
+			s = opts.WrapStore(name, s)
+		}
+		policy := opts.Retry
+		if policy.Log == nil {
+			policy.Log = opts.log().With("store", name)
+		}
+		rs := store.WithRetry(s, policy)
+		st.retrying = append(st.retrying, rs)
+		return rs, nil
+	}
 	targets := []target{{"state", "state.url", st.stateURL, &st.state}, {"sink", "sink.url", p.Sink.URL, &st.sink}}
 	if withSource && isGraph(p) {
 		// The named sources, combined (graphsrc.go); the graph form has
 		// no pipeline-wide late_url (each stage may have one).
 		targets = append(targets, target{"rejected", "sources.*.rejected_url", p.Source.RejectedURL, &st.rejected})
-		mux, err := openGraphSources(ctx, p, func(name, field, url string) (store.Store, error) {
-			s, err := store.Open(ctx, url)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", field, err)
-			}
-			if opts.WrapStore != nil {
-				s = opts.WrapStore(name, s)
-			}
-			policy := opts.Retry
-			if policy.Log == nil {
-				policy.Log = opts.log().With("store", name)
-			}
-			rs := store.WithRetry(s, policy)
-			st.retrying = append(st.retrying, rs)
-			return rs, nil
-		})
+		mux, err := openGraphSources(ctx, p, open)
 		if err != nil {
 			return nil, err
 		}
@@ -255,21 +259,26 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		if t.url == "" {
 			continue // optional side stores
 		}
-		s, err := store.Open(ctx, t.url)
+		s, err := open(t.name, t.field, t.url)
 		if err != nil {
 			st.Close()
-			return nil, fmt.Errorf("%s: %w", t.field, err)
+			return nil, err
 		}
-		if opts.WrapStore != nil {
-			s = opts.WrapStore(t.name, s)
+		*t.dst = s
+	}
+	if extras := extraSinks(p); len(extras) > 0 {
+		// Further sinks: reached through the combined sink (sinks.go).
+		mux := &sinkMux{root: st.sink, extras: map[string]store.Store{}}
+		st.sink = mux
+		for _, sk := range extras {
+			s, err := open("sink", "sinks."+sk.Name+".url", sk.Sink.URL)
+			if err != nil {
+				st.Close()
+				return nil, err
+			}
+			mux.names = append(mux.names, sk.Name)
+			mux.extras[sk.Name] = s
 		}
-		policy := opts.Retry
-		if policy.Log == nil {
-			policy.Log = opts.log().With("store", t.name)
-		}
-		rs := store.WithRetry(s, policy)
-		st.retrying = append(st.retrying, rs)
-		*t.dst = rs
 	}
 	return st, nil
 }

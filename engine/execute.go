@@ -31,7 +31,8 @@ import (
 type processed struct {
 	out      [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
 	outRows  []int64
-	lateRows [][]arrow.RecordBatch // per subtask
+	extra    [][][]arrow.RecordBatch // graph pipelines: per further sink, per subtask
+	lateRows [][]arrow.RecordBatch   // per subtask
 	late     int64
 	windows  int64
 	changed  []bool    // per subtask: its state changed and must be written
@@ -169,16 +170,18 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		}
 		for dir, g := range groups {
 			wg.Go(func() error {
-				data, ext, err := r.encodeOutput(g)
-				if err != nil {
-					return err
-				}
-				ref, err := att.WriteOutput(wctx, dir, s, ext, data, countRows(g))
-				if err != nil {
-					return err
-				}
-				add(&w.outRefs, ref)
-				return nil
+				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.p.Sink.Format, r.plan.output, g)
+			})
+		}
+	}
+	for i, perSub := range out.extra {
+		sk, nd := extraSinks(r.p)[i], r.plan.graph.extra[i]
+		for s, bs := range perSub {
+			if len(bs) == 0 {
+				continue
+			}
+			wg.Go(func() error {
+				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, extraSinkDir(sk.Name), s, sk.Sink.Format, nd.out, bs)
 			})
 		}
 	}
@@ -269,15 +272,27 @@ func countRows(bs []arrow.RecordBatch) int64 {
 	return n
 }
 
-func (r *runner) encodeOutput(bs []arrow.RecordBatch) ([]byte, string, error) {
-	switch r.p.Sink.Format {
-	case spec.JSONL:
-		data, err := formats.EncodeJSONL(r.plan.output, bs)
-		return data, "jsonl", err
-	default:
-		data, err := formats.EncodeParquet(r.plan.output, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
-		return data, "parquet", err
+// writeSinkFile encodes one output file of subtask s in format and writes
+// it under dir of the (combined) sink.
+func (r *runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func(manifest.FileRef), dir string, s int, format spec.Format, schema *arrow.Schema, bs []arrow.RecordBatch) error {
+	var data []byte
+	var err error
+	ext := "parquet"
+	if format == spec.JSONL {
+		data, err = formats.EncodeJSONL(schema, bs)
+		ext = "jsonl"
+	} else {
+		data, err = formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
 	}
+	if err != nil {
+		return err
+	}
+	ref, err := att.WriteOutput(ctx, dir, s, ext, data, countRows(bs))
+	if err != nil {
+		return err
+	}
+	add(ref)
+	return nil
 }
 
 // subState is one subtask's committed state: a base (a full snapshot of its

@@ -62,7 +62,8 @@ type gnode struct {
 type graphPlan struct {
 	nodes   []*gnode
 	byName  map[string]*gnode
-	sink    *gnode   // the node the sink writes
+	sink    *gnode   // the node the (first) sink writes
+	extra   []*gnode // the nodes the further sinks write, in spec order (sinks.go)
 	state   []*gnode // the stateful nodes, in node order
 	sources map[string]*gnode
 	lookups []*gnode
@@ -136,6 +137,13 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	gp.sink = gp.byName[sk.Input]
 	if gp.sink == nil {
 		return nil, fmt.Errorf("%s: input %q unknown", g.SinkPath(sk.Name), sk.Input)
+	}
+	for _, sk := range g.Sinks[1:] {
+		nd := gp.byName[sk.Input]
+		if nd == nil {
+			return nil, fmt.Errorf("%s: input %q unknown", g.SinkPath(sk.Name), sk.Input)
+		}
+		gp.extra = append(gp.extra, nd)
 	}
 	pl.graph = gp
 	pl.output = gp.sink.out

@@ -215,14 +215,22 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			}
 		}
 	}
-	if subOut, ok := perSub[gp.sink]; ok {
-		for s, bs := range subOut {
-			out.out[s] = bs
-			out.outRows[s] = countRows(bs)
+	// What each sink writes, per subtask: a keyed stage's by the subtask
+	// that emitted it, anything else as subtask 0's.
+	sinkRows := func(nd *gnode) [][]arrow.RecordBatch {
+		if subOut, ok := perSub[nd]; ok {
+			return subOut
 		}
-	} else {
-		out.out[0] = rows[gp.sink]
-		out.outRows[0] = countRows(out.out[0])
+		one := make([][]arrow.RecordBatch, n)
+		one[0] = rows[nd]
+		return one
+	}
+	for s, bs := range sinkRows(gp.sink) {
+		out.out[s] = bs
+		out.outRows[s] = countRows(bs)
+	}
+	for _, nd := range gp.extra {
+		out.extra = append(out.extra, sinkRows(nd))
 	}
 	out.late, out.windows = lateN, winN
 	return out, nil

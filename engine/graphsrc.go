@@ -33,15 +33,16 @@ func isGraph(p *spec.Pipeline) bool { return len(p.Sources) > 0 }
 
 // graphFacade returns the pipeline the runner reads for a graph pipeline:
 // p with Source the combined source (directory inputs, the loosest
-// watermark settings and limits of the named sources) and Sink its one
-// sink. Sources, Stages and Sinks are kept: the plan compiles the graph
-// from them. A linear pipeline is returned as it is.
+// watermark settings and limits of the named sources) and Sink its first
+// sink (the root of its combined sink, sinks.go). Sources, Stages and
+// Sinks are kept: the plan compiles the graph from them. A linear pipeline
+// is returned as it is.
 func graphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
 	if !isGraph(p) {
 		return p, nil
 	}
-	if len(p.Sinks) != 1 {
-		return nil, fmt.Errorf("sinks: %d sinks; floe runs one sink per pipeline for now (write one pipeline per sink: each keeps its own state)", len(p.Sinks))
+	if err := checkSinks(p); err != nil {
+		return nil, err
 	}
 	fp := *p
 	first := p.Sources[0].Source

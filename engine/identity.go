@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -20,12 +21,19 @@ import (
 
 // identityPlan is the identity check's verdict.
 type identityPlan struct {
-	want     manifest.Identity    // what the spec says (ID: the recorded one, or new)
-	recorded *manifest.Identity   // in the head's generation; nil if none
-	marker   *manifest.SinkMarker // the sink's marker, nil if none
-	markTag  string
-	refusal  error // non-nil: the run must not write anything
+	want     manifest.Identity  // what the spec says (ID: the recorded one, or new)
+	recorded *manifest.Identity // in the head's generation; nil if none
+	markers  []sinkMarker       // one per sink: the root sink's first
+	refusal  error              // non-nil: the run must not write anything
 	warnings []string
+}
+
+// sinkMarker is one sink's marker as the run found it.
+type sinkMarker struct {
+	key    string // in the combined sink: the root's marker, or "@<name>/" + it
+	url    string // the sink's location (identityOf)
+	marker *manifest.SinkMarker
+	tag    string
 }
 
 // planIdentity reads the sink marker and decides. It writes nothing.
@@ -34,6 +42,11 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Co
 		State: identityOf(st.stateURL), Sink: identityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
 		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
 	}}
+	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
+	for _, sk := range extraSinks(p) {
+		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: identityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
+		ip.markers = append(ip.markers, sinkMarker{key: extraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: identityOf(sk.Sink.URL)})
+	}
 	g := head.Generation
 	if g == nil || g.Identity == nil {
 		g = from // restoring a savepoint into an empty state: its identity
@@ -59,16 +72,19 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Co
 	case next.Identity != nil && next.Identity.SameExceptID(&ip.want) && (ip.recorded == nil || next.Identity.ID == ip.recorded.ID):
 		ip.want.ID = next.Identity.ID
 	}
-	data, tag, err := st.sink.Get(ctx, manifest.SinkMarkerName)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("sink %s: read %s: %w", p.Sink.URL, manifest.SinkMarkerName, err)
-	default:
-		if ip.marker, err = manifest.DecodeSinkMarker(manifest.SinkMarkerName, data); err != nil {
-			return nil, fmt.Errorf("sink %s: %w", p.Sink.URL, err)
+	for i := range ip.markers {
+		m := &ip.markers[i]
+		data, tag, err := st.sink.Get(ctx, m.key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("sink %s: read %s: %w", m.url, manifest.SinkMarkerName, err)
+		default:
+			if m.marker, err = manifest.DecodeSinkMarker(manifest.SinkMarkerName, data); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", m.url, err)
+			}
+			m.tag = tag
 		}
-		ip.markTag = tag
 	}
 	ip.refusal = ip.check(p.Name, head)
 	return ip, nil
@@ -76,9 +92,12 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Co
 
 // check compares the spec with the recorded identity and the marker.
 func (ip *identityPlan) check(name string, head *epoch.Head) error {
-	want, rec, mk := &ip.want, ip.recorded, ip.marker
+	want, rec, mk := &ip.want, ip.recorded, ip.markers[0].marker
 	const fix = "revert the spec, or pick a new pipeline name and a new sink to start over"
 	if rec != nil {
+		if err := ip.checkSinks(head); err != nil {
+			return err
+		}
 		for _, c := range []struct{ field, old, new string }{
 			{"sink.url", rec.Sink, want.Sink}, {"sink.format", rec.SinkFormat, want.SinkFormat},
 			{"source.late_url", rec.Late, want.Late}, {"source.rejected_url", rec.Rejected, want.Rejected},
@@ -96,19 +115,31 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 			}
 		}
 	}
+	for i, m := range ip.markers {
+		if err := ip.checkMarker(name, head, m, i == 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMarker checks one sink's marker: the sink must be this pipeline's or
+// nobody's.
+func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m sinkMarker, root bool) error {
+	want, mk := &ip.want, m.marker
 	if mk == nil {
 		return nil
 	}
 	if mk.Pipeline != name {
 		return fmt.Errorf("sink %s belongs to another pipeline (%s names %q); give each pipeline its own sink url",
-			want.Sink, manifest.SinkMarkerName, mk.Pipeline)
+			m.url, manifest.SinkMarkerName, mk.Pipeline)
 	}
 	switch {
-	case mk.Legacy && head.Manifest != nil:
+	case mk.Legacy && head.Manifest != nil && root:
 		return nil // written by an older release for this pipeline: upgraded on claim
 	case !mk.Legacy && mk.ID == want.ID:
 		if mk.State != want.State {
-			ip.warnings = append(ip.warnings, fmt.Sprintf("state moved: the sink marker names %s, this run uses %s", mk.State, want.State))
+			ip.warnings = append(ip.warnings, fmt.Sprintf("state moved: the marker of sink %s names %s, this run uses %s", m.url, mk.State, want.State))
 		}
 		return nil
 	}
@@ -118,7 +149,44 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 	}
 	return fmt.Errorf("sink %s belongs to another pipeline: it holds outputs of pipeline %q (%s), and state %s has no record of them; "+
 		"if that state was deleted on purpose, give the pipeline a new sink url (or empty this one); if it moved, point state.url at it",
-		want.Sink, mk.Pipeline, owner, want.State)
+		m.url, mk.Pipeline, owner, want.State)
+}
+
+// checkSinks compares the further sinks with the recorded ones: a sink that
+// committed outputs keeps its name, location and format (its outputs are
+// listed under its name), and the first sink stays first; a new sink may
+// be added (it receives the outputs of the epochs from now on).
+func (ip *identityPlan) checkSinks(head *epoch.Head) error {
+	want, rec := &ip.want, ip.recorded
+	const fix = "revert the spec, or pick a new pipeline name and new sinks to start over"
+	if rec.Sink != want.Sink {
+		for _, w := range want.Sinks {
+			if w.URL == rec.Sink {
+				return fmt.Errorf("sinks.%s: %s was the pipeline's first sink when epochs up to %d were committed (their outputs are listed relative to it); list it first again",
+					w.Name, w.URL, head.Epoch())
+			}
+		}
+	}
+	for _, r := range rec.Sinks {
+		i := slices.IndexFunc(want.Sinks, func(w manifest.SinkIdentity) bool { return w.Name == r.Name })
+		switch {
+		case i < 0 && r.URL == want.Sink:
+			return fmt.Errorf("sinks: %s (sink %s) must stay after the first sink, as when epochs up to %d were committed (their outputs are listed as @%s/...); list %s first again",
+				r.URL, r.Name, head.Epoch(), r.Name, rec.Sink)
+		case i < 0:
+			return fmt.Errorf("sinks.%s removed, but epochs up to %d committed outputs to it (%s); %s", r.Name, head.Epoch(), r.URL, fix)
+		case want.Sinks[i].URL != r.URL:
+			return fmt.Errorf("sinks.%s.url changed: %s → %s, but epochs up to %d were committed with the old value; %s", r.Name, r.URL, want.Sinks[i].URL, head.Epoch(), fix)
+		case want.Sinks[i].Format != r.Format:
+			return fmt.Errorf("sinks.%s.format changed: %s → %s, but epochs up to %d were committed with the old value; %s", r.Name, r.Format, want.Sinks[i].Format, head.Epoch(), fix)
+		}
+	}
+	for _, w := range want.Sinks {
+		if !slices.ContainsFunc(rec.Sinks, func(r manifest.SinkIdentity) bool { return r.Name == w.Name }) {
+			ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s added (%s): it receives the outputs of epochs after %d", w.Name, w.URL, head.Epoch()))
+		}
+	}
+	return nil
 }
 
 func orNone(s string) string {
@@ -128,14 +196,23 @@ func orNone(s string) string {
 	return s
 }
 
-// claimSink creates the sink marker, or upgrades a legacy one, for the
+// claimSink creates each sink's marker, or upgrades a legacy one, for the
 // identity id (the generation's, once it exists). Called only after every
 // check of the run passed and the generation is known.
 func (ip *identityPlan) claimSink(ctx context.Context, sink store.Store, name string, id *manifest.Identity) error {
 	if id == nil {
 		return nil // a legacy generation: the marker stays as it is until the next generation
 	}
-	if ip.marker != nil && !ip.marker.Legacy && ip.marker.ID == id.ID {
+	for _, m := range ip.markers {
+		if err := claimMarker(ctx, sink, name, id, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func claimMarker(ctx context.Context, sink store.Store, name string, id *manifest.Identity, m sinkMarker) error {
+	if m.marker != nil && !m.marker.Legacy && m.marker.ID == id.ID {
 		return nil
 	}
 	mk := &manifest.SinkMarker{FormatVersion: manifest.FormatVersion, Pipeline: name, ID: id.ID, State: id.State}
@@ -144,24 +221,24 @@ func (ip *identityPlan) claimSink(ctx context.Context, sink store.Store, name st
 		return err
 	}
 	opts := store.PutOptions{IfNotExist: true}
-	if ip.marker != nil {
-		opts = store.PutOptions{IfMatch: ip.markTag}
+	if m.marker != nil {
+		opts = store.PutOptions{IfMatch: m.tag}
 	}
-	_, err = sink.Put(ctx, manifest.SinkMarkerName, data, opts)
+	_, err = sink.Put(ctx, m.key, data, opts)
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, store.ErrPrecondition) {
-		return fmt.Errorf("sink: write %s: %w", manifest.SinkMarkerName, err)
+		return fmt.Errorf("sink %s: write %s: %w", m.url, manifest.SinkMarkerName, err)
 	}
 	// Lost a race (or an earlier try of ours landed): read back.
-	got, _, gerr := sink.Get(ctx, manifest.SinkMarkerName)
+	got, _, gerr := sink.Get(ctx, m.key)
 	if gerr != nil {
-		return fmt.Errorf("sink: write %s: %w (and reading it back: %v)", manifest.SinkMarkerName, err, gerr)
+		return fmt.Errorf("sink %s: write %s: %w (and reading it back: %v)", m.url, manifest.SinkMarkerName, err, gerr)
 	}
 	cur, derr := manifest.DecodeSinkMarker(manifest.SinkMarkerName, got)
 	if derr == nil && !cur.Legacy && cur.ID == id.ID {
 		return nil
 	}
-	return fmt.Errorf("sink: another pipeline claimed the sink at the same time (%s changed under this run); run again to see which one owns it", manifest.SinkMarkerName)
+	return fmt.Errorf("sink %s: another pipeline claimed the sink at the same time (%s changed under this run); run again to see which one owns it", m.url, manifest.SinkMarkerName)
 }

@@ -111,17 +111,32 @@ type ReplayResult struct {
 	// Outputs, Late and Rejected are the rows as JSON, in the order the
 	// subtasks produced them (subtask by subtask).
 	Outputs, Late, Rejected []string
+	// Sinks are the rows of a graph pipeline's further sinks (Outputs are
+	// its first sink's), in spec order.
+	Sinks []SinkRows
 	// Warnings say what looked different from the epoch as committed
 	// (input sizes, event times).
 	Warnings []string
 }
 
-// Lines returns the canonical text form: "output <json>", "late <json>"
-// and "rejected <json>" lines, sorted byte-wise.
+// SinkRows are the rows one further sink received, as JSON.
+type SinkRows struct {
+	Name string
+	Rows []string
+}
+
+// Lines returns the canonical text form: "output <json>" ("output@<sink>
+// <json>" for a further sink's rows), "late <json>" and "rejected <json>"
+// lines, sorted byte-wise.
 func (r *ReplayResult) Lines() []string {
 	out := make([]string, 0, len(r.Outputs)+len(r.Late)+len(r.Rejected))
 	for _, s := range r.Outputs {
 		out = append(out, "output "+s)
+	}
+	for _, sk := range r.Sinks {
+		for _, s := range sk.Rows {
+			out = append(out, outputKind(sk.Name)+" "+s)
+		}
 	}
 	for _, s := range r.Late {
 		out = append(out, "late "+s)
@@ -157,8 +172,21 @@ func (r *ReplayResult) Summary() string {
 	case r.Parent != nil:
 		from = fmt.Sprintf("the state of epoch %d", r.Parent.Epoch)
 	}
-	return fmt.Sprintf("pipeline %s: replayed epoch %d (generation %d) at parallelism %d from %s: %d input files, watermark %s: %d output, %d late, %d rejected rows",
-		r.Pipeline, r.Epoch, r.Generation, r.Parallelism, from, len(r.Files), fmtWM(r.Watermark), len(r.Outputs), len(r.Late), len(r.Rejected))
+	out := fmt.Sprintf("%d output", len(r.Outputs))
+	for _, sk := range r.Sinks {
+		out += fmt.Sprintf(", %d %s", len(sk.Rows), outputKind(sk.Name))
+	}
+	return fmt.Sprintf("pipeline %s: replayed epoch %d (generation %d) at parallelism %d from %s: %d input files, watermark %s: %s, %d late, %d rejected rows",
+		r.Pipeline, r.Epoch, r.Generation, r.Parallelism, from, len(r.Files), fmtWM(r.Watermark), out, len(r.Late), len(r.Rejected))
+}
+
+// outputKind labels a sink's rows in the canonical form: "output" for the
+// first sink, "output@<name>" for a further one.
+func outputKind(sink string) string {
+	if sink == "" {
+		return "output"
+	}
+	return "output" + manifest.ExtraSinkPrefix + sink
 }
 
 // Replay re-runs committed epoch opts.Epoch of p from the state of its
@@ -510,6 +538,17 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 		}
 		res.Outputs = append(res.Outputs, lines...)
 	}
+	for i, perSub := range out.extra {
+		sr := SinkRows{Name: extraSinks(r.p)[i].Name}
+		for _, bs := range perSub {
+			lines, err := jsonLines(r.plan.graph.extra[i].out, bs)
+			if err != nil {
+				return inputSummary{}, fmt.Errorf("replay: outputs of sink %s: %w", sr.Name, err)
+			}
+			sr.Rows = append(sr.Rows, lines...)
+		}
+		res.Sinks = append(res.Sinks, sr)
+	}
 	for _, bs := range out.lateRows {
 		lines, err := jsonLines(r.plan.windowIn, bs)
 		if err != nil {
@@ -538,7 +577,11 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 	if res.Rejected, err = rejectLines(in.rejects); err != nil {
 		return inputSummary{}, err
 	}
-	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)), RowsOut: int64(len(res.Outputs)),
+	rowsOut := len(res.Outputs)
+	for _, sk := range res.Sinks {
+		rowsOut += len(sk.Rows)
+	}
+	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)), RowsOut: int64(rowsOut),
 		RowsLate: out.late, RowsRejected: int64(len(in.rejects)), RowsFiltered: in.filtered, Windows: out.windows}
 	return in, nil
 }
@@ -735,7 +778,8 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output %s: %w", f.Path, err)
 		}
-		add("output", ls)
+		sink, _ := splitSinkPath(f.Path)
+		add(outputKind(sink), ls)
 	}
 	for _, f := range m.SideOutputs {
 		s, key := x.st.sink, f.Path

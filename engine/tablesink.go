@@ -113,6 +113,9 @@ func (r *runner) publish(ctx context.Context) error {
 		m := todo[i]
 		files := make([]iceberg.DataFile, 0, len(m.Outputs))
 		for _, o := range m.Outputs {
+			if sink, _ := splitSinkPath(o.Path); sink != "" {
+				continue // a further sink's file (sinks.go): not the table's
+			}
 			files = append(files, iceberg.DataFile{Path: o.Path, Size: o.Size, Rows: o.Rows})
 		}
 		summary := map[string]string{"manifest": manifest.ManifestPath(m.Generation, m.Epoch), "attempt": m.Attempt}

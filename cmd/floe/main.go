@@ -290,33 +290,30 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func outputsCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	var sink string
+	cmd := &cobra.Command{
 		Use:   "outputs SPEC.yaml",
 		Short: "print the committed output files, one URL per line (exactly-once readers use only these)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Print the URL of every committed output file, one per line, in commit order. A pipeline with several\n" +
+			"sinks (graph form) prints every sink's files; --sink NAME prints one sink's.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := loadSpec(args[0])
 			if err != nil {
 				return err
 			}
-			outs, err := engine.Outputs(cmd.Context(), p)
+			urls, err := engine.OutputURLs(cmd.Context(), p, sink)
 			if err != nil {
 				return err
 			}
-			sinkURL := p.Sink.URL
-			if len(p.Sinks) > 0 {
-				sinkURL = p.Sinks[0].Sink.URL // the graph form's one sink
-			}
-			base := strings.TrimSuffix(sinkURL, "/")
-			if i := strings.IndexByte(base, '?'); i >= 0 {
-				base = base[:i] // query parameters are connection settings
-			}
-			for _, o := range outs {
-				fmt.Fprintln(stdout, base+"/"+o)
+			for _, u := range urls {
+				fmt.Fprintln(stdout, u)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&sink, "sink", "", "print only this sink's files (a name under sinks:; \"sink\" in the linear form)")
+	return cmd
 }
 
 func planCmd(stdout io.Writer) *cobra.Command {
