@@ -23,7 +23,9 @@ import (
 // killGraphSpec is an auction pipeline in the graph form: two sources, a
 // keep-last dedup of the bids, a windowed join of the deduplicated bids
 // with the auctions, a window per category over the join and a top-n over
-// that window. The dedup and the join find late rows (rows older than
+// that window, written to two sinks: the top-n and the per-category
+// window (the pipeline's sinks commit together, epoch by epoch). The dedup
+// and the join find late rows (rows older than
 // their watermark, in later files) and write them to their late_url.
 const killGraphSpec = `name: %s
 sources:
@@ -63,6 +65,7 @@ stages:
     top_n: {n: 5, order_by: [volume desc, category], allowed_lateness: 10s}
 sinks:
   out: {input: top, type: files, url: %q, format: parquet}
+  per-category: {input: per-category, type: files, url: %q, format: parquet}
 state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
 `
 
@@ -75,7 +78,7 @@ type graphKillBackend struct {
 }
 
 type graphKillPlace struct {
-	state, sink, lateDedup, lateJoin string
+	state, sink, sink2, lateDedup, lateJoin string // sink2: the per-category sink
 }
 
 // TestKillGraph runs `floe run --drain` on a graph pipeline as a real
@@ -99,7 +102,7 @@ func TestKillGraph(t *testing.T) {
 		kills = 3
 	}
 	place := func(u func(string) string, dir string) graphKillPlace {
-		return graphKillPlace{state: u(dir + "/state"), sink: u(dir + "/out"), lateDedup: u(dir + "/late/dedup"), lateJoin: u(dir + "/late/join")}
+		return graphKillPlace{state: u(dir + "/state"), sink: u(dir + "/out"), sink2: u(dir + "/out-per-category"), lateDedup: u(dir + "/late/dedup"), lateJoin: u(dir + "/late/join")}
 	}
 	t.Run("file", func(t *testing.T) {
 		root := t.TempDir()
@@ -139,9 +142,10 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 	if !strings.Contains(idle.stdout, "nothing new") {
 		t.Fatalf("second reference run: want \"nothing new\", got:\n%s", idle.stdout)
 	}
-	want, wantFiles := graphCommittedRows(t, ctx, refSpec, be.ref.sink)
-	if len(want) == 0 {
-		t.Fatal("reference run produced no rows")
+	want, wantFiles := graphCommittedRows(t, ctx, refSpec, "out", be.ref.sink)
+	want2, _ := graphCommittedRows(t, ctx, refSpec, "per-category", be.ref.sink2)
+	if len(want) == 0 || len(want2) <= len(want) {
+		t.Fatalf("reference run: %d top-n rows, %d per-category rows (the top-n keeps at most 5 of them per window)", len(want), len(want2))
 	}
 	wantDedup, wantJoin := lateRowsAt(t, ctx, be.ref.lateDedup), lateRowsAt(t, ctx, be.ref.lateJoin)
 	// The data set puts lateBids bids and lateAuctions auctions far
@@ -160,10 +164,15 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 
 	killRuns(t, seed, wantKills, killSpec, ref.elapsed, idle.elapsed, refHead)
 
-	got, gotFiles := graphCommittedRows(t, ctx, killSpec, be.kill.sink)
+	got, gotFiles := graphCommittedRows(t, ctx, killSpec, "out", be.kill.sink)
 	if m, x := multisetDiff(want, got); len(m) > 0 || len(x) > 0 {
 		t.Errorf("killed runs committed %d rows in %d files, the uninterrupted run %d rows in %d files: %d missing, %d extra\nmissing (first 10): %q\nextra (first 10): %q",
 			len(got), gotFiles, len(want), wantFiles, len(m), len(x), firstN(m, 10), firstN(x, 10))
+	}
+	got2, _ := graphCommittedRows(t, ctx, killSpec, "per-category", be.kill.sink2)
+	if m, x := multisetDiff(want2, got2); len(m) > 0 || len(x) > 0 {
+		t.Errorf("sink per-category: killed runs committed %d rows, the uninterrupted run %d: %d missing, %d extra\nmissing (first 10): %q\nextra (first 10): %q",
+			len(got2), len(want2), len(m), len(x), firstN(m, 10), firstN(x, 10))
 	}
 	// Every late row of each stage exactly once, as in the uninterrupted
 	// run (orphans of killed attempts would duplicate them).
@@ -179,14 +188,14 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 				c.stage, len(m), len(x), len(c.want), firstN(m, 5), firstN(x, 5))
 		}
 	}
-	t.Logf("compared %d output rows and %d + %d late rows: equal", len(want), len(wantDedup), len(wantJoin))
+	t.Logf("compared %d + %d output rows (two sinks) and %d + %d late rows: equal", len(want), len(want2), len(wantDedup), len(wantJoin))
 	// Every file the retained epochs name is there, whole.
 	if v := runFloe(t, "verify", killSpec); !strings.Contains(v.stdout, ": 0 problems") {
 		t.Errorf("verify after kills:\n%s", v.stdout)
 	}
 
 	// Caught up: another run commits nothing and writes nothing.
-	places := map[string]string{"state": be.kill.state, "sink": be.kill.sink, "late dedup": be.kill.lateDedup, "late join": be.kill.lateJoin}
+	places := map[string]string{"state": be.kill.state, "sink": be.kill.sink, "sink per-category": be.kill.sink2, "late dedup": be.kill.lateDedup, "late join": be.kill.lateJoin}
 	before := map[string]map[string]int64{}
 	for name, u := range places {
 		before[name] = listKeys(t, ctx, u)
@@ -221,7 +230,7 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 // dir and returns its path.
 func writeGraphSpec(t testing.TB, dir, name, auctions, bids string, pl graphKillPlace) string {
 	t.Helper()
-	y := fmt.Sprintf(killGraphSpec, name, auctions, bids, pl.lateDedup, pl.lateJoin, pl.sink, pl.state)
+	y := fmt.Sprintf(killGraphSpec, name, auctions, bids, pl.lateDedup, pl.lateJoin, pl.sink, pl.sink2, pl.state)
 	p := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
 		t.Fatalf("write spec: %v", err)
@@ -296,16 +305,13 @@ func putGraphDataset(t testing.TB, ctx context.Context, auctionsURL, bidsURL str
 	return lateAuctions, lateBids
 }
 
-// graphCommittedRows is committedRows for a graph pipeline: `floe outputs
-// SPEC` lists each committed file once, every listed file exists and
-// parses; it returns the sorted rows and the number of files.
-//
-// `floe outputs` prints the sink's URL before each key from p.Sink.URL,
-// which a graph spec leaves empty (its sink is under sinks:), so it prints
-// "/<key>" for now; such lines are read as sink keys, and the test logs it.
-func graphCommittedRows(t testing.TB, ctx context.Context, specPath, sinkURL string) ([]string, int) {
+// graphCommittedRows is committedRows for one sink of a graph pipeline:
+// `floe outputs SPEC --sink NAME` lists each committed file of the sink
+// once, under the sink's URL, every listed file exists and parses; it
+// returns the sorted rows and the number of files.
+func graphCommittedRows(t testing.TB, ctx context.Context, specPath, sinkName, sinkURL string) ([]string, int) {
 	t.Helper()
-	res := runFloe(t, "outputs", specPath)
+	res := runFloe(t, "outputs", specPath, "--sink", sinkName)
 	base := sinkURL
 	if i := strings.IndexByte(base, '?'); i >= 0 {
 		base = base[:i]
@@ -319,7 +325,6 @@ func graphCommittedRows(t testing.TB, ctx context.Context, specPath, sinkURL str
 	seen := map[string]bool{}
 	var rows []string
 	lines := strings.Fields(res.stdout)
-	bare := 0
 	for _, line := range lines {
 		if seen[line] {
 			t.Errorf("floe outputs lists %s twice", line)
@@ -327,12 +332,8 @@ func graphCommittedRows(t testing.TB, ctx context.Context, specPath, sinkURL str
 		}
 		seen[line] = true
 		key, ok := strings.CutPrefix(line, base)
-		if !ok && strings.HasPrefix(line, "/") && !strings.Contains(line[1:], "/") {
-			key, ok = line[1:], true
-			bare++
-		}
 		if !ok {
-			t.Errorf("floe outputs lists %s, outside the sink %s", line, base)
+			t.Errorf("floe outputs --sink %s lists %s, outside the sink %s", sinkName, line, base)
 			continue
 		}
 		data, _, err := sink.Get(ctx, key)
@@ -341,9 +342,6 @@ func graphCommittedRows(t testing.TB, ctx context.Context, specPath, sinkURL str
 			continue
 		}
 		rows = append(rows, parquetLines(t, line, data)...)
-	}
-	if bare > 0 {
-		t.Logf("floe outputs printed %d of %d keys without the sink URL (the graph form's sink is not p.Sink)", bare, len(lines))
 	}
 	slices.Sort(rows)
 	return rows, len(lines)
