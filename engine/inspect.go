@@ -98,9 +98,12 @@ type WindowState struct {
 	Rows   []StateRow
 	schema *arrow.Schema // the window's OutputSchema: keys, bounds, aggregates; else keys then Columns
 	// identCols index the Columns that, with the key, identify a held row
-	// across epochs (a dedup's pending and time, a top_n's window and
-	// arrival, a join's side and arrival).
-	identCols []int
+	// across epochs and parallelisms (a dedup's pending and time, a
+	// top_n's window and rank, a join's side and row); sortCols order the
+	// rows of one key; arrival sequences (noCmp) are not compared: they
+	// count per subtask, so a rescale renumbers them.
+	identCols, sortCols []int
+	noCmp               map[int]bool
 	// joinSide is 1 + the index of a join's side column in Columns (0: not
 	// a join): a row of one side shows none of the other side's (null)
 	// columns.
@@ -851,7 +854,7 @@ func diffOp(a, b *WindowState, sample int) OpDiff {
 			if len(od.AddedRows) < sample {
 				od.AddedRows = append(od.AddedRows, *r)
 			}
-		case !sameValues(o.Values, r.Values):
+		case !ref.sameRow(o, r):
 			od.Changed++
 			if len(od.ChangedRows) < sample {
 				od.ChangedRows = append(od.ChangedRows, RowChange{Old: *o, New: *r})
@@ -880,6 +883,23 @@ func (od *OpDiff) header() *WindowState {
 		return od.op
 	}
 	return &WindowState{ID: od.ID, Kind: od.Kind, Keys: od.Keys, Aggregates: od.Aggregates, Columns: od.Columns}
+}
+
+// sameRow compares two rows' values: all of a window's aggregates, a held
+// row's columns but its arrival sequence.
+func (op *WindowState) sameRow(a, b *StateRow) bool {
+	if len(op.noCmp) == 0 {
+		return sameValues(a.Values, b.Values)
+	}
+	if len(a.Values) != len(b.Values) {
+		return false
+	}
+	for i := range a.Values {
+		if !op.noCmp[i] && !sameValues(a.Values[i:i+1], b.Values[i:i+1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameValues compares finalised aggregates exactly (floats by their bits,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -215,7 +216,8 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		return is[0], nil
 	}
 	var lay heldLayout
-	var ident []string // identity columns, besides the key
+	var ident, sorts []string // identity and order columns, besides the key
+	var seq string            // the arrival-sequence column
 	skip := map[int]bool{0: true}
 	switch {
 	case st.Join != nil:
@@ -237,14 +239,19 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			f.Name = strings.TrimPrefix(f.Name, "left.")
 			lay.keyType = append(lay.keyType, f)
 		}
-		ident = []string{"side", "seq"}
+		// A buffered row is its side and its values (the n-th of equal
+		// rows): its arrival sequence is renumbered by a rescale.
+		ident, sorts, seq = []string{"side"}, []string{"side", "seq"}, "seq"
 	default:
 		var keys []string
 		switch {
 		case st.Dedup != nil:
-			keys, ident = st.Dedup.Keys, []string{operators.ColDedupPending, operators.ColDedupTime}
+			keys, seq = st.Dedup.Keys, operators.ColDedupSeq
+			ident, sorts = []string{operators.ColDedupPending, operators.ColDedupTime}, []string{operators.ColDedupTime, operators.ColDedupPending}
 		case st.TopN != nil:
-			keys, ident = st.TopN.Keys, []string{"window_start", "window_end", operators.ColTopNSeq}
+			keys, seq = st.TopN.Keys, operators.ColTopNSeq
+			ident = []string{"window_start", "window_end", colTopNRank}
+			sorts = ident
 		default:
 			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.kind)
 		}
@@ -265,19 +272,45 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		if skip[c] || strings.HasSuffix(f.Name, hiddenTime) {
 			continue
 		}
+		if f.Name == operators.ColTopNSeq && st.TopN != nil {
+			// The rank in the group, from the snapshot's order.
+			lay.cols = append(lay.cols, -1)
+			op.Columns = append(op.Columns, colTopNRank)
+			lay.fields = append(lay.fields, arrow.Field{Name: colTopNRank, Type: arrow.PrimitiveTypes.Int64})
+		}
 		lay.cols = append(lay.cols, c)
 		op.Columns = append(op.Columns, f.Name)
 		lay.fields = append(lay.fields, f)
 	}
-	for _, name := range ident {
-		i := slices.Index(op.Columns, name)
-		if i < 0 {
-			return nil, fmt.Errorf("internal error: the state schema has no column %q: %s", name, sch)
+	at := func(names []string) ([]int, error) {
+		var out []int
+		for _, name := range names {
+			i := slices.Index(op.Columns, name)
+			if i < 0 {
+				return nil, fmt.Errorf("internal error: the state schema has no column %q: %s", name, sch)
+			}
+			out = append(out, i)
 		}
-		op.identCols = append(op.identCols, i)
+		return out, nil
 	}
+	if op.identCols, err = at(ident); err != nil {
+		return nil, err
+	}
+	if op.sortCols, err = at(sorts); err != nil {
+		return nil, err
+	}
+	seqAt, err := at([]string{seq})
+	if err != nil {
+		return nil, err
+	}
+	op.noCmp = map[int]bool{seqAt[0]: true}
 	if st.Join != nil {
 		op.joinSide = 1 + op.identCols[0]
+		for c, name := range op.Columns { // the row's values identify it
+			if strings.HasPrefix(name, "left.") || strings.HasPrefix(name, "right.") {
+				op.identCols = append(op.identCols, c)
+			}
+		}
 	}
 	op.schema = arrow.NewSchema(append(slices.Clone(lay.keyType), lay.fields...), nil)
 	for s, sub := range subs {
@@ -296,9 +329,16 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 	return op, nil
 }
 
+// colTopNRank is the column cat adds to a top_n stage's rows: the row's
+// rank in its group (1 = first), from the order the state keeps.
+const colTopNRank = "topn.rank"
+
 // appendHeld appends the rows of subtask s's snapshot batches to op.Rows.
 func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr subtaskRestore) error {
 	var b strings.Builder
+	seen := map[string]int{} // identities so far: the n-th of equal rows
+	var group string         // top_n: the current group (key group, key, window)
+	var rank int64
 	for _, rec := range recs {
 		kgs, ok := rec.Column(0).(*array.Int32)
 		if !ok {
@@ -310,7 +350,13 @@ func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s i
 				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.lo, sr.hi, kg)
 			}
 			row := StateRow{KeyGroup: kg, Subtask: s}
-			for _, c := range lay.cols {
+			rankAt := -1
+			for j, c := range lay.cols {
+				if c < 0 {
+					rankAt = j
+					row.Values = append(row.Values, nil)
+					continue
+				}
 				row.Values = append(row.Values, cellValue(rec.Column(c), i))
 			}
 			keys := lay.keys[0]
@@ -323,16 +369,39 @@ func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s i
 				row.Key = append(row.Key, cellValue(rec.Column(c), i))
 			}
 			b.Reset()
+			fmt.Fprintf(&b, "%d\x00", kg)
+			for _, v := range row.Key {
+				b.WriteString(fieldText(v))
+				b.WriteByte(0)
+			}
+			if rankAt >= 0 {
+				for _, c := range op.identCols {
+					if c != rankAt {
+						b.WriteString(fieldText(row.Values[c]))
+						b.WriteByte(0)
+					}
+				}
+				if g := b.String(); g != group {
+					group, rank = g, 0
+				}
+				rank++
+				row.Values[rankAt] = rank
+				b.Reset()
+			}
 			for _, v := range row.Key {
 				b.WriteString(fieldText(v))
 				b.WriteByte(0)
 			}
 			for _, c := range op.identCols {
-				row.id = append(row.id, row.Values[c])
 				b.WriteString(fieldText(row.Values[c]))
 				b.WriteByte(0)
 			}
-			row.ident = b.String()
+			id := b.String()
+			seen[id]++
+			row.ident = id + strconv.Itoa(seen[id])
+			for _, c := range op.sortCols {
+				row.id = append(row.id, row.Values[c])
+			}
 			op.Rows = append(op.Rows, row)
 		}
 	}
@@ -425,33 +494,31 @@ func (op *WindowState) columnsJSON(r *StateRow) object {
 	return o
 }
 
-// changeText is a changed held row in diff: its key and identity columns,
-// then each column that differs as name: old -> new.
+// changeText is a changed held row in diff: its key and the columns that
+// did not change as name=value, then each column that did as
+// name: old -> new (the arrival sequence left out).
 func (op *WindowState) changeText(c *RowChange) string {
 	var b strings.Builder
 	for i, k := range op.Keys {
 		fmt.Fprintf(&b, "%s=%s ", k, fieldText(c.New.Key[i]))
 	}
-	for j, i := range op.identCols {
-		if j > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%s", op.Columns[i], fieldText(c.New.Values[i]))
-	}
+	var changed strings.Builder
+	sep := ""
 	for i, name := range op.Columns {
-		if !sameValues(c.Old.Values[i:i+1], c.New.Values[i:i+1]) {
-			fmt.Fprintf(&b, " %s: %s -> %s", name, fieldText(c.Old.Values[i]), fieldText(c.New.Values[i]))
+		switch {
+		case op.noCmp[i] || op.hidden(&c.New, i):
+		case sameValues(c.Old.Values[i:i+1], c.New.Values[i:i+1]):
+			fmt.Fprintf(&b, "%s%s=%s", sep, name, fieldText(c.New.Values[i]))
+			sep = " "
+		default:
+			fmt.Fprintf(&changed, " %s: %s -> %s", name, fieldText(c.Old.Values[i]), fieldText(c.New.Values[i]))
 		}
 	}
-	return b.String()
+	return b.String() + changed.String()
 }
 
-// changeJSON is a changed held row in diff --json.
+// changeJSON is a changed held row in diff --json: its key and all its
+// shown columns before and after.
 func (op *WindowState) changeJSON(c *RowChange) object {
-	id := make(object, len(op.identCols))
-	for j, i := range op.identCols {
-		id[j] = field{op.Columns[i], jsonValue(c.New.Values[i])}
-	}
-	return object{{"key", namedValues(op.Keys, c.New.Key)}, {"id", id},
-		{"old", op.columnsJSON(&c.Old)}, {"new", op.columnsJSON(&c.New)}}
+	return object{{"key", namedValues(op.Keys, c.New.Key)}, {"old", op.columnsJSON(&c.Old)}, {"new", op.columnsJSON(&c.New)}}
 }
