@@ -69,83 +69,93 @@ func sortOrds(ords []slotOrd) {
 	for i := range ords {
 		ords[i].pfx = prefix8(ords[i].key, lcp)
 	}
-	if len(ords) < 1<<12 || !sortBuckets(ords) {
+	if len(ords) < radixMinOrds {
 		slices.SortFunc(ords, cmpSlotOrd)
+		return
 	}
+	radixSortOrds(ords)
 }
 
-// maxBuckets bounds the distinct majors sortBuckets distributes by.
-const maxBuckets = 1 << 12
+// radixMinOrds is the size from which sortOrds radix-sorts.
+const radixMinOrds = 256
 
-// sortBuckets sorts ords when they have few distinct majors (key groups,
-// window starts): a counting sort by major, then each bucket, small enough
-// to sort in cache, by key and minor. It reports false, leaving ords as
-// they were, when there are more than maxBuckets majors.
-func sortBuckets(ords []slotOrd) bool {
-	idx := map[int64]int{}
-	var majors []int64
-	last, lastIdx := ords[0].major, -1
+// radixEnt is an element of radixSortOrds: the sort words (w[1] the major
+// with its sign bit flipped, so that unsigned order is signed order; w[0]
+// the prefix) and the element's index.
+type radixEnt struct {
+	w [2]uint64
+	i int32
+}
+
+// radixSortOrds sorts ords by (major, pfx) with a least-significant-digit
+// radix sort over bytes (skipping the bytes every element has equal: window
+// starts and key groups differ in few), then each run of equal (major,
+// pfx), rare when keys differ within their first 8 bytes after the common
+// prefix, by the full comparison. The order is that of cmpSlotOrd.
+func radixSortOrds(ords []slotOrd) {
+	n := len(ords)
+	a := make([]radixEnt, n)
+	var hist [16][256]int32
 	for i := range ords {
-		m := ords[i].major
-		if m == last && lastIdx >= 0 {
+		e := radixEnt{w: [2]uint64{ords[i].pfx, uint64(ords[i].major) ^ 1<<63}, i: int32(i)}
+		a[i] = e
+		for d := range 16 {
+			hist[d][byte(e.w[d>>3]>>(8*(d&7)))]++
+		}
+	}
+	var b []radixEnt
+	for d := range 16 {
+		h := &hist[d]
+		word, shift := d>>3, 8*(d&7)
+		if h[byte(a[0].w[word]>>shift)] == int32(n) {
+			continue // every element has the same byte here
+		}
+		if b == nil {
+			b = make([]radixEnt, n)
+		}
+		var sum int32
+		for v := range h {
+			c := h[v]
+			h[v] = sum
+			sum += c
+		}
+		for _, e := range a {
+			v := byte(e.w[word] >> shift)
+			b[h[v]] = e
+			h[v]++
+		}
+		a, b = b, a
+	}
+	// Put ords in the order of a: ords'[j] = ords[a[j].i], one cycle of
+	// the permutation at a time (a visited entry's index becomes -1).
+	for j := range a {
+		src := a[j].i
+		if src < 0 || int(src) == j {
 			continue
 		}
-		j, ok := idx[m]
-		if !ok {
-			if len(majors) == maxBuckets {
-				return false
+		saved := ords[j]
+		k := j
+		for {
+			src = a[k].i
+			a[k].i = -1
+			if int(src) == j {
+				ords[k] = saved
+				break
 			}
-			j = len(majors)
-			idx[m] = j
-			majors = append(majors, m)
+			ords[k] = ords[src]
+			k = int(src)
 		}
-		last, lastIdx = m, j
 	}
-	cmpRest := func(a, b slotOrd) int {
-		if a.pfx != b.pfx {
-			return cmp.Compare(a.pfx, b.pfx)
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		for hi < n && ords[hi].major == ords[lo].major && ords[hi].pfx == ords[lo].pfx {
+			hi++
 		}
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
+		if hi-lo > 1 {
+			slices.SortFunc(ords[lo:hi], cmpSlotOrd)
 		}
-		return cmp.Compare(a.minor, b.minor)
+		lo = hi
 	}
-	if len(majors) == 1 {
-		slices.SortFunc(ords, cmpRest)
-		return true
-	}
-	// Bucket b holds the b-th smallest major.
-	sorted := slices.Clone(majors)
-	slices.Sort(sorted)
-	rank := make(map[int64]int, len(sorted))
-	for r, m := range sorted {
-		rank[m] = r
-	}
-	bucketOf := make([]int32, len(ords))
-	pos := make([]int, len(sorted)+1)
-	last, lastIdx = ords[0].major, rank[ords[0].major]
-	for i := range ords {
-		if m := ords[i].major; m != last {
-			last, lastIdx = m, rank[m]
-		}
-		bucketOf[i] = int32(lastIdx)
-		pos[lastIdx+1]++
-	}
-	for b := 1; b < len(pos); b++ {
-		pos[b] += pos[b-1]
-	}
-	bounds := slices.Clone(pos)
-	tmp := make([]slotOrd, len(ords))
-	for i := range ords {
-		b := bucketOf[i]
-		tmp[pos[b]] = ords[i]
-		pos[b]++
-	}
-	for b := 0; b+1 < len(bounds); b++ {
-		slices.SortFunc(tmp[bounds[b]:bounds[b+1]], cmpRest)
-	}
-	copy(ords, tmp)
-	return true
 }
 
 // prefix8 returns bytes [off, off+8) of s big-endian, zero-padded.

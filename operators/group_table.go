@@ -48,9 +48,13 @@ func (t *keyIndex) presize(n int) {
 	}
 }
 
-// insert adds (h, kid) at pos, an empty entry returned by a failed lookup
-// for h, and grows the table past 50% load.
-func (t *keyIndex) insert(pos uint64, h uint32, kid int32) {
+// add indexes kid, whose key hashes to h and is not indexed yet, and grows
+// the table past 50% load.
+func (t *keyIndex) add(h uint32, kid int32) {
+	pos := uint64(h) & t.mask
+	for t.ents[pos] != 0 {
+		pos = (pos + 1) & t.mask
+	}
 	t.ents[pos] = uint64(h)<<32 | uint64(uint32(kid)+1)
 	t.n++
 	if 2*t.n > len(t.ents) {

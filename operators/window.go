@@ -85,6 +85,7 @@ type keyInfo struct {
 	refs     int32   // open slots of this key
 	head     int32   // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
 	mkOff    uint8   // bytes[mkOff:] is the key's map key (see mapKey)
+	queued   bool    // in Window.idle
 	h        uint32  // the map key's hash in ktab
 	sessions []int32 // session slots, sorted by start
 }
@@ -127,6 +128,10 @@ type Window struct {
 	nullKid   int32    // strKey: id of the null key, -1 when none
 	keys      []keyInfo
 	freeKeys  []int32
+	active    int     // keys with open slots (refs > 0)
+	activeMax int     // the most keys ever active at once
+	idle      []int32 // keys that were left without open slots, oldest first (see newKey)
+	idleHead  int     // idle[:idleHead] were taken
 	slots     []slotInfo
 	freeSlots []int32
 	live      int
@@ -417,32 +422,45 @@ func (w *Window) keyID(key []byte) int32 {
 		return w.nullKid
 	}
 	h := w.ktab.hash(string(mk))
-	kid, pos, ok := w.findKey(h, string(mk))
-	if ok {
+	if kid, _, ok := w.findKey(h, string(mk)); ok {
 		return kid
 	}
-	kid = w.newKey(key, len(key)-len(mk), h)
-	w.ktab.insert(pos, h, kid)
+	kid := w.newKey(key, len(key)-len(mk), h)
+	w.ktab.add(h, kid)
 	return kid
 }
 
 // strKeyID is keyID for a non-null value of a single string key column.
 func (w *Window) strKeyID(s string) int32 {
 	h := w.ktab.hash(s)
-	kid, pos, ok := w.findKey(h, s)
-	if ok {
+	if kid, _, ok := w.findKey(h, s); ok {
 		return kid
 	}
 	w.buf = binary.AppendUvarint(append(w.buf[:0], tagString), uint64(len(s)))
 	w.buf = append(w.buf, s...)
-	kid = w.newKey(w.buf, len(w.buf)-len(s), h)
-	w.ktab.insert(pos, h, kid)
+	kid := w.newKey(w.buf, len(w.buf)-len(s), h)
+	w.ktab.add(h, kid)
 	return kid
 }
 
+// minKeys is the number of key ids a Window keeps before it evicts idle
+// keys (see newKey).
+const minKeys = 1 << 12
+
 // newKey makes a key id for encoded key whose map key starts at mkOff and
-// hashes to h in w.ktab; the caller indexes it.
+// hashes to h in w.ktab; the caller indexes it (with keyIndex.add: newKey
+// may remove an idle key from the index, which moves entries).
+//
+// A key left without open slots stays indexed (idle), so that a key that
+// comes back in a later window costs a lookup, not an allocation, a
+// key-group hash and two index updates: with many keys most windows are of
+// keys that had one before. Idle keys are evicted, oldest first, only to
+// make room for a new key once the key ids reach the most keys ever active
+// at once (a size the key table and slices had to reach anyway).
 func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
+	if len(w.freeKeys) == 0 && len(w.keys) >= max(minKeys, w.activeMax) {
+		w.evictIdle()
+	}
 	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
@@ -515,9 +533,40 @@ func (w *Window) newSlot(kid int32, start, end int64) int32 {
 		s = int32(len(w.slots))
 		w.slots = append(w.slots, info)
 	}
+	if ki := &w.keys[kid]; ki.refs == 0 {
+		w.active++
+		w.activeMax = max(w.activeMax, w.active)
+	}
 	w.keys[kid].refs++
 	w.live++
 	return s
+}
+
+// evictIdle frees the oldest idle key (one without open slots), if any.
+func (w *Window) evictIdle() {
+	for w.idleHead < len(w.idle) {
+		kid := w.idle[w.idleHead]
+		w.idleHead++
+		ki := &w.keys[kid]
+		ki.queued = false
+		if ki.refs > 0 {
+			continue // it came back
+		}
+		if w.strKey && kid == w.nullKid {
+			w.nullKid = -1
+		} else {
+			w.ktab.remove(ki.h, kid)
+		}
+		ki.bytes = ""
+		w.freeKeys = append(w.freeKeys, kid)
+		break
+	}
+	if w.idleHead == len(w.idle) {
+		w.idle, w.idleHead = w.idle[:0], 0
+	} else if w.idleHead > 1024 && 2*w.idleHead > len(w.idle) {
+		n := copy(w.idle, w.idle[w.idleHead:])
+		w.idle, w.idleHead = w.idle[:n], 0
+	}
 }
 
 // killSlot removes slot s from the indexes; the caller resets accumulators
@@ -539,13 +588,11 @@ func (w *Window) killSlot(s int32) {
 	}
 	ki.refs--
 	if ki.refs == 0 {
-		if w.strKey && info.kid == w.nullKid {
-			w.nullKid = -1
-		} else {
-			w.ktab.remove(ki.h, info.kid)
+		w.active--
+		if !ki.queued {
+			ki.queued = true
+			w.idle = append(w.idle, info.kid)
 		}
-		ki.bytes = ""
-		w.freeKeys = append(w.freeKeys, info.kid)
 	}
 }
 
@@ -803,11 +850,13 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	w.sortOutputOrder(due)
-	rec, err := w.build(w.output, due, false)
+	order := slices.Clone(due)
+	w.sortOutputOrder(order)
+	rec, err := w.build(w.output, order, false)
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 	}
+	// Remove the slots in slot order: the slot table is read sequentially.
 	for _, s := range due {
 		w.killSlot(s)
 		w.freeSlot(s)
