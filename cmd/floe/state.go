@@ -11,8 +11,9 @@ import (
 	"github.com/floe-dev/floe/engine"
 )
 
-// stateCmd is `floe state cat|diff|export`: the decoded window state of a
-// retained epoch, read-only.
+// stateCmd is `floe state cat|diff|export`: the decoded state of a
+// retained epoch (the window's; in the graph form every keyed stage's),
+// read-only.
 func stateCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
@@ -46,7 +47,12 @@ one line per key and open window:
   op=<id> <key>=<v>... window_start=<RFC 3339> window_end=<RFC 3339> <aggregate>=<v>... key_group=<g> subtask=<s>
 
 Each aggregate is the value the window would emit if the input ended at this epoch.
---key matches the key's values joined by "," (e.g. --key u42, or --key u42,/home for two key columns).`,
+--key matches the key's values joined by "," (e.g. --key u42, or --key u42,/home for two key columns).
+
+A pipeline in the graph form prints every keyed stage (--op STAGE for one): a window stage
+as above, a dedup, top_n or join stage one line per row it holds:
+
+  op=<stage> <key>=<v>... <state column>=<v>... key_group=<g> subtask=<s>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := epochFlag(cmd, "epoch", ep); err != nil {
@@ -68,7 +74,7 @@ Each aggregate is the value the window would emit if the input ended at this epo
 	}
 	f := cmd.Flags()
 	f.Int64Var(&ep, "epoch", 0, "a retained epoch (default: the head)")
-	f.StringVar(&op, "op", "", "only this stateful operator")
+	f.StringVar(&op, "op", "", "only this stateful operator (in the graph form: a keyed stage's name)")
 	f.StringArrayVar(&keys, "key", nil, "only this key (repeatable); values of several key columns joined by \",\"")
 	f.BoolVar(&asJSON, "json", false, "one JSON document, one row per line")
 	return cmd
@@ -82,7 +88,7 @@ func stateDiffCmd(stdout io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "diff SPEC.yaml --from N --to M",
-		Short: "compare the state of two retained epochs: windows added, removed and changed; exit 0 identical, 1 different",
+		Short: "compare the state of two retained epochs: windows (and held stage rows) added, removed and changed; exit 0 identical, 1 different",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, f := range []string{"from", "to"} {
@@ -142,7 +148,11 @@ func stateExportCmd(stdout io.Writer) *cobra.Command {
 columns operator, the key columns, window_start, window_end (timestamp, UTC), one column per
 aggregate (finalised), key_group, subtask. Query it with DuckDB, e.g.:
 
-  duckdb -c "select user_id, clicks from 'state.parquet' order by clicks desc limit 10"`,
+  duckdb -c "select user_id, clicks from 'state.parquet' order by clicks desc limit 10"
+
+A pipeline in the graph form exports one keyed stage (--op STAGE, required when it has several):
+a window stage as above; a dedup, top_n or join stage as operator, the key columns, its state
+columns, key_group, subtask.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := epochFlag(cmd, "epoch", ep); err != nil {
@@ -180,7 +190,7 @@ aggregate (finalised), key_group, subtask. Query it with DuckDB, e.g.:
 	}
 	f := cmd.Flags()
 	f.Int64Var(&ep, "epoch", 0, "a retained epoch (default: the head)")
-	f.StringVar(&op, "op", "", "only this stateful operator")
+	f.StringVar(&op, "op", "", "the stateful operator to export (in the graph form: a keyed stage's name)")
 	f.StringVar(&out, "out", "", "the Parquet file to write, or - for stdout")
 	return cmd
 }

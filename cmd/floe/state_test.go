@@ -146,3 +146,184 @@ func TestCLIState(t *testing.T) {
 		t.Fatalf("state commands wrote files:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// graphSampleSpec writes testdata/pipelines/auctions-graph.yaml into a
+// temporary folder, reading the sample auctions in place.
+func graphSampleSpec(t *testing.T) (spec, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	auctions, err := filepath.Abs("../../testdata/auctions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer(`"../auctions/`, `"`+auctions+`/`, `"../../out/auctions-late/join"`, `"late"`,
+		`"../../out/hot-categories"`, `"out"`, `"../../.floe"`, `"state"`).Replace(string(data))
+	spec = filepath.Join(dir, "auctions-graph.yaml")
+	if err := os.WriteFile(spec, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec, dir
+}
+
+// TestCLIStateGraph: the state commands on a pipeline in the graph form:
+// cat prints every keyed stage (text and --json agree), --op selects a
+// stage and an unknown one names the keyed stages, diff exits 1 / 0,
+// export needs --op with several stages and writes the stage's rows;
+// nothing is written to the pipeline's state or sink.
+func TestCLIStateGraph(t *testing.T) {
+	spec, dir := graphSampleSpec(t)
+	if code, out, e := floe("run", spec); code != 0 {
+		t.Fatalf("run: %s%s", out, e)
+	}
+	before := tree(t, dir)
+	stages := []string{"last-bid", "bid-auction", "per-category", "top"}
+
+	code, out, e := floe("state", "cat", spec)
+	if code != 0 {
+		t.Fatalf("cat: code %d\n%s%s", code, out, e)
+	}
+	m := regexp.MustCompile(`^# pipeline hot-categories: epoch (\d+), the head, generation 1, parallelism 2, 128 key groups`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("cat header:\n%s", out)
+	}
+	head := m[1]
+	for _, h := range []string{
+		"\n# operator last-bid: dedup keep last within 10s, allowed lateness 0s; key [auction, bidder]; watermark ",
+		"\n# operator bid-auction: inner join on [auction] = [id], window tumbling 10s, allowed lateness 0s; key [auction]; watermark ",
+		"\n# operator per-category: tumbling 10s, allowed lateness 0s; key [category]; bids=count() volume=sum(price); emitted through ",
+		"\n# operator top: top_n 2 by volume desc, category per input window, allowed lateness 0s; key []; watermark ",
+	} {
+		if !strings.Contains(out, h) {
+			t.Fatalf("cat lacks %q:\n%s", h, out)
+		}
+	}
+	rowRe := map[string]*regexp.Regexp{
+		"last-bid": regexp.MustCompile(`^op=last-bid auction=(\d+) bidder=(\d+) dedup\.pending=(true|false) dedup\.time=\S+ dedup\.seq=\S+ price=\S+ ts=\S+ key_group=\d+ subtask=[01]$`),
+		"bid-auction": regexp.MustCompile(`^op=bid-auction auction=(\d+) side=(?:0 seq=\d+ pending=(?:true|false) matched=(?:true|false) left\.auction=(\d+) left\.bidder=\d+ left\.price=\d+ left\.ts=\S+` +
+			`|1 seq=\d+ pending=(?:true|false) matched=(?:true|false) right\.id=(\d+) right\.seller=\d+ right\.category=\d+ right\.ts=\S+) key_group=\d+ subtask=[01]$`),
+	}
+	rows := map[string]int{}
+	var key string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		op, _, _ := strings.Cut(strings.TrimPrefix(l, "op="), " ")
+		re := rowRe[op]
+		if re == nil {
+			t.Fatalf("cat: a row of stage %q: %s", op, l)
+		}
+		sm := re.FindStringSubmatch(l)
+		if sm == nil {
+			t.Fatalf("cat line %q does not match %s", l, re)
+		}
+		if op == "bid-auction" && sm[1] != sm[2]+sm[3] {
+			t.Fatalf("cat: the key is not the row's auction: %s", l)
+		}
+		if op == "last-bid" && key == "" {
+			key = sm[1] + "," + sm[2]
+		}
+		rows[op]++
+	}
+	if rows["last-bid"] == 0 || rows["bid-auction"] == 0 {
+		t.Fatalf("cat printed %v rows:\n%s", rows, out)
+	}
+
+	code, out, _ = floe("state", "cat", spec, "--json")
+	var doc struct {
+		Epoch     json.Number `json:"epoch"`
+		Operators []struct {
+			ID   string           `json:"id"`
+			Kind string           `json:"kind"`
+			Rows []map[string]any `json:"rows"`
+		} `json:"operators"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Epoch.String() != head || len(doc.Operators) != 4 {
+		t.Fatalf("cat --json: code %d, %v\n%s", code, err, out)
+	}
+	for i, op := range doc.Operators {
+		if op.ID != stages[i] || len(op.Rows) != rows[op.ID] {
+			t.Fatalf("cat --json: operator %d is %s with %d rows; text: %s with %d", i, op.ID, len(op.Rows), stages[i], rows[stages[i]])
+		}
+	}
+
+	code, out, _ = floe("state", "cat", spec, "--op", "last-bid", "--key", key)
+	if n := strings.Count(out, "\nop="); code != 0 || n == 0 || strings.Count(out, "\n# operator ") != 1 ||
+		strings.Count(out, " auction="+strings.Replace(key, ",", " bidder=", 1)+" ") != n {
+		t.Fatalf("cat --op last-bid --key %s: code %d, %d rows\n%s", key, code, n, out)
+	}
+	for op, want := range map[string]string{
+		"nope":     `unknown stage "nope": the keyed stages are last-bid, bid-auction, per-category, top`,
+		"auctions": `"auctions" is a source, not a stage: the keyed stages are last-bid, bid-auction, per-category, top`,
+	} {
+		if code, _, e = floe("state", "cat", spec, "--op", op); code != 2 || !strings.Contains(e, want) {
+			t.Fatalf("cat --op %s: code %d %s", op, code, e)
+		}
+	}
+
+	code, out, e = floe("state", "diff", spec, "--from", "1", "--to", head, "--sample", "2")
+	if code != 1 || !strings.Contains(out, "\noperator last-bid: ") || !strings.Contains(out, "\noperator bid-auction: ") ||
+		!strings.Contains(out, "\n+ auction=") || !strings.HasSuffix(out, "different\n") || !strings.Contains(e, "differs") {
+		t.Fatalf("diff 1 -> %s: code %d\n%s%s", head, code, out, e)
+	}
+	code, out, _ = floe("state", "diff", spec, "--from", head, "--to", head, "--json")
+	var d struct {
+		Identical bool `json:"identical"`
+		Operators []struct {
+			ID        string `json:"id"`
+			Unchanged int    `json:"unchanged"`
+		} `json:"operators"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil || !d.Identical || len(d.Operators) != 4 ||
+		d.Operators[0].Unchanged != rows["last-bid"] || d.Operators[1].Unchanged != rows["bid-auction"] {
+		t.Fatalf("diff %s -> %s: code %d, %v\n%s", head, head, code, err, out)
+	}
+
+	if code, _, e = floe("state", "export", spec, "--out", filepath.Join(t.TempDir(), "x.parquet")); code != 2 ||
+		!strings.Contains(e, "export one operator at a time (--op): pipeline hot-categories keeps state in last-bid, bid-auction, per-category, top") {
+		t.Fatalf("export without --op: code %d %s", code, e)
+	}
+	code, data, e := floe("state", "export", spec, "--op", "bid-auction", "--out", "-")
+	if code != 0 {
+		t.Fatalf("export --op bid-auction: code %d %s", code, e)
+	}
+	schema, recs, err := formats.ReadParquet([]byte(data), memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range schema.Fields() {
+		names = append(names, f.Name)
+	}
+	want := "operator auction side seq pending matched left.auction left.bidder left.price left.ts right.id right.seller right.category right.ts key_group subtask"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("export columns %v, want %s", names, want)
+	}
+	var n int
+	for _, rec := range recs {
+		ops := rec.Column(0).(*array.String)
+		side := rec.Column(2).(*array.Int8)
+		auction := rec.Column(1).(*array.Int64)
+		for i := range ops.Len() {
+			keyCol := rec.Column(schema.FieldIndices("left.auction")[0]).(*array.Int64)
+			if side.Value(i) == 1 {
+				keyCol = rec.Column(schema.FieldIndices("right.id")[0]).(*array.Int64)
+			}
+			if ops.Value(i) != "bid-auction" || keyCol.IsNull(i) || keyCol.Value(i) != auction.Value(i) {
+				t.Fatalf("export row %d: operator %s, side %d, auction %d", n, ops.Value(i), side.Value(i), auction.Value(i))
+			}
+			n++
+		}
+		rec.Release()
+	}
+	if n != rows["bid-auction"] {
+		t.Fatalf("export: %d rows, cat printed %d", n, rows["bid-auction"])
+	}
+	if after := tree(t, dir); after != before {
+		t.Fatalf("state commands wrote files:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
