@@ -111,7 +111,7 @@ type Result struct {
 	// Requests counts the object-store requests of the run, by kind, with
 	// retries and timeouts.
 	Requests store.RetryStats
-	SinkURL  string
+	SinkURL  string // every sink's, comma-separated
 	StateURL string
 	// UntilReached: the head was already at or past Options.UntilEpoch.
 	UntilReached bool

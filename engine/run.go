@@ -95,6 +95,9 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 		return nil, err
 	}
 	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.stateURL) // printed by the CLI
+	for _, sk := range extraSinks(p) {
+		r.res.SinkURL += ", " + store.Redact(sk.Sink.URL)
+	}
 	return r, nil
 }
 
