@@ -73,18 +73,25 @@ func BenchmarkDecodeParquet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := DecodeOptions{Schema: clickSchema(b), EventTime: "event_time", Mem: memory.NewGoAllocator()}
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	for i := 0; i < b.N; i++ {
-		d, err := Decode("parquet", "bench.parquet", data, opts)
-		if err != nil || d.Rows != benchRows {
-			b.Fatal(err)
-		}
-		d.Release()
+	// flat: the column-chunk reader; general: pqarrow's record reader.
+	for _, general := range []bool{false, true} {
+		name := map[bool]string{false: "flat", true: "general"}[general]
+		b.Run(name, func(b *testing.B) {
+			opts := DecodeOptions{Schema: clickSchema(b), EventTime: "event_time", Mem: memory.NewGoAllocator(), generalParquet: general}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				d, err := Decode("parquet", "bench.parquet", data, opts)
+				if err != nil || d.Rows != benchRows {
+					b.Fatal(err)
+				}
+				d.Release()
+			}
+			reportRows(b, benchRows, cpu0)
+		})
 	}
-	reportRows(b, benchRows, cpu0)
 }
 
 // genClicksCSV generates the rows of genClicks as CSV with a header.

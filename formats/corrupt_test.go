@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,21 +27,44 @@ func TestCorruptParquetNeverPanics(t *testing.T) {
 		b.Field(1).(*array.StringBuilder).Append(string(rune('a' + i%5)))
 		b.Field(2).(*array.Int64Builder).Append(int64(i))
 	}
-	data, err := EncodeParquet(schema, []arrow.RecordBatch{b.NewRecordBatch()}, EncodeOptions{NoDictionary: true})
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	plain, err := EncodeParquet(schema, []arrow.RecordBatch{rec}, EncodeOptions{NoDictionary: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	dict, err := EncodeParquet(schema, []arrow.RecordBatch{rec}, EncodeOptions{Compression: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decode with a declared schema takes the flat column reader (and
+	// pqarrow's with generalParquet).
+	declared := mustSchema(t, Field{"k", "int32"}, Field{"s", "string"}, Field{"n", "int64"})
 	errs := 0
 	t0 := time.Now()
-	for i := 0; i < len(data) && time.Since(t0) < 20*time.Second; i++ {
-		for _, x := range []byte{0xff, 0x01} {
-			d := append([]byte(nil), data...)
-			d[i] ^= x
-			if _, _, err := ReadParquetFiltered(d, nil, "k", 0, 128); err != nil {
-				errs++
-			}
-			if _, _, err := ReadParquet(d, nil); err != nil {
-				errs++
+	for _, data := range [][]byte{plain, dict} {
+		for i := 0; i < len(data) && time.Since(t0) < 20*time.Second; i++ {
+			for _, x := range []byte{0xff, 0x01} {
+				d := append([]byte(nil), data...)
+				d[i] ^= x
+				if _, _, err := ReadParquetFiltered(d, nil, "k", 0, 128); err != nil {
+					errs++
+				}
+				if _, _, err := ReadParquet(d, nil); err != nil {
+					errs++
+				}
+				for _, general := range []bool{false, true} {
+					opts := DecodeOptions{Schema: declared, BatchSize: 16, generalParquet: general}
+					dec, err := Decode("parquet", "c.parquet", d, opts)
+					if err != nil {
+						errs++
+						if !strings.HasPrefix(err.Error(), "c.parquet: ") {
+							t.Fatalf("error does not name the file: %v", err)
+						}
+					} else {
+						dec.Release()
+					}
+				}
 			}
 		}
 	}

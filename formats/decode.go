@@ -48,6 +48,10 @@ type DecodeOptions struct {
 	// Parallelism bounds the goroutines that decode one large JSON-lines file
 	// (default GOMAXPROCS; 1 decodes serially). Output order never depends on it.
 	Parallelism int
+
+	// generalParquet makes the Parquet decoder use pqarrow's record reader
+	// for every file (tests compare it with the flat reader).
+	generalParquet bool
 }
 
 // Decoded is the result of Decode. The caller owns Batches and must Release
@@ -121,6 +125,7 @@ type column struct {
 	bb    *array.BooleanBuilder
 	tb    *array.TimestampBuilder
 	quote string // strconv.Quote(name), precomputed for reasons
+	ts    tsCache
 }
 
 // cell is the parsed value of one column in the current row.
@@ -331,7 +336,7 @@ func (rb *rowBuilder) setText(i int, s []byte) string {
 		}
 		v.b = b
 	case kTimestamp:
-		t, ok := parseTimestamp(s)
+		t, ok := c.ts.parse(s)
 		if !ok {
 			return rb.cannotParse(i, s)
 		}

@@ -289,6 +289,15 @@ func FuzzParseTimestamp(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		us, ok := parseTimestamp([]byte(s))
+		// The minute cache never changes a result: not after parsing s
+		// itself, nor after another minute, nor after a rejected value.
+		for _, prime := range []string{s, "2024-01-15T10:30:00Z", s[:min(len(s), 17)] + "99"} {
+			var c tsCache
+			c.parse([]byte(prime))
+			if us2, ok2 := c.parse([]byte(s)); us2 != us || ok2 != ok {
+				t.Fatalf("%q after %q: cached parse gives %d %v, uncached %d %v", s, prime, us2, ok2, us, ok)
+			}
+		}
 		if !ok {
 			return
 		}

@@ -91,6 +91,17 @@ func (d *jsonDecoder) find(key []byte) int {
 		d.next = n + 1
 		return n
 	}
+	if len(d.names) <= 16 {
+		// A few columns: comparing lengths first rejects most names
+		// without touching their bytes, cheaper than hashing the key.
+		for j, n := range d.names {
+			if len(n) == len(key) && n == string(key) {
+				d.next = j + 1
+				return j
+			}
+		}
+		return -1
+	}
 	if j, ok := d.lookup[string(key)]; ok {
 		d.next = j + 1
 		return j
@@ -206,19 +217,20 @@ func (d *jsonDecoder) value(col int, b []byte, i int) (int, string) {
 		return i, syntaxErr(b, i, "expected a value")
 	}
 	switch ch := b[i]; {
+	case ch == '"' && c.kind == kTimestamp:
+		// Fast path: a timestamp the parser accepts holds only digits,
+		// T, t, Z, z, '-', ':', '.', '+' and space, so it ends at the first
+		// quote and is a valid JSON string as it is. Anything else takes
+		// the general path below, with its reasons.
+		if q := bytes.IndexByte(b[i+1:], '"'); q >= 0 {
+			if t, ok := c.ts.parse(b[i+1 : i+1+q]); ok {
+				v.i, v.set = t, true
+				return i + q + 2, ""
+			}
+		}
+		return d.stringValue(col, b, i)
 	case ch == '"':
-		end, flags := scanString(b, i)
-		if end < 0 {
-			return i, syntaxErr(b, i, "invalid string")
-		}
-		s := b[i+1 : end-1]
-		if flags&strBadUTF8 != 0 {
-			return end, rb.badUTF8(col, s)
-		}
-		if flags != 0 {
-			s = unquote(&d.bufs[col], s, flags)
-		}
-		return end, rb.setText(col, s)
+		return d.stringValue(col, b, i)
 	case ch == '-' || isDigit(ch):
 		end := scanNumber(b, i)
 		if end < 0 {
@@ -260,6 +272,22 @@ func (d *jsonDecoder) value(col int, b []byte, i int) (int, string) {
 		return end, fmt.Sprintf("column %s: expected %s, got %s", c.quote, expectName(c.kind), jsonTypeName(ch))
 	}
 	return i, syntaxErr(b, i, "expected a value")
+}
+
+// stringValue parses the JSON string at b[i] into column col's cell.
+func (d *jsonDecoder) stringValue(col int, b []byte, i int) (int, string) {
+	end, flags := scanString(b, i)
+	if end < 0 {
+		return i, syntaxErr(b, i, "invalid string")
+	}
+	s := b[i+1 : end-1]
+	if flags&strBadUTF8 != 0 {
+		return end, d.rb.badUTF8(col, s)
+	}
+	if flags != 0 {
+		s = unquote(&d.bufs[col], s, flags)
+	}
+	return end, d.rb.setText(col, s)
 }
 
 func expectName(k kind) string {

@@ -19,11 +19,12 @@ import (
 // collecting them. It returns the rows handed over and the rejects.
 func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each func(arrow.RecordBatch) error) (_ *Decoded, err error) {
 	defer func() {
-		recoverParquet(&err)
 		if err != nil && !strings.HasPrefix(err.Error(), fileName) {
 			err = fmt.Errorf("%s: %w", fileName, err)
 		}
 	}()
+	// Deferred itself (recover works only there), and run first.
+	defer recoverParquet(&err)
 	pf, fr, err := openParquet(data, opts.Mem, opts.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fileName, err)
@@ -40,6 +41,8 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 	// Output schema, kinds and the leaf columns to read.
 	outFields := make([]arrow.Field, declared.NumFields())
 	kinds := make([]kind, declared.NumFields())
+	srcTypes := make([]arrow.DataType, declared.NumFields())
+	fieldLeaf := make([]int, declared.NumFields()) // -1: not a leaf column
 	var leaves []int
 	et := -1
 	for i, f := range declared.Fields() {
@@ -73,6 +76,10 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 			}
 			et = i
 		}
+		srcTypes[i], fieldLeaf[i] = src, -1
+		if sf := &fr.Manifest.Fields[fi[0]]; sf.IsLeaf() {
+			fieldLeaf[i] = sf.ColIndex
+		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi[0]])
 	}
 	if opts.EventTime != "" && et < 0 {
@@ -85,9 +92,9 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 		return res, nil
 	}
 	var rowBase int64
-	err = readAll(fr, leaves, nil, func(rec arrow.RecordBatch) error {
-		n := rec.NumRows()
-		cols := make([]arrow.Array, len(outFields))
+	// emit checks and hands over one batch of output columns; it takes
+	// over cols.
+	emit := func(cols []arrow.Array, n int64) error {
 		defer func() {
 			for _, c := range cols {
 				if c != nil {
@@ -95,20 +102,6 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 				}
 			}
 		}()
-		for i, f := range outFields {
-			idx := rec.Schema().FieldIndices(f.Name)
-			if len(idx) == 0 {
-				return fmt.Errorf("column %q missing from a batch", f.Name)
-			}
-			src := rec.Column(idx[0])
-			var err error
-			if opts.Schema == nil && kinds[i] != kTimestamp {
-				src.Retain()
-				cols[i] = src
-			} else if cols[i], err = convertColumn(src, kinds[i], f.Type); err != nil {
-				return fmt.Errorf("column %q: %w", f.Name, err)
-			}
-		}
 		out := array.NewRecordBatch(outSchema, cols, n)
 		// reasons[j] != "" rejects row j: the first column (in schema
 		// order) whose string is not valid UTF-8, else a null event time.
@@ -159,6 +152,46 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 		}
 		res.Rows += out.NumRows()
 		return each(out)
+	}
+	if opts.Schema != nil && !opts.generalParquet {
+		types := make([]arrow.DataType, len(outFields))
+		for i, f := range outFields {
+			types[i] = f.Type
+		}
+		names := make([]string, len(outFields))
+		for i, f := range outFields {
+			names[i] = f.Name
+		}
+		if flat := flatColumns(pf, names, srcTypes, fieldLeaf, kinds, types); flat != nil {
+			fl := &flatReader{pf: pf, cols: flat, mem: opts.Mem, batch: opts.BatchSize}
+			if err := fl.each(emit); err != nil {
+				return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)
+			}
+			return res, nil
+		}
+	}
+	err = readAll(fr, leaves, nil, func(rec arrow.RecordBatch) error {
+		n := rec.NumRows()
+		cols := make([]arrow.Array, len(outFields))
+		for i, f := range outFields {
+			idx := rec.Schema().FieldIndices(f.Name)
+			var err error
+			if len(idx) == 0 {
+				err = fmt.Errorf("column %q missing from a batch", f.Name)
+			} else if src := rec.Column(idx[0]); opts.Schema == nil && kinds[i] != kTimestamp {
+				src.Retain()
+				cols[i] = src
+			} else if cols[i], err = convertColumn(src, kinds[i], f.Type); err != nil {
+				err = fmt.Errorf("column %q: %w", f.Name, err)
+			}
+			if err != nil {
+				for _, c := range cols[:i] {
+					c.Release()
+				}
+				return err
+			}
+		}
+		return emit(cols, n)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)

@@ -52,31 +52,37 @@ func daysFromCivil(y, m, d int64) int64 {
 // microseconds since the Unix epoch. zone is Z, z, ±hh:mm, ±hhmm or ±hh; no
 // zone means UTC. Fraction digits beyond microseconds are truncated.
 func parseTimestamp(b []byte) (int64, bool) {
-	if len(b) < 19 || b[4] != '-' || b[7] != '-' || b[13] != ':' || b[16] != ':' {
+	var c tsCache
+	return c.parse(b)
+}
+
+// tsCache is parseTimestamp remembering the last "YYYY-MM-DD?hh:mm" it
+// parsed: consecutive rows of a file mostly share their minute, which then
+// costs one 16-byte comparison instead of parsing and validating the date.
+type tsCache struct {
+	prefix [16]byte
+	secs   int64 // seconds since the epoch at the start of prefix's minute
+	ok     bool
+}
+
+// parse is parseTimestamp.
+func (c *tsCache) parse(b []byte) (int64, bool) {
+	if len(b) < 19 || b[16] != ':' {
 		return 0, false
 	}
-	if c := b[10]; c != 'T' && c != 't' && c != ' ' {
-		return 0, false
+	var secs int64
+	if c.ok && string(b[:16]) == string(c.prefix[:]) {
+		secs = c.secs
+	} else {
+		var ok bool
+		if secs, ok = parseMinute(b); !ok {
+			return 0, false
+		}
+		copy(c.prefix[:], b[:16])
+		c.secs, c.ok = secs, true
 	}
-	y1, ok1 := digits2(b, 0)
-	y2, ok2 := digits2(b, 2)
-	mo, ok3 := digits2(b, 5)
-	d, ok4 := digits2(b, 8)
-	h, ok5 := digits2(b, 11)
-	mi, ok6 := digits2(b, 14)
-	s, ok7 := digits2(b, 17)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) {
-		return 0, false
-	}
-	y := y1*100 + y2
-	if mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59 {
-		return 0, false
-	}
-	md := monthDays[mo]
-	if mo == 2 && isLeap(y) {
-		md = 29
-	}
-	if d > md {
+	s, ok := digits2(b, 17)
+	if !ok || s > 59 {
 		return 0, false
 	}
 	i := 19
@@ -127,8 +133,39 @@ func parseTimestamp(b []byte) (int64, bool) {
 	if i != len(b) {
 		return 0, false
 	}
-	secs := daysFromCivil(y, mo, d)*86400 + h*3600 + mi*60 + s - off
-	return secs*1_000_000 + frac, true
+	return (secs+s-off)*1_000_000 + frac, true
+}
+
+// parseMinute parses and validates "YYYY-MM-DD[T| ]hh:mm" at the start of b
+// (at least 16 bytes) into seconds since the epoch.
+func parseMinute(b []byte) (int64, bool) {
+	if b[4] != '-' || b[7] != '-' || b[13] != ':' {
+		return 0, false
+	}
+	if c := b[10]; c != 'T' && c != 't' && c != ' ' {
+		return 0, false
+	}
+	y1, ok1 := digits2(b, 0)
+	y2, ok2 := digits2(b, 2)
+	mo, ok3 := digits2(b, 5)
+	d, ok4 := digits2(b, 8)
+	h, ok5 := digits2(b, 11)
+	mi, ok6 := digits2(b, 14)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+		return 0, false
+	}
+	y := y1*100 + y2
+	if mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 {
+		return 0, false
+	}
+	md := monthDays[mo]
+	if mo == 2 && isLeap(y) {
+		md = 29
+	}
+	if d > md {
+		return 0, false
+	}
+	return daysFromCivil(y, mo, d)*86400 + h*3600 + mi*60, true
 }
 
 // number is the split form of a JSON-number-like decimal.
