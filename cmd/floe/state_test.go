@@ -160,8 +160,7 @@ func graphSampleSpec(t *testing.T) (spec, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.NewReplacer(`"../auctions/`, `"`+auctions+`/`, `"../../out/auctions-late/join"`, `"late"`,
-		`"../../out/hot-categories"`, `"out"`, `"../../.floe"`, `"state"`).Replace(string(data))
+	s := strings.NewReplacer(`"../auctions/`, `"`+auctions+`/`, `"../../out/`, `"out/`, `"../../.floe"`, `"state"`).Replace(string(data))
 	spec = filepath.Join(dir, "auctions-graph.yaml")
 	if err := os.WriteFile(spec, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
