@@ -43,12 +43,16 @@ import (
 // count_distinct as a number, first, last). The Window is thrown away;
 // nothing is written anywhere. For a sliding window the rows are the open
 // windows (each the union of its slices), not the slices the state stores.
+// A pipeline in the graph form is read by inspectgraph.go: every keyed
+// stage, window stages as here, dedup / top_n / join stages as the rows
+// they hold.
 
 // StateQuery selects the state ReadState decodes.
 type StateQuery struct {
 	// Epoch is a retained committed epoch; 0 means the head.
 	Epoch int64
-	// Op keeps only this stateful operator ("": all of them).
+	// Op keeps only this stateful operator ("": all of them); in the graph
+	// form, a keyed stage's name.
 	Op string
 	// Keys keeps only rows whose key, in KeyText form, is one of these
 	// (empty: every key).
@@ -153,7 +157,8 @@ func (r *StateRow) KeyText() string {
 
 // ReadState restores the state of a retained epoch of p (read-only) and
 // decodes it. An epoch that is not retained is an error naming the retained
-// ones; an unknown q.Op is an error naming the operators.
+// ones; an unknown q.Op is an error naming the operators (the keyed stages
+// of a graph).
 func ReadState(ctx context.Context, p *spec.Pipeline, q StateQuery) (*StateView, error) {
 	x, err := newInspector(ctx, p)
 	if err != nil {
