@@ -113,17 +113,11 @@ func Decode(format string, file string, data []byte, opts DecodeOptions) (*Decod
 	return nil, fmt.Errorf("%s: unknown format %q (want jsonl, csv or parquet)", file, format)
 }
 
-// column is one declared output column and its builder.
+// column is one declared output column and its buffers.
 type column struct {
 	name  string
 	kind  kind
-	bld   array.Builder
-	sb    *array.StringBuilder
-	ib    *array.Int64Builder
-	i32   *array.Int32Builder
-	fb    *array.Float64Builder
-	bb    *array.BooleanBuilder
-	tb    *array.TimestampBuilder
+	buf   colBuf
 	quote string // strconv.Quote(name), precomputed for reasons
 	ts    tsCache
 }
@@ -178,12 +172,17 @@ func newPlan(file string, opts DecodeOptions) (*plan, error) {
 	return p, nil
 }
 
+// maxBatchData bounds the string bytes of one column in a batch: a batch
+// is cut early before its 32-bit string offsets could overflow.
+const maxBatchData = 1 << 30
+
 // rowBuilder accumulates accepted rows into batches.
 type rowBuilder struct {
 	p       *plan
 	cols    []column
 	cells   []cell
 	rows    int // rows in the current batch
+	capRows int // rows the columns' buffers hold
 	out     []arrow.RecordBatch
 	total   int64
 	rejects []Reject
@@ -194,32 +193,21 @@ func newRowBuilder(p *plan) *rowBuilder {
 	for i, k := range p.kinds {
 		c := &rb.cols[i]
 		c.name, c.kind, c.quote = p.names[i], k, strconv.Quote(p.names[i])
-		c.bld = array.NewBuilder(p.opts.Mem, k.arrowType())
-		switch b := c.bld.(type) {
-		case *array.StringBuilder:
-			c.sb = b
-		case *array.Int64Builder:
-			c.ib = b
-		case *array.Int32Builder:
-			c.i32 = b
-		case *array.Float64Builder:
-			c.fb = b
-		case *array.BooleanBuilder:
-			c.bb = b
-		case *array.TimestampBuilder:
-			c.tb = b
-		}
+		c.buf = newColBuf(p.opts.Mem, k)
 	}
 	return rb
 }
 
+// reserve makes room for n more rows (at most a batch).
 func (rb *rowBuilder) reserve(n int) {
-	if n > rb.p.opts.BatchSize {
-		n = rb.p.opts.BatchSize
+	n = min(rb.rows+n, rb.p.opts.BatchSize)
+	if n <= rb.capRows {
+		return
 	}
 	for i := range rb.cols {
-		rb.cols[i].bld.Reserve(n)
+		rb.cols[i].buf.ensure(n)
 	}
+	rb.capRows = n
 }
 
 func (rb *rowBuilder) resetCells() {
@@ -228,29 +216,32 @@ func (rb *rowBuilder) resetCells() {
 
 // commit appends the current cells as one row. It cannot fail.
 func (rb *rowBuilder) commit() {
+	if rb.rows >= rb.capRows {
+		rb.reserve(max(rb.capRows, 1024))
+	}
+	full := false
 	for i := range rb.cols {
-		c, v := &rb.cols[i], &rb.cells[i]
+		c, v := &rb.cols[i].buf, &rb.cells[i]
 		if !v.set {
-			c.bld.AppendNull()
+			c.appendNull()
 			continue
 		}
 		switch c.kind {
 		case kString:
-			c.sb.BinaryBuilder.Append(v.s)
-		case kInt64:
-			c.ib.Append(v.i)
+			c.appendBytes(v.s)
+			full = full || c.dataBytes() > maxBatchData
 		case kInt32:
-			c.i32.Append(int32(v.i))
+			c.appendInt32(int32(v.i))
 		case kFloat64:
-			c.fb.Append(v.f)
+			c.appendFloat64(v.f)
 		case kBool:
-			c.bb.Append(v.b)
-		default:
-			c.tb.Append(arrow.Timestamp(v.i))
+			c.appendBool(v.b)
+		default: // int64, timestamps
+			c.appendInt64(v.i)
 		}
 	}
 	rb.rows++
-	if rb.rows >= rb.p.opts.BatchSize {
+	if rb.rows >= rb.p.opts.BatchSize || full {
 		rb.flush()
 	}
 }
@@ -261,7 +252,7 @@ func (rb *rowBuilder) flush() {
 	}
 	arrs := make([]arrow.Array, len(rb.cols))
 	for i := range rb.cols {
-		arrs[i] = rb.cols[i].bld.NewArray()
+		arrs[i] = rb.cols[i].buf.finish()
 	}
 	rec := array.NewRecordBatch(rb.p.schema, arrs, int64(rb.rows))
 	for _, a := range arrs {
@@ -269,13 +260,14 @@ func (rb *rowBuilder) flush() {
 	}
 	rb.out = append(rb.out, rec)
 	rb.total += int64(rb.rows)
-	rb.rows = 0
+	rb.rows, rb.capRows = 0, 0
 }
 
 func (rb *rowBuilder) release() {
 	for i := range rb.cols {
-		rb.cols[i].bld.Release()
+		rb.cols[i].buf.release()
 	}
+	rb.capRows = 0
 }
 
 func (rb *rowBuilder) reject(line int64, reason string, raw []byte) {

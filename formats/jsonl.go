@@ -16,7 +16,9 @@ package formats
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -340,15 +342,22 @@ func scanString(b []byte, i int) (int, int) {
 	flags := 0
 	j := i + 1
 	for {
-		for j+8 <= len(b) && plainStr[b[j]] && plainStr[b[j+1]] && plainStr[b[j+2]] && plainStr[b[j+3]] &&
-			plainStr[b[j+4]] && plainStr[b[j+5]] && plainStr[b[j+6]] && plainStr[b[j+7]] {
-			j += 8
-		}
-		for j < len(b) && plainStr[b[j]] {
-			j++
-		}
-		if j >= len(b) {
-			return -1, 0
+		if j+8 <= len(b) {
+			// Eight bytes at a time: skip to the first that needs
+			// attention.
+			m := specialBytes(binary.LittleEndian.Uint64(b[j:]))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += bits.TrailingZeros64(m) >> 3
+		} else {
+			for j < len(b) && plainStr[b[j]] {
+				j++
+			}
+			if j >= len(b) {
+				return -1, 0
+			}
 		}
 		switch c := b[j]; {
 		case c == '"':
@@ -391,6 +400,22 @@ func scanString(b []byte, i int) (int, int) {
 			j += size
 		}
 	}
+}
+
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// specialBytes returns the high bit of every byte of the little-endian
+// word x that is not plain inside a JSON string ('"', '\\', a control
+// character or a non-ASCII byte); 0 when all eight are plain. The lowest
+// set bit is exact (a borrow only runs upwards from a special byte), which
+// is all scanString uses.
+func specialBytes(x uint64) uint64 {
+	q := x ^ (lowBits * '"')
+	bs := x ^ (lowBits * '\\')
+	return ((q-lowBits)&^q | (bs-lowBits)&^bs | (x-lowBits*0x20)&^x | x) & highBits
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.

@@ -1,12 +1,15 @@
 package formats
 
 import (
+	"encoding/binary"
 	"math"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
+	"math/bits"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 func allTypesSchema(t testing.TB) []Field {
@@ -215,5 +218,47 @@ func TestDecodeBatchesAndParallelChunks(t *testing.T) {
 	}
 	if !reflect.DeepEqual(par.Rejects, wantRejects) {
 		t.Fatalf("parallel rejects = %+v", par.Rejects)
+	}
+}
+
+// TestSpecialBytes: the eight-byte scan finds exactly the first byte the
+// byte-wise table says is not plain, for every byte value at every position
+// after plain bytes and before arbitrary ones.
+func TestSpecialBytes(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for p := 0; p < 8; p++ {
+		for c := 0; c < 256; c++ {
+			for k := 0; k < 20; k++ {
+				var w [8]byte
+				for i := range w {
+					switch {
+					case i < p:
+						w[i] = byte(0x20 + rnd.IntN(0x60))
+						for !plainStr[w[i]] {
+							w[i] = byte(0x20 + rnd.IntN(0x60))
+						}
+					case i == p:
+						w[i] = byte(c)
+					default:
+						w[i] = byte(rnd.IntN(256))
+					}
+				}
+				first := 8
+				for i, x := range w {
+					if !plainStr[x] {
+						first = i
+						break
+					}
+				}
+				m := specialBytes(binary.LittleEndian.Uint64(w[:]))
+				got := 8
+				if m != 0 {
+					got = bits.TrailingZeros64(m) >> 3
+				}
+				if got != first {
+					t.Fatalf("%q: first special byte at %d, scan says %d", w, first, got)
+				}
+			}
+		}
 	}
 }
