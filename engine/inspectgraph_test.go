@@ -639,3 +639,106 @@ func TestInspectGraphJoin(t *testing.T) {
 		t.Fatalf("join export: %d rows (cat %d), columns %v, want %s", n, len(v.Ops[0].Rows), names, want)
 	}
 }
+
+// TestInspectGraphIntervalJoinOverWindow: an interval join whose left side
+// is window results timed by window_end: cat shows the buffered rows with
+// their pending / matched flags and without the hidden window-time column
+// the stage adds; every left row is one of the window results committed
+// or still to come (its key and count agree with the bids).
+func TestInspectGraphIntervalJoinOverWindow(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 6)
+	p := e.pipelineFrom(t, `
+name: interval
+sources:
+  bids:
+    type: files
+    url: "{{bids}}"
+    format: jsonl
+    schema: {auction: int64, bidder: int64, price: int64, ts: timestamp}
+    event_time: ts
+    max_files_per_epoch: 1
+    watermark: {max_out_of_orderness: 2s}
+stages:
+  - {name: b-win, input: bids, window: {key: [auction], tumbling: 10s, aggregates: {n: "count()", hi: "max(price)"}}}
+  - name: both
+    inputs: [b-win, bids]
+    join: {left_on: [auction], right_on: [auction], left_time: window_end, interval: {lower: 0s, upper: 10s}}
+sinks:
+  out: {input: both, type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}", parallelism: 2}
+`)
+	run(t, p, engine.Options{UntilEpoch: 3})
+	run(t, p, engine.Options{Parallelism: 3})
+	// The bids per auction and 10 s window, from the input.
+	counts := map[string]int64{}
+	for name, data := range auctionFiles(6) {
+		if !strings.HasPrefix(name, "bids/") {
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var b struct {
+				Auction int64     `json:"auction"`
+				TS      time.Time `json:"ts"`
+			}
+			if err := json.Unmarshal([]byte(l), &b); err != nil {
+				t.Fatal(err)
+			}
+			counts[fmt.Sprint(b.Auction, b.TS.Truncate(10*time.Second).UTC())]++
+		}
+	}
+	var left, right int
+	for n := int64(1); n <= readState(t, p, engine.StateQuery{}).Epoch; n++ {
+		v := readState(t, p, engine.StateQuery{Epoch: n, Op: "both"})
+		op := v.Ops[0]
+		if op.Kind != "join" || !strings.HasPrefix(op.Stage, "inner join on [auction] = [auction], interval [-0s, +10s]") {
+			t.Fatalf("epoch %d: %s %q", n, op.Kind, op.Stage)
+		}
+		for _, c := range op.Columns {
+			if strings.Contains(c, "__floe") {
+				t.Fatalf("epoch %d: the hidden column shows: %v", n, op.Columns)
+			}
+		}
+		for i := range op.Rows {
+			r := &op.Rows[i]
+			if col(t, op, r, "side") == int8(1) {
+				right++
+				continue
+			}
+			left++
+			ws := col(t, op, r, "left.window_start").(time.Time)
+			if k := fmt.Sprint(r.Key[0], ws); col(t, op, r, "left.auction") != r.Key[0] || col(t, op, r, "left.n") != counts[k] || counts[k] == 0 {
+				t.Fatalf("epoch %d: left row %v %v: count %v, the bids say %d", n, r.Key, ws, col(t, op, r, "left.n"), counts[k])
+			}
+			if _, ok := col(t, op, r, "matched").(bool); !ok {
+				t.Fatalf("epoch %d: matched is %v", n, col(t, op, r, "matched"))
+			}
+		}
+		var buf bytes.Buffer
+		if err := v.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(buf.String(), "__floe") {
+			t.Fatalf("epoch %d: cat shows the hidden column:\n%s", n, buf.String())
+		}
+		if len(op.Rows) > 0 {
+			data, err := v.Parquet()
+			if err != nil {
+				t.Fatalf("epoch %d: export: %v", n, err)
+			}
+			schema, recs, err := formats.ReadParquet(data, memory.DefaultAllocator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range recs {
+				rec.Release()
+			}
+			if strings.Contains(schema.String(), "__floe") || schema.NumFields() != 3+len(op.Columns)+1 {
+				t.Fatalf("epoch %d: export schema %s", n, schema)
+			}
+		}
+	}
+	if left == 0 || right == 0 {
+		t.Fatalf("the join held %d left and %d right rows over the epochs: the test checks too little", left, right)
+	}
+}
