@@ -65,8 +65,11 @@ const (
 	BundleStateDir     = "state"
 	BundleSchemaFile   = "schema.parquet"
 	BundleTestFile     = "replay_test.go"
-	// BundleFormat is the bundle.json format version.
-	BundleFormat = 1
+	BundleLookupsDir   = "lookups"
+	// BundleFormat is the newest bundle.json format version: 1 for linear
+	// pipelines, 2 (stage watermarks, lookup tables, per-source schemas)
+	// for graph pipelines.
+	BundleFormat = 2
 )
 
 // BundleManifest is bundle.json.
@@ -107,6 +110,21 @@ type BundleManifest struct {
 	Counters    manifest.Counters `json:"counters"`
 	Recorded    manifest.Counters `json:"recorded_counters"`
 	GoldenLines int               `json:"golden_lines"`
+
+	// Graph pipelines (bundle_format 2; bundlegraph.go). Schemas names the
+	// schema file of each source that declares none; StageWatermarks is
+	// the watermark each keyed stage advanced to in the epoch; Lookups are
+	// the lookup tables the epoch read, copied under lookups/<stage>/.
+	Schemas         map[string]string `json:"schemas,omitempty"`
+	StageWatermarks map[string]int64  `json:"stage_watermarks_us,omitempty"`
+	Lookups         []BundleLookup    `json:"lookups,omitempty"`
+}
+
+// BundleLookup is the table one lookup stage read, as the bundle holds it.
+type BundleLookup struct {
+	Stage   string       `json:"stage"`
+	Version string       `json:"version"` // as the epoch's manifest recorded it
+	Files   []BundleFile `json:"files"`
 }
 
 // BundleFile is one input file of a bundle.
@@ -145,10 +163,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("emit-test: %w", err)
 	}
-	if isGraph(p) {
-		return nil, errGraphUnsupported("regression bundles (replay --emit-test)")
-	}
-	specYAML, err := bundleSpec(opts.Spec)
+	specYAML, err := bundleSpec(opts.Spec, p)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +176,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	if err != nil {
 		return nil, err
 	}
-	b := &BundleManifest{BundleFormat: BundleFormat, ManifestFormat: manifest.FormatVersion, FloeVersion: floeVersion(),
+	b := &BundleManifest{BundleFormat: 1, ManifestFormat: manifest.FormatVersion, FloeVersion: floeVersion(),
 		Pipeline: res.Pipeline, Epoch: res.Epoch, Generation: res.Generation, Parent: res.Parent, Restart: res.Restart,
 		Parallelism: res.Parallelism, MaxParallelism: y.g.MaxParallelism, Watermark: res.Watermark, WatermarkText: fmtWM(res.Watermark),
 		Inputs: res.Inputs, SkipRead: y.skipRead, Counters: res.Counters, Recorded: res.Recorded}
@@ -221,6 +236,11 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 			if _, err := y.x.c.CreateSavepoint(ctx, y.parent, name, dst); err != nil {
 				return nil, fmt.Errorf("emit-test: write the state of epoch %d: %w", y.parent.Epoch, err)
 			}
+		}
+	}
+	if isGraph(p) {
+		if err := y.emitGraph(ctx, p, b, write); err != nil {
+			return nil, err
 		}
 	}
 	// The source schema, when it was inferred.
@@ -343,6 +363,10 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
 
+	if isGraph(p) {
+		res, err := replayGraphBundle(ctx, dir, b, p, srcStore, stStore, files, opts, log)
+		return res, b, err
+	}
 	src, err := sourceSchema(p)
 	if err == nil && src == nil {
 		if b.Schema == "" {
@@ -412,20 +436,15 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 }
 
 // bundleSpec rewrites the spec's URLs to folders inside the bundle: the
-// source to inputs/, the state, sink and side outputs under work/ (never
-// written: a bundle replay writes nothing).
-func bundleSpec(data []byte) ([]byte, error) {
+// source to inputs/ (a graph's sources to inputs/<source>, its lookup
+// tables to lookups/<stage>), the state, sinks and side outputs under work/
+// (never written: a bundle replay writes nothing).
+func bundleSpec(data []byte, p *spec.Pipeline) ([]byte, error) {
 	f, err := parser.ParseBytes(data, parser.ParseComments)
 	if err != nil {
 		return nil, fmt.Errorf("emit-test: the spec's YAML: %w", err)
 	}
-	for _, r := range []struct{ path, to string }{
-		{"$.source.url", BundleInputsDir},
-		{"$.source.late_url", "work/late"},
-		{"$.source.rejected_url", "work/rejected"},
-		{"$.sink.url", "work/sink"},
-		{"$.state.url", "work/state"},
-	} {
+	for _, r := range bundleRewrites(p) {
 		p, err := yaml.PathString(r.path)
 		if err != nil {
 			return nil, err
@@ -443,16 +462,65 @@ func bundleSpec(data []byte) ([]byte, error) {
 	}
 	// It must still parse to a spec whose URLs are all inside the bundle.
 	base := filepath.Join(os.TempDir(), "floe-bundle-check")
-	p, err := spec.Parse(BundleSpecFile, out, base)
+	q, err := spec.Parse(BundleSpecFile, out, base)
 	if err != nil {
 		return nil, fmt.Errorf("emit-test: the rewritten spec does not parse: %w", err)
 	}
-	for _, u := range []string{p.Source.URL, p.Source.LateURL, p.Source.RejectedURL, p.Sink.URL, p.State.URL} {
+	for _, u := range specURLs(q) {
 		if u != "" && !strings.HasPrefix(u, fileURLOf(base)+"/") {
 			return nil, fmt.Errorf("emit-test: the spec names %s, which the bundle cannot rewrite to a folder of its own", store.Redact(u))
 		}
 	}
 	return out, nil
+}
+
+// bundleRewrite sets the YAML value at path to a bundle folder.
+type bundleRewrite struct{ path, to string }
+
+// bundleRewrites lists every URL field of p's form and the bundle folder
+// it becomes.
+func bundleRewrites(p *spec.Pipeline) []bundleRewrite {
+	if !isGraph(p) {
+		return []bundleRewrite{
+			{"$.source.url", BundleInputsDir},
+			{"$.source.late_url", "work/late"},
+			{"$.source.rejected_url", "work/rejected"},
+			{"$.sink.url", "work/sink"},
+			{"$.state.url", "work/state"},
+		}
+	}
+	// Names are [a-z0-9_-]: quoted, they are YAML path selectors.
+	var rw []bundleRewrite
+	for _, ns := range p.Sources {
+		rw = append(rw, bundleRewrite{"$.sources.'" + ns.Name + "'.url", BundleInputsDir + "/" + ns.Name},
+			bundleRewrite{"$.sources.'" + ns.Name + "'.rejected_url", "work/rejected"})
+	}
+	for i, st := range p.Stages {
+		rw = append(rw, bundleRewrite{fmt.Sprintf("$.stages[%d].late_url", i), "work/late/" + st.Name},
+			bundleRewrite{fmt.Sprintf("$.stages[%d].lookup.url", i), BundleLookupsDir + "/" + st.Name})
+	}
+	for _, sk := range p.Sinks {
+		rw = append(rw, bundleRewrite{"$.sinks.'" + sk.Name + "'.url", "work/sinks/" + sk.Name})
+	}
+	return append(rw, bundleRewrite{"$.state.url", "work/state"})
+}
+
+// specURLs returns every location p names.
+func specURLs(p *spec.Pipeline) []string {
+	us := []string{p.Source.URL, p.Source.LateURL, p.Source.RejectedURL, p.Sink.URL, p.State.URL}
+	for _, ns := range p.Sources {
+		us = append(us, ns.Source.URL, ns.Source.LateURL, ns.Source.RejectedURL)
+	}
+	for _, st := range p.Stages {
+		us = append(us, st.LateURL)
+		if st.Lookup != nil {
+			us = append(us, st.Lookup.URL)
+		}
+	}
+	for _, sk := range p.Sinks {
+		us = append(us, sk.Sink.URL)
+	}
+	return us
 }
 
 // copyStore copies every object of src to dst.

@@ -263,6 +263,16 @@ func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files 
 		}
 		schemas[ns.Name] = sc
 	}
+	lookups, err := lookupSchemas(ctx, p, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return schemas, lookups, nil
+}
+
+// lookupSchemas returns the table schema of each lookup stage of p: the
+// declared one, or one inferred from its table's files.
+func lookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[string]*arrow.Schema, error) {
 	lookups := map[string]*arrow.Schema{}
 	for _, st := range p.Stages {
 		l := st.Lookup
@@ -272,14 +282,14 @@ func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files 
 		if len(l.Schema) > 0 {
 			sc, err := sourceSchema(&spec.Pipeline{Source: spec.Source{Schema: l.Schema}})
 			if err != nil {
-				return nil, nil, fmt.Errorf("stage %s: lookup.schema: %w", st.Name, err)
+				return nil, fmt.Errorf("stage %s: lookup.schema: %w", st.Name, err)
 			}
 			lookups[st.Name] = sc
 			continue
 		}
 		ls, err := openLookupStore(ctx, opts, st.Name, l.URL)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		files, err := listLookup(ctx, ls, l)
 		if err == nil {
@@ -289,10 +299,10 @@ func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files 
 		}
 		ls.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("stage %s: lookup table: %w", st.Name, err)
+			return nil, fmt.Errorf("stage %s: lookup table: %w", st.Name, err)
 		}
 	}
-	return schemas, lookups, nil
+	return lookups, nil
 }
 
 // openSide opens a side-output store of a graph stage (its late_url),

@@ -221,6 +221,9 @@ type replayer struct {
 	// them (start_from: latest). Both go into an --emit-test bundle.
 	src      *arrow.Schema
 	skipRead bool
+	// schemas are a graph pipeline's source schemas (declared or
+	// inferred), by source name.
+	schemas map[string]*arrow.Schema
 }
 
 func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*replayer, error) {
@@ -264,6 +267,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 		if files, err = listSource(ctx, p, st.source); err == nil {
 			var schemas, lookups map[string]*arrow.Schema
 			if schemas, lookups, err = graphSchemas(ctx, p, st.source, files, &Options{}); err == nil {
+				y.schemas = schemas
 				x.pl, err = compileGraph(p, schemas, lookups, xo...)
 			}
 		}

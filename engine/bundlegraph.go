@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// Regression bundles of graph pipelines (bundle_format 2). Besides what a
+// linear bundle holds, a graph bundle has:
+//
+//	DIR/inputs/<source>/<key>       each source's files the epoch consumed
+//	DIR/lookups/<stage>/<key>       each lookup stage's table, as the epoch
+//	                                read it (its recorded version)
+//	DIR/schemas/<source>.parquet    the inferred schema of each source that
+//	                                declares none
+//
+// and bundle.json records the watermark each keyed stage advanced to
+// (stage_watermarks_us) and the lookup tables' files with their checksums,
+// which the replay checks. The replay is Replay's: each stage advances to
+// its recorded watermark and every lookup reads the bundled table.
+
+// emitGraph writes the graph parts of a bundle: stage watermarks, schemas
+// of the sources that declare none, and the lookup tables.
+func (y *replayer) emitGraph(ctx context.Context, p *spec.Pipeline, b *BundleManifest, write func(string, []byte) error) error {
+	b.BundleFormat = BundleFormat
+	b.StageWatermarks = map[string]int64{}
+	for _, op := range y.m.Operators {
+		b.StageWatermarks[op.ID] = op.EmittedThrough
+	}
+	for _, ns := range p.Sources {
+		if len(ns.Source.Schema) > 0 {
+			continue
+		}
+		sc := y.schemas[ns.Name]
+		if sc == nil {
+			return fmt.Errorf("emit-test: sources.%s: no schema was inferred", ns.Name)
+		}
+		data, err := formats.EncodeParquet(sc, nil, formats.EncodeOptions{})
+		if err != nil {
+			return fmt.Errorf("emit-test: sources.%s schema: %w", ns.Name, err)
+		}
+		if back, err := formats.ParquetSchema(ns.Name, data); err != nil || !back.Equal(sc) {
+			return fmt.Errorf("emit-test: the inferred schema of sources.%s does not survive a Parquet round trip (%v); declare its schema in the spec", ns.Name, err)
+		}
+		name := "schemas/" + ns.Name + ".parquet"
+		if err := write(name, data); err != nil {
+			return err
+		}
+		if b.Schemas == nil {
+			b.Schemas = map[string]string{}
+		}
+		b.Schemas[ns.Name] = name
+	}
+	recorded := map[string]string{}
+	for _, lv := range y.m.Lookups {
+		recorded[lv.Stage] = lv.Version
+	}
+	for _, st := range p.Stages {
+		if st.Lookup == nil {
+			continue
+		}
+		bl, err := emitLookup(ctx, st.Name, st.Lookup, recorded[st.Name], write)
+		if err != nil {
+			return err
+		}
+		b.Lookups = append(b.Lookups, bl)
+	}
+	return nil
+}
+
+// emitLookup copies one lookup stage's table into the bundle, refusing a
+// table that is no longer the version the epoch recorded.
+func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version string, write func(string, []byte) error) (BundleLookup, error) {
+	bl := BundleLookup{Stage: stage, Version: version}
+	s, err := openLookupStore(ctx, &Options{}, stage, l.URL)
+	if err != nil {
+		return bl, fmt.Errorf("emit-test: %w", err)
+	}
+	defer s.Close()
+	files, err := listLookup(ctx, s, l)
+	if err != nil {
+		return bl, fmt.Errorf("emit-test: stage %s: %w", stage, err)
+	}
+	if v := tableVersion(files); version != "" && v != version {
+		return bl, fmt.Errorf("emit-test: stage %s: its lookup table is now version %s, the epoch read version %s: the bundle would not replay the epoch", stage, v, version)
+	}
+	for _, f := range files {
+		if err := manifest.ValidateSourceKey(f.Key); err != nil {
+			return bl, fmt.Errorf("emit-test: stage %s: lookup file %q: %w", stage, f.Key, err)
+		}
+		data, err := store.Read(ctx, s, f.Key)
+		if err != nil {
+			return bl, fmt.Errorf("emit-test: stage %s: lookup file %s: %w", stage, f.Key, err)
+		}
+		if err := write(BundleLookupsDir+"/"+stage+"/"+f.Key, data); err != nil {
+			return bl, err
+		}
+		bl.Files = append(bl.Files, BundleFile{Key: f.Key, Size: int64(len(data)), Checksum: manifest.Checksum(data)})
+	}
+	return bl, nil
+}
+
+// replayGraphBundle is ReplayBundle for a graph pipeline: files are the
+// bundle's inputs (combined keys "<source>/<key>", checked), srcStore its
+// inputs/ folder, stStore its state/ folder.
+func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline, srcStore, stStore store.Store,
+	files []store.ObjectInfo, opts BundleReplayOptions, log *slog.Logger) (*ReplayResult, error) {
+	if b.BundleFormat < 2 {
+		return nil, fmt.Errorf("bundle: spec.yaml is a graph pipeline, but bundle.json has bundle_format %d (graph bundles are format 2): %w", b.BundleFormat, manifest.ErrCorrupt)
+	}
+	fp, err := graphFacade(p)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	// The lookup tables, checked against what the bundle recorded.
+	for _, bl := range b.Lookups {
+		for _, f := range bl.Files {
+			if err := manifest.ValidateSourceKey(f.Key); err != nil {
+				return nil, fmt.Errorf("bundle: lookup file %q of stage %s: %w", f.Key, bl.Stage, err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, BundleLookupsDir, bl.Stage, filepath.FromSlash(f.Key)))
+			if err != nil {
+				return nil, fmt.Errorf("bundle: lookup table of stage %s: %w", bl.Stage, err)
+			}
+			if int64(len(data)) != f.Size || manifest.Checksum(data) != f.Checksum {
+				return nil, fmt.Errorf("bundle: lookup file %s of stage %s is not the one the epoch read (%d bytes, bundle.json records %d and its checksum): %w",
+					f.Key, bl.Stage, len(data), f.Size, manifest.ErrCorrupt)
+			}
+		}
+	}
+	schemas := map[string]*arrow.Schema{}
+	for _, ns := range fp.Sources {
+		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+		if err == nil && sc == nil {
+			file := b.Schemas[ns.Name]
+			if file == "" {
+				return nil, fmt.Errorf("bundle: sources.%s declares no schema and bundle.json names no schema file for it", ns.Name)
+			}
+			var data []byte
+			if data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(file))); err == nil {
+				sc, err = formats.ParquetSchema(file, data)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bundle: sources.%s schema: %w", ns.Name, err)
+		}
+		schemas[ns.Name] = sc
+	}
+	lookups, err := lookupSchemas(ctx, fp, &Options{})
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	pl, err := compileGraph(fp, schemas, lookups)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+
+	// The starting state.
+	from := restoreSource{store: stStore}
+	if b.Parent != nil && b.Restart != manifest.RestoreReset {
+		sp, err := epoch.ReadSavepoint(ctx, stStore)
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %s: %w", BundleStateDir, err)
+		}
+		if got := sp.Manifest.Ref(); got != *b.Parent {
+			return nil, fmt.Errorf("bundle: %s holds %s, bundle.json says the epoch started from %s: %w", BundleStateDir, got, b.Parent, manifest.ErrCorrupt)
+		}
+		m := *sp.Manifest
+		m.OutputLog = nil // not needed
+		from.manifest, from.generation = &m, sp.Generation
+	}
+	par, k := b.Parallelism, b.MaxParallelism
+	if opts.Parallelism > 0 {
+		par = opts.Parallelism
+	}
+	if par > k {
+		return nil, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
+	}
+	r := &runner{p: fp, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
+		dc: newDecideConfig(fp), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
+	rp := &runPlan{plan: pl, parallelism: par, k: k, emitted: manifest.NoWatermark, from: &from}
+	if err := r.restore(ctx, rp); err != nil {
+		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
+	}
+	if err := r.loadEverything(ctx); err != nil {
+		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
+	}
+	r.stageWM = maps.Clone(b.StageWatermarks)
+	if r.stageWM == nil {
+		r.stageWM = map[string]int64{}
+	}
+	if err := r.refreshLookups(ctx); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
+		Parallelism: par, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
+	for _, f := range b.Files {
+		res.Files = append(res.Files, f.Key)
+	}
+	if _, err := r.replayFiles(ctx, b.Epoch, files, b.Watermark, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
