@@ -127,12 +127,21 @@ func (r *runner) decodeOptions(schema *arrow.Schema, parallel int) formats.Decod
 // error, else the whole file rejected as one record, so one bad file does
 // not stop the pipeline. (Store errors fail the epoch before this.)
 func (r *runner) undecodable(key string, err error) (*fileResult, error) {
-	if r.p.Source.OnError == spec.OnErrorFail {
+	if r.onErrorOf(key) == spec.OnErrorFail {
 		return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
 	}
 	r.log.Warn("rejecting an undecodable source file", "file", key, "error", err)
 	return &fileResult{key: key, maxTS: math.MinInt64,
 		rejects: []formats.Reject{{File: key, Line: 0, Reason: "whole file rejected: " + err.Error()}}, wholeFile: true}, nil
+}
+
+// onErrorOf is the on_error policy of the source file key belongs to: in a
+// graph pipeline its named source's, else the source's.
+func (r *runner) onErrorOf(key string) spec.OnError {
+	if ns, _ := namedSource(r.p, key); ns != nil {
+		return ns.Source.OnError
+	}
+	return r.p.Source.OnError
 }
 
 // checkDecoded fills res's rows and rejects from a decoded file, warns when
@@ -145,7 +154,7 @@ func (r *runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
 		r.log.Warn("every row of a source file was rejected (a wrong column type?); fix the spec, then `floe reprocess --rejected` reads it again",
 			"file", res.key, "rows", len(d.Rejects), "first_reason", d.Rejects[0].Reason)
 	}
-	if r.p.Source.OnError == spec.OnErrorFail && len(d.Rejects) > 0 {
+	if r.onErrorOf(res.key) == spec.OnErrorFail && len(d.Rejects) > 0 {
 		rj := d.Rejects[0]
 		return fmt.Errorf("source file %s line %d: %s (on_error: fail)", rj.File, rj.Line, rj.Reason)
 	}
