@@ -190,10 +190,10 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 
 // heldLayout is where a stage's state schema keeps what a StateRow shows.
 type heldLayout struct {
-	keys    [][]int // per join side (one entry otherwise): the key columns
-	cols    []int   // the shown columns (WindowState.Columns)
-	fields  []arrow.Field
-	keyType []arrow.Field
+	keys    [][]int       // per join side (one entry otherwise): the key columns
+	cols    []int         // per WindowState.Columns entry its state column; -1: topn.rank (computed)
+	fields  []arrow.Field // the export fields of WindowState.Columns
+	keyType []arrow.Field // the export fields of the key (a join: named by the left keys)
 }
 
 // heldState decodes the rows a dedup, top_n or join stage's restored
