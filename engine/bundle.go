@@ -385,31 +385,11 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}
 
-	// The starting state.
-	from := restoreSource{store: stStore}
-	reset := b.Restart == manifest.RestoreReset
-	if b.Parent != nil && !reset {
-		sp, err := epoch.ReadSavepoint(ctx, stStore)
-		if err != nil {
-			return nil, b, fmt.Errorf("bundle: %s: %w", BundleStateDir, err)
-		}
-		if got := sp.Manifest.Ref(); got != *b.Parent {
-			return nil, b, fmt.Errorf("bundle: %s holds %s, bundle.json says the epoch started from %s: %w", BundleStateDir, got, b.Parent, manifest.ErrCorrupt)
-		}
-		m := *sp.Manifest
-		m.OutputLog = nil // not needed
-		from.manifest, from.generation = &m, sp.Generation
+	r, rp, err := bundleRunner(ctx, b, p, pl, srcStore, stStore, opts, log)
+	if err != nil {
+		return nil, b, err
 	}
-	par, k := b.Parallelism, b.MaxParallelism
-	if opts.Parallelism > 0 {
-		par = opts.Parallelism
-	}
-	if par > k {
-		return nil, b, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
-	}
-	r := &runner{p: p, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
-		dc: newDecideConfig(p), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
-	rp := &runPlan{plan: pl, parallelism: par, k: k, emitted: manifest.NoWatermark, from: &from}
+	from, par, k := rp.from, rp.parallelism, rp.k
 	if pl.window != nil && from.manifest != nil {
 		if rp.evolution, err = evolve(from.generation.Plan, pl); err != nil {
 			return nil, b, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
@@ -433,6 +413,36 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		return nil, b, err
 	}
 	return res, b, nil
+}
+
+// bundleRunner returns the runner and plan that replay a bundle's epoch:
+// the starting state is the savepoint in state/ (none for a first epoch or
+// a reset), at the bundle's parallelism or opts'.
+func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *plan, srcStore, stStore store.Store,
+	opts BundleReplayOptions, log *slog.Logger) (*runner, *runPlan, error) {
+	from := restoreSource{store: stStore}
+	if b.Parent != nil && b.Restart != manifest.RestoreReset {
+		sp, err := epoch.ReadSavepoint(ctx, stStore)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundle: %s: %w", BundleStateDir, err)
+		}
+		if got := sp.Manifest.Ref(); got != *b.Parent {
+			return nil, nil, fmt.Errorf("bundle: %s holds %s, bundle.json says the epoch started from %s: %w", BundleStateDir, got, b.Parent, manifest.ErrCorrupt)
+		}
+		m := *sp.Manifest
+		m.OutputLog = nil // not needed
+		from.manifest, from.generation = &m, sp.Generation
+	}
+	par, k := b.Parallelism, b.MaxParallelism
+	if opts.Parallelism > 0 {
+		par = opts.Parallelism
+	}
+	if par > k {
+		return nil, nil, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
+	}
+	r := &runner{p: p, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
+		dc: newDecideConfig(p), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
+	return r, &runPlan{plan: pl, parallelism: par, k: k, emitted: manifest.NoWatermark, from: &from}, nil
 }
 
 // bundleSpec rewrites the spec's URLs to folders inside the bundle: the

@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -168,30 +166,10 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 
-	// The starting state.
-	from := restoreSource{store: stStore}
-	if b.Parent != nil && b.Restart != manifest.RestoreReset {
-		sp, err := epoch.ReadSavepoint(ctx, stStore)
-		if err != nil {
-			return nil, fmt.Errorf("bundle: %s: %w", BundleStateDir, err)
-		}
-		if got := sp.Manifest.Ref(); got != *b.Parent {
-			return nil, fmt.Errorf("bundle: %s holds %s, bundle.json says the epoch started from %s: %w", BundleStateDir, got, b.Parent, manifest.ErrCorrupt)
-		}
-		m := *sp.Manifest
-		m.OutputLog = nil // not needed
-		from.manifest, from.generation = &m, sp.Generation
+	r, rp, err := bundleRunner(ctx, b, fp, pl, srcStore, stStore, opts, log)
+	if err != nil {
+		return nil, err
 	}
-	par, k := b.Parallelism, b.MaxParallelism
-	if opts.Parallelism > 0 {
-		par = opts.Parallelism
-	}
-	if par > k {
-		return nil, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
-	}
-	r := &runner{p: fp, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
-		dc: newDecideConfig(fp), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
-	rp := &runPlan{plan: pl, parallelism: par, k: k, emitted: manifest.NoWatermark, from: &from}
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
@@ -206,7 +184,7 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
-		Parallelism: par, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
+		Parallelism: rp.parallelism, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
 	for _, f := range b.Files {
 		res.Files = append(res.Files, f.Key)
 	}
