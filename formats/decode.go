@@ -210,8 +210,11 @@ func (rb *rowBuilder) reserve(n int) {
 	rb.capRows = n
 }
 
+// resetCells marks every cell unset (values are read only when set).
 func (rb *rowBuilder) resetCells() {
-	clear(rb.cells)
+	for i := range rb.cells {
+		rb.cells[i].set = false
+	}
 }
 
 // commit appends the current cells as one row. It cannot fail.

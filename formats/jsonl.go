@@ -78,12 +78,46 @@ type jsonDecoder struct {
 	next   int      // predicted index of the next key's column
 	bufs   [][]byte // per-column buffers for unescaped strings
 	keyBuf []byte
+	// plain[i]: names[i] is spelled as it is inside a JSON string
+	// (printable ASCII, no '"' or '\\'), so raw key bytes can match it.
+	plain []bool
+	// skipped are keys seen that name no column, spelled plainly (a
+	// few): the next occurrence is recognised without scanning it.
+	skipped []string
+}
+
+// maxSkippedKeys bounds jsonDecoder.skipped.
+const maxSkippedKeys = 8
+
+// quickKey recognises the key starting at b[i] == '"' when it is spelled
+// plainly and is the predicted column or a key skipped before. It returns
+// the index after the key's closing quote and its column (-1: no column),
+// or end -1 when the key needs scanning.
+func (d *jsonDecoder) quickKey(b []byte, i int) (end, col int) {
+	if n := d.next; n < len(d.names) && d.plain[n] {
+		name := d.names[n]
+		if e := i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[i+1:e]) == name {
+			d.next = n + 1
+			return e + 1, n
+		}
+	}
+	for _, k := range d.skipped {
+		if e := i + 1 + len(k); e < len(b) && b[e] == '"' && string(b[i+1:e]) == k {
+			return e + 1, -1
+		}
+	}
+	return -1, -1
 }
 
 func newJSONDecoder(rb *rowBuilder) *jsonDecoder {
 	d := &jsonDecoder{rb: rb, names: rb.p.names, lookup: make(map[string]int, len(rb.p.names)), bufs: make([][]byte, len(rb.p.names))}
+	d.plain = make([]bool, len(d.names))
 	for i, n := range rb.p.names {
 		d.lookup[n] = i
+		d.plain[i] = true
+		for j := 0; j < len(n); j++ {
+			d.plain[i] = d.plain[i] && plainStr[n[j]]
+		}
 	}
 	return d
 }
@@ -140,17 +174,23 @@ func (d *jsonDecoder) line(b []byte) string {
 			if i >= len(b) || b[i] != '"' {
 				return syntaxErr(b, i, "expected a string key")
 			}
-			end, flags := scanString(b, i)
+			end, col := d.quickKey(b, i)
 			if end < 0 {
-				return syntaxErr(b, i, "invalid string")
-			}
-			col := -1 // a key that is not valid UTF-8 names no column
-			if flags&strBadUTF8 == 0 {
-				key := b[i+1 : end-1]
-				if flags != 0 {
-					key = unquote(&d.keyBuf, key, flags)
+				var flags int
+				if end, flags = scanString(b, i); end < 0 {
+					return syntaxErr(b, i, "invalid string")
 				}
-				col = d.find(key)
+				// A key that is not valid UTF-8 names no column.
+				if flags&strBadUTF8 == 0 {
+					key := b[i+1 : end-1]
+					if flags != 0 {
+						key = unquote(&d.keyBuf, key, flags)
+					}
+					col = d.find(key)
+					if col < 0 && flags == 0 && len(d.skipped) < maxSkippedKeys {
+						d.skipped = append(d.skipped, string(key))
+					}
+				}
 			}
 			i = skipWS(b, end)
 			if i >= len(b) || b[i] != ':' {

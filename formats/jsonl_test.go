@@ -262,3 +262,33 @@ func TestSpecialBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONKeyMatching: keys are matched by their decoded value whichever
+// way they are found (predicted column, a key skipped before, a full
+// scan): escapes, names that need escaping, keys in any order, unknown keys
+// that look like a declared key's prefix.
+func TestJSONKeyMatching(t *testing.T) {
+	schema := mustSchema(t, Field{`a"b`, "string"}, Field{"user", "string"}, Field{"n", "int64"})
+	d := decode(t, "jsonl", strings.Join([]string{
+		`{"a\"b":"1","user":"u1","n":1,"page":"p"}`,
+		`{"a\"b":"2","us\u0065r":"u2","page":"p","n":2}`,
+		`{"page":"p","n":3,"user":"u3","a\u0022b":"3"}`,
+		`{"use":"x","userx":"y","user":"u4","page":{"user":"no"},"n":4}`,
+		`{"a\"b":"5","page":"p","use":"x","n":5,"user":"u5"}`,
+		`{"n":6,"n":7,"user":"u6"}`,
+	}, "\n"), DecodeOptions{Schema: schema})
+	want := [][]any{
+		{"1", "u1", int64(1)},
+		{"2", "u2", int64(2)},
+		{"3", "u3", int64(3)},
+		{nil, "u4", int64(4)},
+		{"5", "u5", int64(5)},
+		{nil, "u6", int64(7)},
+	}
+	if len(d.Rejects) != 0 {
+		t.Fatalf("rejects %v", d.Rejects)
+	}
+	if got := rows(d.Batches); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows\n got %v\nwant %v", got, want)
+	}
+}
