@@ -416,3 +416,44 @@ func TestGraphSinksSavepointAndRollback(t *testing.T) {
 	run(t, p, engine.Options{RollbackTo: 8, Drain: true})
 	check("rolled back to epoch 8")
 }
+
+// TestGraphSinksIceberg: an Iceberg table as the first sink and a files
+// sink after it: the table (read by iceberg-go alone) holds the rows of the
+// pipeline with only the table, and none of the other sink's files.
+func TestGraphSinksIceberg(t *testing.T) {
+	table := `{input: per-category, type: iceberg, url: "{{sink}}"}`
+	ref := newGraphEnv(t)
+	ref.putAuctions(t, 8)
+	rp := ref.pipelineWith(t, strings.Replace(oneSink("per-category", "per-category", "parquet"),
+		`{input: per-category, type: files, url: "{{sink}}", format: parquet}`, table, 1))
+	run(t, rp, engine.Options{Drain: true})
+	want, _ := tableRows(t, strings.TrimPrefix(ref.sink, "file://"))
+	if len(want) == 0 {
+		t.Fatal("the table-only pipeline wrote no rows")
+	}
+	wantTop := singleSinkRows(t, 8)["out"]
+
+	e := newGraphEnv(t)
+	e.putAuctions(t, 8)
+	p := e.pipelineWith(t, withSinks(auctionGraph, "  per-category: "+table+"\n"+
+		`  out: {input: top, type: files, url: "{{dir}}/top", format: jsonl}`+"\n"))
+	run(t, p, engine.Options{UntilEpoch: 3})
+	run(t, p, engine.Options{Drain: true, Parallelism: 3})
+	got, epochs := tableRows(t, strings.TrimPrefix(e.sink, "file://"))
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("table with a second sink: %d rows, want %d (snapshots of epochs %v)\n%s", len(got), len(want), epochs,
+			diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+	if got := sinkRows(t, p, "out"); !reflect.DeepEqual(got, wantTop) {
+		t.Fatalf("the files sink beside a table: %d rows, want %d", len(got), len(wantTop))
+	}
+	refused := withSinks(auctionGraph, `  out: {input: top, type: files, url: "{{sink}}", format: jsonl}`+"\n"+
+		`  per-category: {input: per-category, type: iceberg, url: "{{dir}}/table"}`+"\n")
+	q, err := spec.Parse("graph.yaml", []byte(e.spec(t, strings.ReplaceAll(refused, "{{dir}}", fileURL(filepath.Join(e.dir, "sinks2"))))), e.dir)
+	if err == nil {
+		_, err = engine.Run(context.Background(), q, engine.Options{})
+	}
+	if err == nil || !strings.Contains(err.Error(), "an iceberg sink must be the pipeline's first sink") {
+		t.Fatalf("an iceberg sink after a files sink: %v", err)
+	}
+}
