@@ -33,50 +33,43 @@ func cmpSlotOrd(a, b slotOrd) int {
 	return cmp.Compare(a.minor, b.minor)
 }
 
-// sortSlots sorts slots by (major(s), key bytes, minor(s)) and writes them
-// back in that order. Zero-padding keeps the prefix order that of the
+// sortSlots sorts slots by (major(s), key bytes, minor(s)), writes them
+// back in that order and returns their sort keys in that order (w's
+// scratch, valid until the next call; the caller clears it once done, to
+// drop the key strings). The prefixes are the keys' cached ones (keyPfx),
+// taken after the prefix all keys of w share: the keys' bytes are not read
+// unless two prefixes tie. Zero-padding keeps the prefix order that of the
 // bytes: a key shorter than the prefix window is a prefix of any key it
 // ties with, and the full comparison then decides.
-func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) {
-	if len(slots) < 2 {
-		return
-	}
-	ords := make([]slotOrd, len(slots))
+func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) []slotOrd {
+	ords := slices.Grow(w.ords[:0], len(slots))[:len(slots)]
+	w.ords = ords
 	for i, s := range slots {
 		info := &w.slots[s]
 		ki := &w.keys[info.kid]
-		ords[i] = slotOrd{major: major(info, ki), minor: minor(info, ki), key: ki.bytes, slot: s}
-	}
-	sortOrds(ords)
-	for i := range ords {
-		slots[i] = ords[i].slot
-	}
-}
-
-// sortOrds fills in the prefixes after the keys' common prefix and sorts.
-func sortOrds(ords []slotOrd) {
-	first := ords[0].key
-	lcp := len(first)
-	for i := 1; i < len(ords) && lcp > 0; i++ {
-		k := ords[i].key
-		n := min(lcp, len(k))
-		j := 0
-		for j < n && k[j] == first[j] {
-			j++
-		}
-		lcp = j
-	}
-	for i := range ords {
-		ords[i].pfx = prefix8(ords[i].key, lcp)
+		ords[i] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
 	}
 	if len(ords) < radixMinOrds {
 		slices.SortFunc(ords, cmpSlotOrd)
-		return
+	} else {
+		radixSortOrds(ords)
 	}
-	radixSortOrds(ords)
+	for i := range ords {
+		slots[i] = ords[i].slot
+	}
+	return ords
 }
 
-// radixMinOrds is the size from which sortOrds radix-sorts.
+// keyPfx returns the sort prefix of ki: its 8 bytes after the prefix all of
+// w's keys share (w.keyLCP), cached in ki until that prefix shortens.
+func (w *Window) keyPfx(ki *keyInfo) uint64 {
+	if int(ki.pfxAt) != w.keyLCP {
+		ki.pfx, ki.pfxAt = prefix8(ki.bytes, w.keyLCP), int32(w.keyLCP)
+	}
+	return ki.pfx
+}
+
+// radixMinOrds is the size from which sortSlots and sortKeys radix-sort.
 const radixMinOrds = 256
 
 // radixEnt is an element of radixSortOrds: the sort words (w[1] the major
@@ -172,17 +165,21 @@ func prefix8(s string, off int) uint64 {
 
 // sortKeys sorts key ids by their bytes.
 func (w *Window) sortKeys(kids []int32) {
-	if len(kids) < 2 {
-		return
-	}
-	ords := make([]slotOrd, len(kids))
+	ords := slices.Grow(w.ords[:0], len(kids))[:len(kids)]
+	w.ords = ords
 	for i, k := range kids {
-		ords[i] = slotOrd{key: w.keys[k].bytes, slot: k}
+		ki := &w.keys[k]
+		ords[i] = slotOrd{pfx: w.keyPfx(ki), key: ki.bytes, slot: k}
 	}
-	sortOrds(ords)
+	if len(ords) < radixMinOrds {
+		slices.SortFunc(ords, cmpSlotOrd)
+	} else {
+		radixSortOrds(ords)
+	}
 	for i := range ords {
 		kids[i] = ords[i].slot
 	}
+	clear(ords)
 }
 
 func slotZero(*slotInfo, *keyInfo) int64      { return 0 }
@@ -192,8 +189,8 @@ func slotKG(_ *slotInfo, k *keyInfo) int64    { return int64(k.kg) }
 
 // sortOutputOrder sorts slots by window start, key bytes and window end:
 // the row order of Advance.
-func (w *Window) sortOutputOrder(slots []int32) { w.sortSlots(slots, slotStart, slotEnd) }
+func (w *Window) sortOutputOrder(slots []int32) { clear(w.sortSlots(slots, slotStart, slotEnd)) }
 
 // sortStateOrder sorts slots by key group, key bytes and window start: the
 // row order of Snapshot and SnapshotDelta.
-func (w *Window) sortStateOrder(slots []int32) { w.sortSlots(slots, slotKG, slotStart) }
+func (w *Window) sortStateOrder(slots []int32) { clear(w.sortSlots(slots, slotKG, slotStart)) }

@@ -125,3 +125,45 @@ func (w *Window) findKey(h uint32, mk string) (kid int32, pos uint64, ok bool) {
 		i = (i + 1) & t.mask
 	}
 }
+
+// prefetchRows is the number of rows whose keys prefetchStrKeys looks up
+// ahead: about the misses a core keeps in flight.
+const prefetchRows = 16
+
+// prefetchStrKeys hashes the non-null keys of rows (at most prefetchRows)
+// of the single string key column bc and loads, for all rows before any is
+// processed, their home index entries, then the keys those entries name
+// and the keys' bytes and newest slots: with a million keys each is a
+// cache miss, which a row-at-a-time lookup waits for one after another.
+// It changes nothing; the loads only warm the cache, and it returns the
+// hashes (by position in rows; those of null keys are unset).
+func (w *Window) prefetchStrKeys(bc *boundCol, rows []int32) *[prefetchRows]uint32 {
+	t := &w.ktab
+	hs := &w.hs
+	var sink uint64
+	for j, i := range rows {
+		if bc.valid(int(i)) {
+			h := t.hash(bc.str.Value(int(i)))
+			hs[j] = h
+			sink += t.ents[uint64(h)&t.mask]
+		}
+	}
+	for j, i := range rows {
+		if !bc.valid(int(i)) {
+			continue
+		}
+		e := t.ents[uint64(hs[j])&t.mask]
+		if e == 0 || uint32(e>>32) != hs[j] {
+			continue
+		}
+		ki := &w.keys[uint32(e)-1]
+		if n := len(ki.bytes); n > 0 {
+			sink += uint64(ki.bytes[n-1])
+		}
+		if ki.head >= 0 {
+			sink += uint64(w.slots[ki.head].start)
+		}
+	}
+	w.sink += sink
+	return hs
+}

@@ -80,14 +80,15 @@ type WindowSpec struct {
 }
 
 type keyInfo struct {
-	bytes    string // the key's encoding (SerializeKey)
-	kg       int32
-	refs     int32   // open slots of this key
-	head     int32   // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
-	mkOff    uint8   // bytes[mkOff:] is the key's map key (see mapKey)
-	queued   bool    // in Window.idle
-	h        uint32  // the map key's hash in ktab
-	sessions []int32 // session slots, sorted by start
+	bytes  string // the key's encoding (SerializeKey)
+	kg     int32
+	refs   int32  // open slots of this key
+	head   int32  // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
+	mkOff  uint8  // bytes[mkOff:] is the key's map key (see mapKey)
+	queued bool   // in Window.idle
+	h      uint32 // the map key's hash in ktab
+	pfx    uint64 // prefix8(bytes, pfxAt): the key's sort prefix (see sortSlots)
+	pfxAt  int32  // the Window's keyLCP when pfx was taken
 }
 
 type slotInfo struct {
@@ -127,7 +128,11 @@ type Window struct {
 	strKey    bool     // one string key column: ktab is keyed by the raw string
 	nullKid   int32    // strKey: id of the null key, -1 when none
 	keys      []keyInfo
+	sessions  [][]int32 // Session: each key's open session slots, sorted by start
 	freeKeys  []int32
+	lcpKey    string  // the first key's bytes
+	keyLCP    int     // the length of the prefix every key so far shares with lcpKey
+	lcpSet    bool    // lcpKey is set
 	active    int     // keys with open slots (refs > 0)
 	activeMax int     // the most keys ever active at once
 	idle      []int32 // keys that were left without open slots, oldest first (see newKey)
@@ -142,7 +147,9 @@ type Window struct {
 	moved map[int32][2]int64 // base sessions whose bounds changed: their base bounds
 
 	// scratch, reused across calls
-	ident    []int32 // 0, 1, 2, ...: the selection of a whole batch
+	hs       [prefetchRows]uint32 // prefetchStrKeys's key hashes
+	sink     uint64               // prefetchStrKeys's loads
+	ident    []int32              // 0, 1, 2, ...: the selection of a whole batch
 	enc      keyEncoder
 	buf      []byte
 	rows     []int32
@@ -153,11 +160,15 @@ type Window struct {
 	rank     []int32    // advanceSliding's per-key scratch
 	sref     []sliceRef // advanceSliding's closed slices
 	sgroup   []sliceRef // and the same grouped by key
-	gather   struct {   // build's columns of the slots it writes
-		kgs          []int32
-		keys         []string
-		starts, ends []arrow.Timestamp
-	}
+	gather   gathered   // build's columns of the slots it writes
+	ords     []slotOrd  // sortSlots's scratch
+}
+
+// gathered is build's columns of the slots it writes.
+type gathered struct {
+	kgs          []int32
+	keys         []string
+	starts, ends []arrow.Timestamp
 }
 
 // NewWindow validates spec against the input schema and returns an empty
@@ -431,8 +442,10 @@ func (w *Window) keyID(key []byte) int32 {
 }
 
 // strKeyID is keyID for a non-null value of a single string key column.
-func (w *Window) strKeyID(s string) int32 {
-	h := w.ktab.hash(s)
+func (w *Window) strKeyID(s string) int32 { return w.strKeyIDHash(s, w.ktab.hash(s)) }
+
+// strKeyIDHash is strKeyID of s, whose hash in w.ktab is h.
+func (w *Window) strKeyIDHash(s string, h uint32) int32 {
 	if kid, _, ok := w.findKey(h, s); ok {
 		return kid
 	}
@@ -462,17 +475,39 @@ func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
 		w.evictIdle()
 	}
 	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
+	if !w.lcpSet {
+		w.lcpKey, w.keyLCP, w.lcpSet = ki.bytes, len(ki.bytes), true
+	} else {
+		w.keyLCP = commonPrefix(w.lcpKey[:w.keyLCP], ki.bytes)
+	}
+	ki.pfx, ki.pfxAt = prefix8(ki.bytes, w.keyLCP), int32(w.keyLCP)
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
 		w.freeKeys = w.freeKeys[:n-1]
-		ki.sessions = w.keys[kid].sessions[:0]
 		w.keys[kid] = ki
 	} else {
 		kid = int32(len(w.keys))
 		w.keys = append(w.keys, ki)
 	}
+	if w.spec.Kind == Session {
+		if int(kid) < len(w.sessions) {
+			w.sessions[kid] = w.sessions[kid][:0]
+		} else {
+			w.sessions = append(w.sessions, nil)
+		}
+	}
 	return kid
+}
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }
 
 // rowKey returns the key id of row i of the batch bound to w.enc.
@@ -513,7 +548,7 @@ func (w *Window) lookupEncoded(key []byte) (int32, bool) {
 // key's open sessions (overlapping or touching [t, t+gap)).
 func (w *Window) joinsOpenSession(kid int32, t int64) bool {
 	lo, hi := t, satAdd(t, w.gap)
-	for _, s := range w.keys[kid].sessions {
+	for _, s := range w.sessions[kid] {
 		if sl := &w.slots[s]; sl.live && sl.start <= hi && sl.end >= lo {
 			return true
 		}
@@ -580,8 +615,8 @@ func (w *Window) killSlot(s int32) {
 		w.removed(s, ki)
 	}
 	if w.spec.Kind == Session {
-		if i := slices.Index(ki.sessions, s); i >= 0 {
-			ki.sessions = slices.Delete(ki.sessions, i, i+1)
+		if i := slices.Index(w.sessions[info.kid], s); i >= 0 {
+			w.sessions[info.kid] = slices.Delete(w.sessions[info.kid], i, i+1)
 		}
 	} else {
 		w.unlinkSlot(ki, s)
@@ -647,7 +682,7 @@ func (w *Window) unlinkSlot(ki *keyInfo, s int32) {
 // recorded in w.redirect and w.pending (freed after the batch's updates).
 func (w *Window) sessionSlot(kid int32, t int64) int32 {
 	lo, hi := t, satAdd(t, w.gap)
-	ss := w.keys[kid].sessions
+	ss := w.sessions[kid]
 	first, last := -1, -1
 	for i, s := range ss {
 		if w.slots[s].start <= hi && w.slots[s].end >= lo {
@@ -659,11 +694,10 @@ func (w *Window) sessionSlot(kid int32, t int64) int32 {
 	}
 	if first < 0 {
 		s := w.newSlot(kid, lo, hi)
-		ki := &w.keys[kid]
-		pos, _ := slices.BinarySearchFunc(ki.sessions, lo, func(x int32, t int64) int {
+		pos, _ := slices.BinarySearchFunc(w.sessions[kid], lo, func(x int32, t int64) int {
 			return cmpInt64(w.slots[x].start, t)
 		})
-		ki.sessions = slices.Insert(ki.sessions, pos, s)
+		w.sessions[kid] = slices.Insert(w.sessions[kid], pos, s)
 		return s
 	}
 	target := ss[first]
@@ -754,6 +788,34 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 		// containing it, [start, start+size), is closed: then every window
 		// containing it was emitted. Windows of the slice that are closed
 		// already were emitted and are never built again (advanceSliding).
+		if w.strKey {
+			// Rows in groups of prefetchRows: look up the group's keys
+			// ahead (prefetchStrKeys), so that their cache misses overlap
+			// instead of each row waiting for its own.
+			bc := &w.enc.cols[0]
+			for lo := 0; lo < len(sel); lo += prefetchRows {
+				group := sel[lo:min(len(sel), lo+prefetchRows)]
+				hs := w.prefetchStrKeys(bc, group)
+				for j, i32 := range group {
+					i := int(i32)
+					t := int64(tsv[i])
+					start := t - floorMod(t, w.slide)
+					if w.closed(satAdd(start, w.size)) {
+						late = append(late, int32(i))
+						continue
+					}
+					var kid int32
+					if bc.valid(i) {
+						kid = w.strKeyIDHash(bc.str.Value(i), hs[j])
+					} else {
+						kid = w.rowKey(i)
+					}
+					rows = append(rows, int32(i))
+					slots = append(slots, w.fixedSlot(kid, start, satAdd(start, w.slide)))
+				}
+			}
+			break
+		}
 		for _, i32 := range sel {
 			i := int(i32)
 			t := int64(tsv[i])
@@ -851,8 +913,9 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	order := slices.Clone(due)
-	w.sortOutputOrder(order)
-	rec, err := w.build(w.output, order, false)
+	ords := w.sortSlots(order, slotStart, slotEnd)
+	rec, err := w.buildOrds(w.output, order, ords)
+	clear(ords) // drop the key strings' references
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 	}
@@ -866,16 +929,11 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 
 // build makes a batch of the given slots in output or state layout.
 func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.RecordBatch, error) {
-	b := array.NewRecordBuilder(w.mem, schema)
-	defer b.Release()
-	b.Reserve(len(slots))
 	// Read each slot's key and bounds once, in one pass: the slots are in
 	// output order, so these reads are random accesses, which one pass
 	// makes once instead of once per column.
 	n := len(slots)
-	g := &w.gather
-	g.kgs, g.keys = slices.Grow(g.kgs[:0], n)[:n], slices.Grow(g.keys[:0], n)[:n]
-	g.starts, g.ends = slices.Grow(g.starts[:0], n)[:n], slices.Grow(g.ends[:0], n)[:n]
+	g := w.gatherScratch(n)
 	keyBytes := 0
 	for i, s := range slots {
 		info := &w.slots[s]
@@ -884,6 +942,39 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
 		keyBytes += len(ki.bytes)
 	}
+	return w.buildGathered(schema, slots, state, keyBytes)
+}
+
+// buildOrds is build in output layout of slots sorted by sortSlots(slots,
+// slotStart, slotEnd) into ords, whose keys and bounds it takes instead of
+// reading the slot and key tables again.
+func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd) (arrow.RecordBatch, error) {
+	g := w.gatherScratch(len(ords))
+	keyBytes := 0
+	for i := range ords {
+		o := &ords[i]
+		g.keys[i] = o.key
+		g.starts[i], g.ends[i] = arrow.Timestamp(o.major), arrow.Timestamp(o.minor)
+		keyBytes += len(o.key)
+	}
+	return w.buildGathered(schema, slots, false, keyBytes)
+}
+
+// gatherScratch sizes w.gather for n slots.
+func (w *Window) gatherScratch(n int) *gathered {
+	g := &w.gather
+	g.kgs, g.keys = slices.Grow(g.kgs[:0], n)[:n], slices.Grow(g.keys[:0], n)[:n]
+	g.starts, g.ends = slices.Grow(g.starts[:0], n)[:n], slices.Grow(g.ends[:0], n)[:n]
+	return g
+}
+
+// buildGathered makes the batch of slots from w.gather (the slots' key
+// groups, keys and bounds; keyBytes is the keys' total length).
+func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, keyBytes int) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(w.mem, schema)
+	defer b.Release()
+	b.Reserve(len(slots))
+	g := &w.gather
 	defer clear(g.keys) // drop the key strings' references
 	col := 0
 	if state {
@@ -1082,7 +1173,7 @@ func (w *Window) findSlot(key []byte, start, end int64) (int32, bool) {
 		return -1, false
 	}
 	if w.spec.Kind == Session {
-		for _, s := range w.keys[kid].sessions {
+		for _, s := range w.sessions[kid] {
 			if w.slots[s].start == start && w.slots[s].end == end {
 				return s, true
 			}
@@ -1099,17 +1190,16 @@ func (w *Window) findSlot(key []byte, start, end int64) (int32, bool) {
 // addSession opens session [start, end) of kid; it must not overlap or touch
 // an open session of the key.
 func (w *Window) addSession(kid int32, start, end int64) (int32, error) {
-	for _, s := range w.keys[kid].sessions {
+	for _, s := range w.sessions[kid] {
 		if w.slots[s].start <= end && w.slots[s].end >= start {
 			return -1, fmt.Errorf("session [%d,%d) overlaps an open session [%d,%d)", start, end, w.slots[s].start, w.slots[s].end)
 		}
 	}
 	s := w.newSlot(kid, start, end)
-	ki := &w.keys[kid]
-	pos, _ := slices.BinarySearchFunc(ki.sessions, start, func(x int32, t int64) int {
+	pos, _ := slices.BinarySearchFunc(w.sessions[kid], start, func(x int32, t int64) int {
 		return cmpInt64(w.slots[x].start, t)
 	})
-	ki.sessions = slices.Insert(ki.sessions, pos, s)
+	w.sessions[kid] = slices.Insert(w.sessions[kid], pos, s)
 	return s, nil
 }
 
