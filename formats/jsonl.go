@@ -272,8 +272,22 @@ func (d *jsonDecoder) value(col int, b []byte, i int) (int, string) {
 		}
 		return d.stringValue(col, b, i)
 	case ch == '"':
+		if c.kind == kString {
+			// Fast path: a string without escapes or non-ASCII bytes is
+			// the value as it is.
+			if end, flags := scanString(b, i); end >= 0 && flags == 0 {
+				v.s, v.set = b[i+1:end-1], true
+				return end, ""
+			}
+		}
 		return d.stringValue(col, b, i)
 	case ch == '-' || isDigit(ch):
+		if c.kind == kInt64 || c.kind == kInt32 {
+			if x, end, ok := quickInt(b, i); ok && (c.kind == kInt64 || int64(int32(x)) == x) {
+				v.i, v.set = x, true
+				return end, ""
+			}
+		}
 		end := scanNumber(b, i)
 		if end < 0 {
 			return i, syntaxErr(b, i, "invalid number")
@@ -345,7 +359,7 @@ func expectName(k kind) string {
 }
 
 func skipWS(b []byte, i int) int {
-	for i < len(b) {
+	for i < len(b) && b[i] <= ' ' {
 		switch b[i] {
 		case ' ', '\t', '\r', '\n':
 			i++
@@ -524,6 +538,30 @@ func unquote(buf *[]byte, s []byte, flags int) []byte {
 	}
 	*buf = dst
 	return dst
+}
+
+// quickInt parses the JSON integer at b[i] when it is plain:
+// -?[1-9][0-9]{0,17} not followed by a fraction or exponent (or just "0").
+// ok=false leaves every other spelling to scanNumber and parseInt.
+func quickInt(b []byte, i int) (x int64, end int, ok bool) {
+	j := i
+	neg := b[j] == '-'
+	if neg {
+		j++
+	}
+	st := j
+	for j < len(b) && j-st < 18 && isDigit(b[j]) {
+		x = x*10 + int64(b[j]-'0')
+		j++
+	}
+	n := j - st
+	if n == 0 || (b[st] == '0' && n > 1) || (j < len(b) && (isDigit(b[j]) || b[j] == '.' || b[j]|0x20 == 'e')) {
+		return 0, 0, false
+	}
+	if neg {
+		x = -x
+	}
+	return x, j, true
 }
 
 // scanNumber validates a JSON number at b[i] and returns the index after it,
