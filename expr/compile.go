@@ -3,7 +3,6 @@ package expr
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -434,7 +433,7 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 		if r, err = c.expect(n, r, tString, op); err != nil {
 			return nil, err
 		}
-		var re *regexp.Regexp
+		var re *rx
 		if op == "matches" {
 			k, ok := r.(*constNode)
 			if !ok {
@@ -443,7 +442,7 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 			if k.v.isNullConst() {
 				return &constNode{v: nullConst(tBool)}, nil
 			}
-			if re, err = regexp.Compile(k.v.s[0]); err != nil {
+			if re, err = compileRx(k.v.s[0]); err != nil {
 				return nil, c.errAt(n.Right, "bad pattern: %v", err)
 			}
 		}

@@ -2,7 +2,6 @@ package expr
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -236,7 +235,7 @@ func arithKernel(k kind, op byte) func(a, b, out *vec) {
 }
 
 // strPredKernel implements contains, startsWith, endsWith and matches.
-func strPredKernel(op string, re *regexp.Regexp) func(a, b, out *vec) {
+func strPredKernel(op string, re *rx) func(a, b, out *vec) {
 	var fn func(s, t string) bool
 	switch op {
 	case "contains":

@@ -2,7 +2,6 @@ package expr
 
 import (
 	"math"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -289,12 +288,12 @@ func (c *compiler) strPredFunc(f fcall) (node, error) {
 }
 
 // pattern compiles the constant pattern argument i of f once.
-func (c *compiler) pattern(f fcall, i int) (*regexp.Regexp, bool, error) {
+func (c *compiler) pattern(f fcall, i int) (*rx, bool, error) {
 	p, null, err := c.constString(f, i, "pattern")
 	if err != nil || null {
 		return nil, null, err
 	}
-	re, err := regexp.Compile(p)
+	re, err := compileRx(p)
 	if err != nil {
 		return nil, false, c.errAt(f.args[i], "%s() argument %d (pattern) is not a valid RE2 pattern: %v", f.name, i+1, err)
 	}
