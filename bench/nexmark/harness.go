@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,9 @@ type FloeJob struct {
 	// TryGraph runs a query that needs a graph anyway (to check the graph
 	// engine against the reference before the query is marked runnable).
 	TryGraph bool `json:",omitempty"`
+	// CPUProfile, when set, is a file the run writes a CPU profile of
+	// itself to (the profiling is outside the timed seconds' start).
+	CPUProfile string `json:",omitempty"`
 }
 
 // FloeResult is what a floe run reports.
@@ -137,6 +141,17 @@ func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 	p, err := Pipeline(q, j)
 	if err != nil {
 		return nil, err
+	}
+	if j.CPUProfile != "" {
+		f, err := os.Create(j.CPUProfile)
+		if err != nil {
+			return nil, fmt.Errorf("nexmark %s: cpu profile: %w", q.Name, err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("nexmark %s: cpu profile %s: %w", q.Name, j.CPUProfile, err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
 	res, err := engine.Run(ctx, p, engine.Options{Drain: true})

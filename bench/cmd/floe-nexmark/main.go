@@ -52,6 +52,7 @@ type options struct {
 	seed        uint64
 	parallelism int
 	keep        bool
+	pprof       string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "generator seed (>= 1)")
 	fs.IntVar(&o.parallelism, "parallelism", 0, "floe state.parallelism (0: GOMAXPROCS)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the last run's outputs and state")
+	fs.StringVar(&o.pprof, "pprof", "", "write a CPU profile of each query's last floe run here (<query>-<format>.pprof)")
 	fs.StringVar(&child, "child", "", "internal: run one job (floe or duckdb) and report JSON")
 	fs.StringVar(&job, "job", "", "internal: the child's job, JSON")
 	if err := fs.Parse(args); err != nil {
@@ -172,6 +174,12 @@ func runQuery(ctx context.Context, o options, l nexmark.Layout, q nexmark.Query,
 		}
 		j := nexmark.FloeJob{Query: q.Name, Data: l.Dir, Format: f, Sink: filepath.Join(run, "out"),
 			State: filepath.Join(run, "state"), Parallelism: o.parallelism, MaxFilesPerEpoch: o.maxFiles, MaxDelay: o.maxDelay}
+		if o.pprof != "" && i == runs-1 {
+			if err := os.MkdirAll(o.pprof, 0o755); err != nil {
+				return "", false, err
+			}
+			j.CPUProfile = filepath.Join(o.pprof, q.Name+"-"+f+".pprof")
+		}
 		r, err := bench.Spawn(ctx, "floe", j, &fr, stderr, &floeCPU)
 		if err != nil {
 			return "", false, err
