@@ -23,9 +23,9 @@ func TestRxFastPath(t *testing.T) {
 		{`(&|^)channel_id=([^&]*)`, "channel_id=", 1, true},
 		{`channel_id=(\d+)`, "channel_id=", 0, false},
 		{`a.{2,3}bc`, "bc", 1 + 3*4, false}, // Simplify splits the literal "abc"
-		{`x*abc`, "abc", -1, false},        // unbounded before: prefilter only
-		{`\bid=(\d+)`, "id=", -1, false},   // \b looks back: prefilter only
-		{`(?i)abc`, "", -1, false},         // folded case: no literal
+		{`x*abc`, "abc", -1, false},         // unbounded before: prefilter only
+		{`\bid=(\d+)`, "id=", -1, false},    // \b looks back: prefilter only
+		{`(?i)abc`, "", -1, false},          // folded case: no literal
 		{`[a-z]+`, "", -1, false},
 	} {
 		r, err := compileRx(c.pattern)
