@@ -84,6 +84,8 @@ type jsonDecoder struct {
 	// skipped are keys seen that name no column, spelled plainly (a
 	// few): the next occurrence is recognised without scanning it.
 	skipped []string
+	// pats and skippedPats are names and skipped as keyPats.
+	pats, skippedPats []keyPat
 }
 
 // maxSkippedKeys bounds jsonDecoder.skipped.
@@ -94,6 +96,23 @@ const maxSkippedKeys = 8
 // the index after the key's closing quote and its column (-1: no column),
 // or end -1 when the key needs scanning.
 func (d *jsonDecoder) quickKey(b []byte, i int) (end, col int) {
+	if i+17 <= len(b) {
+		// Compare the sixteen bytes after the opening quote with each
+		// candidate's quoted spelling under its mask.
+		x0 := binary.LittleEndian.Uint64(b[i+1:])
+		x1 := binary.LittleEndian.Uint64(b[i+9:])
+		if n := d.next; n < len(d.pats) {
+			if p := &d.pats[n]; p.n > 0 && x0&p.m0 == p.w0 && x1&p.m1 == p.w1 {
+				d.next = n + 1
+				return i + 1 + p.n, n
+			}
+		}
+		for k := range d.skippedPats {
+			if p := &d.skippedPats[k]; p.n > 0 && x0&p.m0 == p.w0 && x1&p.m1 == p.w1 {
+				return i + 1 + p.n, -1
+			}
+		}
+	}
 	if n := d.next; n < len(d.names) && d.plain[n] {
 		name := d.names[n]
 		if e := i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[i+1:e]) == name {
@@ -109,6 +128,28 @@ func (d *jsonDecoder) quickKey(b []byte, i int) (end, col int) {
 	return -1, -1
 }
 
+// keyPat is a plainly spelled key and its closing quote as two masked
+// little-endian words; n is its length with the quote (0: longer than 16
+// bytes, or not plain: compare it as a string).
+type keyPat struct {
+	w0, w1, m0, m1 uint64
+	n              int
+}
+
+func newKeyPat(key string, plain bool) keyPat {
+	q := key + `"`
+	if !plain || len(q) > 16 {
+		return keyPat{}
+	}
+	var w, m [16]byte
+	copy(w[:], q)
+	for k := range q {
+		m[k] = 0xff
+	}
+	return keyPat{w0: binary.LittleEndian.Uint64(w[:8]), w1: binary.LittleEndian.Uint64(w[8:]),
+		m0: binary.LittleEndian.Uint64(m[:8]), m1: binary.LittleEndian.Uint64(m[8:]), n: len(q)}
+}
+
 func newJSONDecoder(rb *rowBuilder) *jsonDecoder {
 	d := &jsonDecoder{rb: rb, names: rb.p.names, lookup: make(map[string]int, len(rb.p.names)), bufs: make([][]byte, len(rb.p.names))}
 	d.plain = make([]bool, len(d.names))
@@ -118,6 +159,7 @@ func newJSONDecoder(rb *rowBuilder) *jsonDecoder {
 		for j := 0; j < len(n); j++ {
 			d.plain[i] = d.plain[i] && plainStr[n[j]]
 		}
+		d.pats = append(d.pats, newKeyPat(n, d.plain[i]))
 	}
 	return d
 }
@@ -189,6 +231,7 @@ func (d *jsonDecoder) line(b []byte) string {
 					col = d.find(key)
 					if col < 0 && flags == 0 && len(d.skipped) < maxSkippedKeys {
 						d.skipped = append(d.skipped, string(key))
+						d.skippedPats = append(d.skippedPats, newKeyPat(string(key), true))
 					}
 				}
 			}
