@@ -624,12 +624,14 @@ func (d *Dedup) buildOutput(emits []dedupEmit) (arrow.RecordBatch, error) {
 	for i, c := range d.restCols {
 		rbs[i] = b.Field(c)
 	}
-	for _, e := range emits {
+	slots := make([]int32, len(emits))
+	for i, e := range emits {
 		if err := decodeKey(e.key, kbs); err != nil {
 			return nil, err
 		}
-		d.rows.appendRow(rbs, e.slot)
+		slots[i] = e.slot
 	}
+	d.rows.appendRows(rbs, slots)
 	return b.NewRecordBatch(), nil
 }
 
@@ -641,9 +643,30 @@ func (d *Dedup) sortKeys(kids []int32) {
 	})
 }
 
+// dedupStateRow is one state row buildState writes.
+type dedupStateRow struct {
+	kid     int32
+	pending bool
+	hasSeq  bool
+	t, seq  int64
+}
+
 // buildState returns the state rows of kids in batches of at most
 // snapshotChunkRows rows.
 func (d *Dedup) buildState(kids []int32) ([]arrow.RecordBatch, error) {
+	var rows []dedupStateRow
+	var slots []int32
+	for _, kid := range kids {
+		k := &d.keys[kid]
+		if k.open {
+			rows = append(rows, dedupStateRow{kid: kid, t: k.start, seq: k.heldSeq, hasSeq: k.held >= 0})
+			slots = append(slots, k.held)
+		}
+		for _, p := range k.pend {
+			rows = append(rows, dedupStateRow{kid: kid, pending: true, t: p.t, seq: p.seq, hasSeq: true})
+			slots = append(slots, p.slot)
+		}
+	}
 	var out []arrow.RecordBatch
 	b := array.NewRecordBuilder(d.mem, d.state)
 	defer b.Release()
@@ -654,47 +677,27 @@ func (d *Dedup) buildState(kids []int32) ([]arrow.RecordBatch, error) {
 	tb := b.Field(2 + nk).(*array.TimestampBuilder)
 	sb := b.Field(3 + nk).(*array.Int64Builder)
 	rbs := b.Fields()[4+nk:]
-	rows := 0
-	flush := func() {
-		if rows > 0 {
-			out = append(out, b.NewRecordBatch())
-			rows = 0
-		}
-	}
-	add := func(k *dedupKey, pending bool, t int64, seq int64, hasSeq bool, slot int32) error {
-		kgb.Append(k.kg)
-		if err := decodeKey(k.bytes, kbs); err != nil {
-			return err
-		}
-		pb.Append(pending)
-		tb.Append(arrow.Timestamp(t))
-		if hasSeq {
-			sb.Append(seq)
-		} else {
-			sb.AppendNull()
-		}
-		d.rows.appendRow(rbs, slot)
-		if rows++; rows == snapshotChunkRows {
-			flush()
-		}
-		return nil
-	}
-	for _, kid := range kids {
-		k := &d.keys[kid]
-		if k.open {
-			if err := add(k, false, k.start, k.heldSeq, k.held >= 0, k.held); err != nil {
+	for lo := 0; lo < len(rows); lo += snapshotChunkRows {
+		hi := min(len(rows), lo+snapshotChunkRows)
+		b.Reserve(hi - lo)
+		for _, r := range rows[lo:hi] {
+			k := &d.keys[r.kid]
+			kgb.Append(k.kg)
+			if err := decodeKey(k.bytes, kbs); err != nil {
 				releaseBatches(out)
 				return nil, err
 			}
-		}
-		for _, p := range k.pend {
-			if err := add(k, true, p.t, p.seq, true, p.slot); err != nil {
-				releaseBatches(out)
-				return nil, err
+			pb.Append(r.pending)
+			tb.Append(arrow.Timestamp(r.t))
+			if r.hasSeq {
+				sb.Append(r.seq)
+			} else {
+				sb.AppendNull()
 			}
 		}
+		d.rows.appendRows(rbs, slots[lo:hi])
+		out = append(out, b.NewRecordBatch())
 	}
-	flush()
 	return out, nil
 }
 

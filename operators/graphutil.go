@@ -6,7 +6,6 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,14 +32,15 @@ type heldCol interface {
 	set(s int32, a arrow.Array, i int)
 	// clear drops slot s's value (so freed strings can be collected).
 	clear(s int32)
-	// appendTo appends slot s's value to b (a builder of the column's type).
-	appendTo(b array.Builder, s int32)
 	// compare orders slot s against value i of a: <0, 0, >0. Nulls are
 	// handled by the caller (see isNull); both values are non-null here.
 	compare(s int32, a arrow.Array, i int) int
 	// compareSlots orders two non-null slots.
 	compareSlots(s, t int32) int
 	isNull(s int32) bool
+	// appendSlots appends the slots in order to b (s < 0: null), reserving
+	// the room first.
+	appendSlots(b array.Builder, slots []int32)
 }
 
 // heldTypes lists the types heldRows can hold, for error messages.
@@ -73,13 +73,13 @@ func newHeldCol(dt arrow.DataType) (heldCol, error) {
 	case arrow.FLOAT64:
 		return &typedCol[float64, *array.Float64, *array.Float64Builder]{cmp: heldCmpFloat[float64]}, nil
 	case arrow.STRING:
-		return &typedCol[string, *array.String, *array.StringBuilder]{cmp: strings.Compare, clone: strings.Clone}, nil
+		return &bytesCol[string, *array.String]{bin: stringBuilderBin}, nil
 	case arrow.LARGE_STRING:
-		return &typedCol[string, *array.LargeString, *array.LargeStringBuilder]{cmp: strings.Compare, clone: strings.Clone}, nil
+		return &bytesCol[string, *array.LargeString]{bin: largeStringBuilderBin}, nil
 	case arrow.BINARY:
-		return &typedCol[[]byte, *array.Binary, *array.BinaryBuilder]{cmp: bytes.Compare, clone: bytes.Clone}, nil
+		return &bytesCol[[]byte, *array.Binary]{bin: binaryBuilderBin}, nil
 	case arrow.LARGE_BINARY:
-		return &typedCol[[]byte, *array.LargeBinary, *array.BinaryBuilder]{cmp: bytes.Compare, clone: bytes.Clone}, nil
+		return &bytesCol[[]byte, *array.LargeBinary]{bin: binaryBuilderBin}, nil
 	case arrow.TIMESTAMP:
 		return &typedCol[arrow.Timestamp, *array.Timestamp, *array.TimestampBuilder]{cmp: cmp.Compare[arrow.Timestamp]}, nil
 	case arrow.DATE32:
@@ -134,7 +134,6 @@ type typedCol[T any, A interface {
 	vals  []T
 	valid []bool
 	cmp   func(a, b T) int
-	clone func(T) T // nil when values hold no Arrow memory
 }
 
 func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
@@ -148,24 +147,12 @@ func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
 		c.vals[s], c.valid[s] = zero, false
 		return
 	}
-	v := a.(A).Value(i)
-	if c.clone != nil {
-		v = c.clone(v)
-	}
-	c.vals[s], c.valid[s] = v, true
+	c.vals[s], c.valid[s] = a.(A).Value(i), true
 }
 
 func (c *typedCol[T, A, B]) clear(s int32) {
 	var zero T
 	c.vals[s], c.valid[s] = zero, false
-}
-
-func (c *typedCol[T, A, B]) appendTo(b array.Builder, s int32) {
-	if !c.valid[s] {
-		b.AppendNull()
-		return
-	}
-	b.(B).Append(c.vals[s])
 }
 
 func (c *typedCol[T, A, B]) compare(s int32, a arrow.Array, i int) int {
@@ -175,6 +162,129 @@ func (c *typedCol[T, A, B]) compare(s int32, a arrow.Array, i int) int {
 func (c *typedCol[T, A, B]) compareSlots(s, t int32) int { return c.cmp(c.vals[s], c.vals[t]) }
 
 func (c *typedCol[T, A, B]) isNull(s int32) bool { return !c.valid[s] }
+
+func (c *typedCol[T, A, B]) appendSlots(b array.Builder, slots []int32) {
+	b.Reserve(len(slots))
+	bb := b.(B)
+	for _, s := range slots {
+		if s < 0 || !c.valid[s] {
+			bb.AppendNull()
+			continue
+		}
+		bb.Append(c.vals[s])
+	}
+}
+
+// bytesCol is a heldCol of strings or binaries (values T, arrays A): the
+// bytes of every slot live in one arena, so holding a row costs no
+// allocation of its own and the garbage collector has no pointers to scan.
+// The bytes of cleared or overwritten slots are dead until the arena is
+// compacted, when it would grow with more dead than live bytes.
+type bytesCol[T string | []byte, A interface {
+	arrow.Array
+	Value(int) T
+}] struct {
+	data  []byte
+	off   []int   // slot's first byte in data
+	n     []int32 // slot's length (0 when null or free)
+	valid []bool
+	dead  int // bytes of data no slot refers to
+	bin   func(array.Builder) *array.BinaryBuilder
+}
+
+func stringBuilderBin(b array.Builder) *array.BinaryBuilder {
+	return b.(*array.StringBuilder).BinaryBuilder
+}
+
+func largeStringBuilderBin(b array.Builder) *array.BinaryBuilder {
+	return b.(*array.LargeStringBuilder).BinaryBuilder
+}
+
+func binaryBuilderBin(b array.Builder) *array.BinaryBuilder { return b.(*array.BinaryBuilder) }
+
+func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
+	if int(s) >= len(c.off) {
+		n := max(int(s)+1, 2*len(c.off))
+		c.off = growTo(c.off, n)
+		c.n = growTo(c.n, n)
+		c.valid = growTo(c.valid, n)
+	}
+	c.clear(s)
+	if a.IsNull(i) {
+		return
+	}
+	v := a.(A).Value(i)
+	if len(c.data)+len(v) > cap(c.data) && c.dead > len(c.data)/2 {
+		c.compact(len(v))
+	}
+	c.off[s], c.n[s], c.valid[s] = len(c.data), int32(len(v)), true
+	c.data = append(c.data, v...)
+}
+
+// compact copies the live bytes to a new arena with room for extra more.
+func (c *bytesCol[T, A]) compact(extra int) {
+	live := len(c.data) - c.dead
+	data := make([]byte, 0, max(2*(live+extra), 4096))
+	for s, n := range c.n {
+		if n > 0 {
+			o := c.off[s]
+			c.off[s] = len(data)
+			data = append(data, c.data[o:o+int(n)]...)
+		}
+	}
+	c.data, c.dead = data, 0
+}
+
+func (c *bytesCol[T, A]) clear(s int32) {
+	c.dead += int(c.n[s])
+	c.n[s], c.valid[s] = 0, false
+}
+
+func (c *bytesCol[T, A]) bytes(s int32) []byte {
+	o := c.off[s]
+	return c.data[o : o+int(c.n[s]) : o+int(c.n[s])]
+}
+
+func (c *bytesCol[T, A]) appendSlots(b array.Builder, slots []int32) {
+	bb := c.bin(b)
+	total := 0
+	for _, s := range slots {
+		if s >= 0 {
+			total += int(c.n[s])
+		}
+	}
+	bb.Reserve(len(slots))
+	bb.ReserveData(total)
+	for _, s := range slots {
+		if s < 0 || !c.valid[s] {
+			bb.AppendNull()
+			continue
+		}
+		bb.Append(c.bytes(s))
+	}
+}
+
+func (c *bytesCol[T, A]) compare(s int32, a arrow.Array, i int) int {
+	return compareBytes(c.bytes(s), a.(A).Value(i))
+}
+
+func (c *bytesCol[T, A]) compareSlots(s, t int32) int { return bytes.Compare(c.bytes(s), c.bytes(t)) }
+
+func (c *bytesCol[T, A]) isNull(s int32) bool { return !c.valid[s] }
+
+// compareBytes orders a and b byte-wise, like bytes.Compare and
+// strings.Compare.
+func compareBytes[T string | []byte](a []byte, b T) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
 
 // newHeldRows returns a store for columns of the given types; what names the
 // columns in an error.
@@ -221,15 +331,11 @@ func (h *heldRows) release(s int32) {
 	h.live--
 }
 
-// appendRow appends slot s to one builder per held column; s < 0 appends
-// nulls.
-func (h *heldRows) appendRow(bs []array.Builder, s int32) {
+// appendRows appends the slots in order to one builder per held column
+// (s < 0: a row of nulls), column by column.
+func (h *heldRows) appendRows(bs []array.Builder, slots []int32) {
 	for c, hc := range h.cols {
-		if s < 0 {
-			bs[c].AppendNull()
-			continue
-		}
-		hc.appendTo(bs[c], s)
+		hc.appendSlots(bs[c], slots)
 	}
 }
 

@@ -525,3 +525,159 @@ func BenchmarkTopNProcess(b *testing.B) {
 		return t
 	})
 }
+
+// TestHeldRowsModel adds, overwrites and releases rows of string, binary
+// and int64 columns at random (enough churn for the string arenas to be
+// compacted many times) and checks every live slot, the order comparisons
+// and appendRows against a plain model.
+func TestHeldRowsModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 7))
+	types := []arrow.DataType{arrow.BinaryTypes.String, arrow.BinaryTypes.Binary, arrow.BinaryTypes.LargeString, arrow.PrimitiveTypes.Int64}
+	h, err := newHeldRows(types, []string{"s", "b", "ls", "i"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One batch of candidate rows, some null.
+	const n = 500
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	want := make([][4]any, n)
+	bs := make([]array.Builder, len(types))
+	for c, dt := range types {
+		bs[c] = array.NewBuilder(mem, dt)
+	}
+	for i := range n {
+		s := strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(300))
+		for c := range types {
+			if rng.IntN(8) == 0 {
+				bs[c].AppendNull()
+				continue
+			}
+			switch b := bs[c].(type) {
+			case *array.StringBuilder:
+				b.Append(s)
+				want[i][c] = s
+			case *array.LargeStringBuilder:
+				b.Append(s + "L")
+				want[i][c] = s + "L"
+			case *array.BinaryBuilder:
+				b.Append([]byte(s + "B"))
+				want[i][c] = s + "B"
+			case *array.Int64Builder:
+				b.Append(int64(i))
+				want[i][c] = int64(i)
+			}
+		}
+	}
+	cols := make([]arrow.Array, len(types))
+	for c, b := range bs {
+		cols[c] = b.NewArray()
+		b.Release()
+	}
+	defer func() {
+		for _, a := range cols {
+			a.Release()
+		}
+	}()
+	live := map[int32]int{} // slot -> row of the batch it holds
+	added := 0              // bytes ever put in column 0
+	check := func() {
+		t.Helper()
+		var slots []int32
+		for s := range live {
+			slots = append(slots, s)
+		}
+		slices.Sort(slots)
+		slots = append(slots, -1)
+		out := make([]array.Builder, len(types))
+		for c, dt := range types {
+			out[c] = array.NewBuilder(mem, dt)
+			defer out[c].Release()
+		}
+		h.appendRows(out, slots)
+		for c := range types {
+			arr := out[c].NewArray()
+			for j, s := range slots {
+				var got any
+				if !arr.IsNull(j) {
+					switch a := arr.(type) {
+					case *array.String:
+						got = a.Value(j)
+					case *array.LargeString:
+						got = a.Value(j)
+					case *array.Binary:
+						got = string(a.Value(j))
+					case *array.Int64:
+						got = a.Value(j)
+					}
+				}
+				var w any
+				if s >= 0 {
+					w = want[live[s]][c]
+				}
+				if got != w {
+					arr.Release()
+					t.Fatalf("slot %d column %d: got %v, want %v", s, c, got, w)
+				}
+				if s >= 0 && w != nil {
+					for _, other := range []int{0, rng.IntN(n)} {
+						if cols[c].IsNull(other) {
+							continue
+						}
+						ws, _ := w.(string)
+						os, _ := want[other][c].(string)
+						if c < 3 && sign(h.cols[c].compare(s, cols[c], other)) != sign(strings.Compare(ws, os)) {
+							t.Fatalf("slot %d column %d: compare with row %d wrong", s, c, other)
+						}
+					}
+				}
+			}
+			arr.Release()
+		}
+	}
+	for step := range 20000 {
+		switch r := rng.IntN(10); {
+		case r < 4 || len(live) == 0:
+			i := rng.IntN(n)
+			live[h.add(cols, i)] = i
+			w0, _ := want[i][0].(string)
+			added += len(w0)
+		case r < 7:
+			for s := range live {
+				i := rng.IntN(n)
+				h.put(s, cols, i)
+				live[s] = i
+				w0, _ := want[i][0].(string)
+				added += len(w0)
+				break
+			}
+		default:
+			for s := range live {
+				h.release(s)
+				delete(live, s)
+				break
+			}
+		}
+		if step%2000 == 0 {
+			check()
+		}
+	}
+	check()
+	if h.live != len(live) {
+		t.Fatalf("live %d, want %d", h.live, len(live))
+	}
+	sc := h.cols[0].(*bytesCol[string, *array.String])
+	liveBytes := 0
+	for _, i := range live {
+		w0, _ := want[i][0].(string)
+		liveBytes += len(w0)
+	}
+	if len(sc.data)-sc.dead != liveBytes {
+		t.Fatalf("arena holds %d live bytes, want %d", len(sc.data)-sc.dead, liveBytes)
+	}
+	if len(sc.data) >= added || len(sc.data) > 4*liveBytes+4096 {
+		t.Fatalf("arena of %d bytes after %d bytes added (%d live): not compacted", len(sc.data), added, liveBytes)
+	}
+}
+
+func sign(x int) int { return max(-1, min(1, x)) }

@@ -676,6 +676,7 @@ func (t *TopN) buildOutput(gids []int32) (arrow.RecordBatch, error) {
 		sb, eb = b.Field(t.wsCol).(*array.TimestampBuilder), b.Field(t.weCol).(*array.TimestampBuilder)
 	}
 	rb := b.Field(t.output.NumFields() - 1).(*array.Int64Builder)
+	var slots []int32
 	for _, gid := range gids {
 		g := &t.groups[gid]
 		for r, row := range g.rows {
@@ -684,10 +685,11 @@ func (t *TopN) buildOutput(gids []int32) (arrow.RecordBatch, error) {
 			}
 			sb.Append(arrow.Timestamp(g.start))
 			eb.Append(arrow.Timestamp(g.end))
-			t.rows.appendRow(rbs, row.slot)
+			slots = append(slots, row.slot)
 			rb.Append(int64(r + 1))
 		}
 	}
+	t.rows.appendRows(rbs, slots)
 	return b.NewRecordBatch(), nil
 }
 
@@ -713,7 +715,14 @@ func (t *TopN) buildState(gids []int32) ([]arrow.RecordBatch, error) {
 	sb, eb := b.Field(1+nk).(*array.TimestampBuilder), b.Field(2+nk).(*array.TimestampBuilder)
 	qb := b.Field(3 + nk).(*array.Int64Builder)
 	rbs := b.Fields()[4+nk:]
-	rows := 0
+	var slots []int32
+	flush := func() {
+		if len(slots) > 0 {
+			t.rows.appendRows(rbs, slots)
+			out = append(out, b.NewRecordBatch())
+			slots = slots[:0]
+		}
+	}
 	for _, gid := range gids {
 		g := &t.groups[gid]
 		for _, r := range g.rows {
@@ -725,16 +734,12 @@ func (t *TopN) buildState(gids []int32) ([]arrow.RecordBatch, error) {
 			sb.Append(arrow.Timestamp(g.start))
 			eb.Append(arrow.Timestamp(g.end))
 			qb.Append(r.seq)
-			t.rows.appendRow(rbs, r.slot)
-			if rows++; rows == snapshotChunkRows {
-				out = append(out, b.NewRecordBatch())
-				rows = 0
+			if slots = append(slots, r.slot); len(slots) == snapshotChunkRows {
+				flush()
 			}
 		}
 	}
-	if rows > 0 {
-		out = append(out, b.NewRecordBatch())
-	}
+	flush()
 	return out, nil
 }
 
