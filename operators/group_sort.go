@@ -52,7 +52,8 @@ func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyI
 	if len(ords) < radixMinOrds {
 		slices.SortFunc(ords, cmpSlotOrd)
 	} else {
-		radixSortOrds(ords)
+		ords = radixSortOrds(ords, w.ords2)
+		w.ords, w.ords2 = ords, w.ords
 	}
 	for i := range ords {
 		slots[i] = ords[i].slot
@@ -72,25 +73,44 @@ func (w *Window) keyPfx(ki *keyInfo) uint64 {
 // radixMinOrds is the size from which sortSlots and sortKeys radix-sort.
 const radixMinOrds = 256
 
-// radixEnt is an element of radixSortOrds: the sort words (w[1] the major
-// with its sign bit flipped, so that unsigned order is signed order; w[0]
-// the prefix) and the element's index.
+// radixEnt is an element of radixSortOrds: the sort words (w[1] the
+// major's rank or the major with its sign bit flipped, so that unsigned
+// order is signed order; w[0] the prefix) and the element's index.
 type radixEnt struct {
 	w [2]uint64
 	i int32
 }
 
+// maxMajorRanks bounds the distinct majors radixSortOrds ranks.
+const maxMajorRanks = 256
+
 // radixSortOrds sorts ords by (major, pfx) with a least-significant-digit
-// radix sort over bytes (skipping the bytes every element has equal: window
-// starts and key groups differ in few), then each run of equal (major,
-// pfx), rare when keys differ within their first 8 bytes after the common
-// prefix, by the full comparison. The order is that of cmpSlotOrd.
-func radixSortOrds(ords []slotOrd) {
+// radix sort over bytes (skipping the bytes every element has equal; the
+// majors, usually a few window starts or key groups, are replaced by their
+// rank when there are at most maxMajorRanks), then each run of equal
+// (major, pfx), rare when keys differ within their first 8 bytes after the
+// common prefix, by the full comparison. The order is that of cmpSlotOrd.
+// It returns the sorted elements: ords itself or into (grown as needed).
+func radixSortOrds(ords, into []slotOrd) []slotOrd {
 	n := len(ords)
 	a := make([]radixEnt, n)
+	ranks := majorRanks(ords)
 	var hist [16][256]int32
+	last, lastRank := ords[0].major, uint64(0)
+	if ranks != nil {
+		r, _ := slices.BinarySearch(ranks, last)
+		lastRank = uint64(r)
+	}
 	for i := range ords {
-		e := radixEnt{w: [2]uint64{ords[i].pfx, uint64(ords[i].major) ^ 1<<63}, i: int32(i)}
+		hi := uint64(ords[i].major) ^ 1<<63
+		if ranks != nil {
+			if m := ords[i].major; m != last {
+				r, _ := slices.BinarySearch(ranks, m)
+				last, lastRank = m, uint64(r)
+			}
+			hi = lastRank
+		}
+		e := radixEnt{w: [2]uint64{ords[i].pfx, hi}, i: int32(i)}
 		a[i] = e
 		for d := range 16 {
 			hist[d][byte(e.w[d>>3]>>(8*(d&7)))]++
@@ -119,36 +139,46 @@ func radixSortOrds(ords []slotOrd) {
 		}
 		a, b = b, a
 	}
-	// Put ords in the order of a: ords'[j] = ords[a[j].i], one cycle of
-	// the permutation at a time (a visited entry's index becomes -1).
-	for j := range a {
-		src := a[j].i
-		if src < 0 || int(src) == j {
-			continue
-		}
-		saved := ords[j]
-		k := j
-		for {
-			src = a[k].i
-			a[k].i = -1
-			if int(src) == j {
-				ords[k] = saved
-				break
-			}
-			ords[k] = ords[src]
-			k = int(src)
-		}
+	// Gather in the order of a (independent loads, unlike following the
+	// permutation's cycles in place, whose every load waits for the last).
+	out := slices.Grow(into[:0], n)[:n]
+	for j, e := range a {
+		out[j] = ords[e.i]
 	}
 	for lo := 0; lo < n; {
 		hi := lo + 1
-		for hi < n && ords[hi].major == ords[lo].major && ords[hi].pfx == ords[lo].pfx {
+		for hi < n && out[hi].major == out[lo].major && out[hi].pfx == out[lo].pfx {
 			hi++
 		}
 		if hi-lo > 1 {
-			slices.SortFunc(ords[lo:hi], cmpSlotOrd)
+			slices.SortFunc(out[lo:hi], cmpSlotOrd)
 		}
 		lo = hi
 	}
+	return out
+}
+
+// majorRanks returns the distinct majors of ords, sorted, or nil when there
+// are more than maxMajorRanks.
+func majorRanks(ords []slotOrd) []int64 {
+	var ms []int64
+	last := ords[0].major
+	ms = append(ms, last)
+	for i := range ords {
+		m := ords[i].major
+		if m == last {
+			continue
+		}
+		last = m
+		if !slices.Contains(ms, m) {
+			if len(ms) == maxMajorRanks {
+				return nil
+			}
+			ms = append(ms, m)
+		}
+	}
+	slices.Sort(ms)
+	return ms
 }
 
 // prefix8 returns bytes [off, off+8) of s big-endian, zero-padded.
@@ -174,12 +204,23 @@ func (w *Window) sortKeys(kids []int32) {
 	if len(ords) < radixMinOrds {
 		slices.SortFunc(ords, cmpSlotOrd)
 	} else {
-		radixSortOrds(ords)
+		ords = radixSortOrds(ords, w.ords2)
+		w.ords, w.ords2 = ords, w.ords
 	}
 	for i := range ords {
 		kids[i] = ords[i].slot
 	}
-	clear(ords)
+	w.releaseOrds()
+}
+
+// releaseOrds clears sortSlots's scratch (dropping the key strings' references) and
+// lets the garbage collector have it when it is large.
+func (w *Window) releaseOrds() {
+	clear(w.ords)
+	clear(w.ords2)
+	if cap(w.ords)+cap(w.ords2) > 1<<16 {
+		w.ords, w.ords2 = nil, nil
+	}
 }
 
 func slotZero(*slotInfo, *keyInfo) int64      { return 0 }
@@ -189,8 +230,14 @@ func slotKG(_ *slotInfo, k *keyInfo) int64    { return int64(k.kg) }
 
 // sortOutputOrder sorts slots by window start, key bytes and window end:
 // the row order of Advance.
-func (w *Window) sortOutputOrder(slots []int32) { clear(w.sortSlots(slots, slotStart, slotEnd)) }
+func (w *Window) sortOutputOrder(slots []int32) {
+	w.sortSlots(slots, slotStart, slotEnd)
+	w.releaseOrds()
+}
 
 // sortStateOrder sorts slots by key group, key bytes and window start: the
 // row order of Snapshot and SnapshotDelta.
-func (w *Window) sortStateOrder(slots []int32) { clear(w.sortSlots(slots, slotKG, slotStart)) }
+func (w *Window) sortStateOrder(slots []int32) {
+	w.sortSlots(slots, slotKG, slotStart)
+	w.releaseOrds()
+}

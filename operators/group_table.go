@@ -143,7 +143,7 @@ func (w *Window) prefetchStrKeys(bc *boundCol, rows []int32) *[prefetchRows]uint
 	var sink uint64
 	for j, i := range rows {
 		if bc.valid(int(i)) {
-			h := t.hash(bc.str.Value(int(i)))
+			h := t.hash(bc.strValue(int(i)))
 			hs[j] = h
 			sink += t.ents[uint64(h)&t.mask]
 		}

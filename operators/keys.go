@@ -86,11 +86,17 @@ type boundCol struct {
 	i32  []int32
 	f64  []float64
 	ts   []arrow.Timestamp
-	str  *array.String
+	str  *array.String // tagString: the values, or a dictionary's values
 	bl   *array.Boolean
 	arr  arrow.Array
 	bm   []byte // validity bitmap, nil when the column has no nulls
 	off  int
+
+	// A dictionary-encoded string column: row i is str.Value(dict
+	// index of i). dictNulls says the dictionary itself holds nulls.
+	dict      *array.Dictionary
+	idx32     []int32 // the indices when they are int32
+	dictNulls bool
 }
 
 func bindColumn(kind byte, col arrow.Array) boundCol {
@@ -107,7 +113,16 @@ func bindColumn(kind byte, col arrow.Array) boundCol {
 	case tagFloat64:
 		bc.f64 = col.(*array.Float64).Float64Values()
 	case tagString:
-		bc.str = col.(*array.String)
+		if d, ok := col.(*array.Dictionary); ok {
+			bc.dict = d
+			bc.str = d.Dictionary().(*array.String)
+			bc.dictNulls = bc.str.NullN() > 0
+			if ix, ok := d.Indices().(*array.Int32); ok {
+				bc.idx32 = ix.Int32Values()
+			}
+		} else {
+			bc.str = col.(*array.String)
+		}
 	case tagBool:
 		bc.bl = col.(*array.Boolean)
 	case tagTimestamp:
@@ -117,7 +132,26 @@ func bindColumn(kind byte, col arrow.Array) boundCol {
 }
 
 func (bc *boundCol) valid(i int) bool {
-	return bc.bm == nil || bitutil.BitIsSet(bc.bm, bc.off+i)
+	if bc.bm != nil && !bitutil.BitIsSet(bc.bm, bc.off+i) {
+		return false
+	}
+	return !bc.dictNulls || bc.str.IsValid(bc.dictIndex(i))
+}
+
+// dictIndex is the dictionary index of row i of a dictionary column.
+func (bc *boundCol) dictIndex(i int) int {
+	if bc.idx32 != nil {
+		return int(bc.idx32[i])
+	}
+	return bc.dict.GetValueIndex(i)
+}
+
+// strValue is the value of row i of a valid string column.
+func (bc *boundCol) strValue(i int) string {
+	if bc.dict != nil {
+		return bc.str.Value(bc.dictIndex(i))
+	}
+	return bc.str.Value(i)
 }
 
 func appendU64(buf []byte, tag byte, u uint64) []byte {
@@ -159,7 +193,7 @@ func (bc *boundCol) append(buf []byte, i int) []byte {
 	case tagFloat64:
 		return appendU64(buf, tagFloat64, floatKeyBits(bc.f64[i]))
 	case tagString:
-		s := bc.str.Value(i)
+		s := bc.strValue(i)
 		buf = binary.AppendUvarint(append(buf, tagString), uint64(len(s)))
 		return append(buf, s...)
 	case tagBool:
@@ -272,6 +306,23 @@ func decodeKey(key string, bs []array.Builder) error {
 
 // keyKinds checks that every key column of schema has a supported type.
 func keyKinds(schema *arrow.Schema, keyCols []int) ([]byte, error) {
+	return checkKeyKinds(schema, keyCols, false)
+}
+
+// keyKindsDict is keyKinds that also accepts dictionary-encoded string
+// columns (of any index type), whose keys encode as their values do
+// (tagString): the Window and PartitionIndices take them.
+func keyKindsDict(schema *arrow.Schema, keyCols []int) ([]byte, error) {
+	return checkKeyKinds(schema, keyCols, true)
+}
+
+// isStringDict reports whether dt is a dictionary of strings.
+func isStringDict(dt arrow.DataType) bool {
+	d, ok := dt.(*arrow.DictionaryType)
+	return ok && d.ValueType.ID() == arrow.STRING
+}
+
+func checkKeyKinds(schema *arrow.Schema, keyCols []int, dict bool) ([]byte, error) {
 	kinds := make([]byte, len(keyCols))
 	for i, c := range keyCols {
 		if c < 0 || c >= schema.NumFields() {
@@ -279,6 +330,9 @@ func keyKinds(schema *arrow.Schema, keyCols []int) ([]byte, error) {
 		}
 		f := schema.Field(c)
 		k := kindOf(f.Type)
+		if dict && isStringDict(f.Type) {
+			k = tagString
+		}
 		if k == tagOther {
 			return nil, fmt.Errorf("key column %q: unsupported type %s (want int64, int32, float64, string, bool or timestamp[us])", f.Name, f.Type)
 		}
@@ -302,7 +356,7 @@ func PartitionIndices(rec arrow.RecordBatch, keyCols []int, p, k int) ([][]int32
 	if p < 1 || p > k {
 		return nil, fmt.Errorf("partition: parallelism %d out of range [1,%d]", p, k)
 	}
-	kinds, err := keyKinds(rec.Schema(), keyCols)
+	kinds, err := keyKindsDict(rec.Schema(), keyCols)
 	if err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}

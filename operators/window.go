@@ -148,6 +148,7 @@ type Window struct {
 
 	// scratch, reused across calls
 	hs       [prefetchRows]uint32 // prefetchStrKeys's key hashes
+	dictKids []int32              // key ids by dictionary index of a batch's key column; -1 unknown
 	sink     uint64               // prefetchStrKeys's loads
 	ident    []int32              // 0, 1, 2, ...: the selection of a whole batch
 	enc      keyEncoder
@@ -162,6 +163,7 @@ type Window struct {
 	sgroup   []sliceRef // and the same grouped by key
 	gather   gathered   // build's columns of the slots it writes
 	ords     []slotOrd  // sortSlots's scratch
+	ords2    []slotOrd  // and radixSortOrds's
 }
 
 // gathered is build's columns of the slots it writes.
@@ -263,7 +265,7 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 		}
 		w.keyCols = append(w.keyCols, c)
 	}
-	if w.keyKinds, err = keyKinds(input, w.keyCols); err != nil {
+	if w.keyKinds, err = keyKindsDict(input, w.keyCols); err != nil {
 		return fail("%v", err)
 	}
 	w.strKey = len(w.keyKinds) == 1 && w.keyKinds[0] == tagString
@@ -271,6 +273,9 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 		f := input.Field(c)
 		f.Nullable = true
 		f.Metadata = arrow.Metadata{}
+		if d, ok := f.Type.(*arrow.DictionaryType); ok {
+			f.Type = d.ValueType // keys are written as plain strings
+		}
 		outFields = append(outFields, f)
 		stateFields = append(stateFields, f)
 	}
@@ -514,7 +519,7 @@ func commonPrefix(a, b string) int {
 func (w *Window) rowKey(i int) int32 {
 	if w.strKey {
 		if bc := &w.enc.cols[0]; bc.valid(i) {
-			return w.strKeyID(bc.str.Value(i))
+			return w.strKeyID(bc.strValue(i))
 		}
 	}
 	w.buf = w.enc.encode(w.buf[:0], i)
@@ -525,7 +530,7 @@ func (w *Window) rowKey(i int) int32 {
 func (w *Window) lookupKey(i int) (int32, bool) {
 	if w.strKey {
 		if bc := &w.enc.cols[0]; bc.valid(i) {
-			s := bc.str.Value(i)
+			s := bc.strValue(i)
 			kid, _, ok := w.findKey(w.ktab.hash(s), s)
 			return kid, ok
 		}
@@ -788,6 +793,40 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 		// containing it, [start, start+size), is closed: then every window
 		// containing it was emitted. Windows of the slice that are closed
 		// already were emitted and are never built again (advanceSliding).
+		if w.strKey && w.enc.cols[0].dict != nil {
+			// A dictionary-encoded key column: each dictionary value is
+			// looked up once per batch, at its first row. (A key id
+			// stays valid through the batch: its first row opens a slot
+			// of it, and only keys without open slots are evicted.)
+			bc := &w.enc.cols[0]
+			dk := slices.Grow(w.dictKids[:0], bc.str.Len())[:bc.str.Len()]
+			w.dictKids = dk
+			for j := range dk {
+				dk[j] = -1
+			}
+			for _, i32 := range sel {
+				i := int(i32)
+				t := int64(tsv[i])
+				start := t - floorMod(t, w.slide)
+				if w.closed(satAdd(start, w.size)) {
+					late = append(late, int32(i))
+					continue
+				}
+				var kid int32
+				if bc.valid(i) {
+					d := bc.dictIndex(i)
+					if kid = dk[d]; kid < 0 {
+						kid = w.strKeyID(bc.str.Value(d))
+						dk[d] = kid
+					}
+				} else {
+					kid = w.rowKey(i)
+				}
+				rows = append(rows, int32(i))
+				slots = append(slots, w.fixedSlot(kid, start, satAdd(start, w.slide)))
+			}
+			break
+		}
 		if w.strKey {
 			// Rows in groups of prefetchRows: look up the group's keys
 			// ahead (prefetchStrKeys), so that their cache misses overlap
@@ -806,7 +845,7 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 					}
 					var kid int32
 					if bc.valid(i) {
-						kid = w.strKeyIDHash(bc.str.Value(i), hs[j])
+						kid = w.strKeyIDHash(bc.strValue(i), hs[j])
 					} else {
 						kid = w.rowKey(i)
 					}
@@ -915,7 +954,7 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	order := slices.Clone(due)
 	ords := w.sortSlots(order, slotStart, slotEnd)
 	rec, err := w.buildOrds(w.output, order, ords)
-	clear(ords) // drop the key strings' references
+	w.releaseOrds()
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 	}
@@ -975,7 +1014,12 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, 
 	defer b.Release()
 	b.Reserve(len(slots))
 	g := &w.gather
-	defer clear(g.keys) // drop the key strings' references
+	defer func() {
+		clear(g.keys) // drop the key strings' references
+		if cap(g.keys) > 1<<16 {
+			*g = gathered{} // an Advance's worth: let the collector have it
+		}
+	}()
 	col := 0
 	if state {
 		b.Field(0).(*array.Int32Builder).AppendValues(g.kgs, nil)
