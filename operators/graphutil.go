@@ -176,21 +176,35 @@ func (c *typedCol[T, A, B]) appendSlots(b array.Builder, slots []int32) {
 }
 
 // bytesCol is a heldCol of strings or binaries (values T, arrays A): the
-// bytes of every slot live in one arena, so holding a row costs no
-// allocation of its own and the garbage collector has no pointers to scan.
-// The bytes of cleared or overwritten slots are dead until the arena is
-// compacted, when it would grow with more dead than live bytes.
+// bytes of the slots live in chunks of heldChunk bytes (a longer value
+// gets a chunk of its own), so holding a row costs no allocation of its own
+// and the garbage collector has no pointers to scan. The bytes of cleared or
+// overwritten slots are dead: a chunk with no live bytes left is reused,
+// and when dead bytes outnumber live ones (and exceed heldSlack) the live
+// bytes are copied to fresh chunks.
 type bytesCol[T string | []byte, A interface {
 	arrow.Array
 	Value(int) T
 }] struct {
-	data  []byte
-	off   []int   // slot's first byte in data
-	n     []int32 // slot's length (0 when null or free)
-	valid []bool
-	dead  int // bytes of data no slot refers to
-	bin   func(array.Builder) *array.BinaryBuilder
+	chunks    [][]byte // nil: an unused chunk index (in freeIdx)
+	chunkLive []int    // live bytes per chunk
+	freeIdx   []int32
+	spare     [][]byte // emptied chunks of heldChunk bytes, for reuse
+	cur       int32    // the chunk appended to (-1: none)
+	live      int
+	dead      int
+	ch        []int32 // slot's chunk
+	off       []int32 // slot's first byte in its chunk
+	n         []int32 // slot's length (0 when null or free)
+	valid     []bool
+	bin       func(array.Builder) *array.BinaryBuilder
 }
+
+const (
+	heldChunk = 1 << 20
+	heldSlack = 8 * heldChunk
+	heldSpare = 4
+)
 
 func stringBuilderBin(b array.Builder) *array.BinaryBuilder {
 	return b.(*array.StringBuilder).BinaryBuilder
@@ -203,8 +217,12 @@ func largeStringBuilderBin(b array.Builder) *array.BinaryBuilder {
 func binaryBuilderBin(b array.Builder) *array.BinaryBuilder { return b.(*array.BinaryBuilder) }
 
 func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
-	if int(s) >= len(c.off) {
-		n := max(int(s)+1, 2*len(c.off))
+	if int(s) >= len(c.n) {
+		if len(c.n) == 0 {
+			c.cur = -1
+		}
+		n := max(int(s)+1, 2*len(c.n))
+		c.ch = growTo(c.ch, n)
 		c.off = growTo(c.off, n)
 		c.n = growTo(c.n, n)
 		c.valid = growTo(c.valid, n)
@@ -214,35 +232,96 @@ func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
 		return
 	}
 	v := a.(A).Value(i)
-	if len(c.data)+len(v) > cap(c.data) && c.dead > len(c.data)/2 {
-		c.compact(len(v))
+	if len(v) == 0 {
+		c.valid[s] = true
+		return
 	}
-	c.off[s], c.n[s], c.valid[s] = len(c.data), int32(len(v)), true
-	c.data = append(c.data, v...)
+	if c.dead > c.live && c.dead > heldSlack {
+		c.compact()
+	}
+	k := c.room(len(v))
+	buf := c.chunks[k]
+	c.ch[s], c.off[s], c.n[s], c.valid[s] = k, int32(len(buf)), int32(len(v)), true
+	c.chunks[k] = append(buf, v...)
+	c.chunkLive[k] += len(v)
+	c.live += len(v)
 }
 
-// compact copies the live bytes to a new arena with room for extra more.
-func (c *bytesCol[T, A]) compact(extra int) {
-	live := len(c.data) - c.dead
-	data := make([]byte, 0, max(2*(live+extra), 4096))
-	for s, n := range c.n {
-		if n > 0 {
-			o := c.off[s]
-			c.off[s] = len(data)
-			data = append(data, c.data[o:o+int(n)]...)
-		}
+// room returns the chunk to append n bytes to, starting a new one when the
+// current one is full.
+func (c *bytesCol[T, A]) room(n int) int32 {
+	if c.cur >= 0 && len(c.chunks[c.cur])+n <= cap(c.chunks[c.cur]) {
+		return c.cur
 	}
-	c.data, c.dead = data, 0
+	var buf []byte
+	if k := len(c.spare); k > 0 && n <= heldChunk {
+		buf, c.spare = c.spare[k-1], c.spare[:k-1]
+	} else {
+		buf = make([]byte, 0, max(n, heldChunk))
+	}
+	if k := len(c.freeIdx); k > 0 {
+		c.cur, c.freeIdx = c.freeIdx[k-1], c.freeIdx[:k-1]
+		c.chunks[c.cur], c.chunkLive[c.cur] = buf, 0
+	} else {
+		c.cur = int32(len(c.chunks))
+		c.chunks = append(c.chunks, buf)
+		c.chunkLive = append(c.chunkLive, 0)
+	}
+	return c.cur
+}
+
+// compact copies the live bytes to fresh chunks.
+func (c *bytesCol[T, A]) compact() {
+	old := c.chunks
+	c.chunks, c.chunkLive, c.freeIdx, c.cur = nil, nil, nil, -1
+	c.live, c.dead = 0, 0
+	for s, n := range c.n {
+		if n == 0 {
+			continue
+		}
+		v := old[c.ch[s]][c.off[s] : c.off[s]+n]
+		k := c.room(int(n))
+		c.ch[s], c.off[s] = k, int32(len(c.chunks[k]))
+		c.chunks[k] = append(c.chunks[k], v...)
+		c.chunkLive[k] += int(n)
+		c.live += int(n)
+	}
 }
 
 func (c *bytesCol[T, A]) clear(s int32) {
-	c.dead += int(c.n[s])
+	n := int(c.n[s])
 	c.n[s], c.valid[s] = 0, false
+	if n == 0 {
+		return
+	}
+	k := c.ch[s]
+	c.chunkLive[k] -= n
+	c.live -= n
+	c.dead += n
+	if c.chunkLive[k] > 0 {
+		return
+	}
+	// The chunk is all dead: reuse it.
+	buf := c.chunks[k]
+	c.dead -= len(buf)
+	if k == c.cur {
+		c.chunks[k] = buf[:0]
+		return
+	}
+	if cap(buf) == heldChunk && len(c.spare) < heldSpare {
+		c.spare = append(c.spare, buf[:0])
+	}
+	c.chunks[k] = nil
+	c.freeIdx = append(c.freeIdx, k)
 }
 
 func (c *bytesCol[T, A]) bytes(s int32) []byte {
+	n := c.n[s]
+	if n == 0 {
+		return nil
+	}
 	o := c.off[s]
-	return c.data[o : o+int(c.n[s]) : o+int(c.n[s])]
+	return c.chunks[c.ch[s]][o : o+n : o+n]
 }
 
 func (c *bytesCol[T, A]) appendSlots(b array.Builder, slots []int32) {

@@ -547,7 +547,10 @@ func TestHeldRowsModel(t *testing.T) {
 		bs[c] = array.NewBuilder(mem, dt)
 	}
 	for i := range n {
-		s := strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(300))
+		s := strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(3000))
+		if i%50 == 0 {
+			s = "" // valid and empty
+		}
 		for c := range types {
 			if rng.IntN(8) == 0 {
 				bs[c].AppendNull()
@@ -672,11 +675,15 @@ func TestHeldRowsModel(t *testing.T) {
 		w0, _ := want[i][0].(string)
 		liveBytes += len(w0)
 	}
-	if len(sc.data)-sc.dead != liveBytes {
-		t.Fatalf("arena holds %d live bytes, want %d", len(sc.data)-sc.dead, liveBytes)
+	held := 0
+	for _, c := range sc.chunks {
+		held += len(c)
 	}
-	if len(sc.data) >= added || len(sc.data) > 4*liveBytes+4096 {
-		t.Fatalf("arena of %d bytes after %d bytes added (%d live): not compacted", len(sc.data), added, liveBytes)
+	if sc.live != liveBytes || held-sc.live != sc.dead {
+		t.Fatalf("arena: %d live, %d dead, %d held; want %d live", sc.live, sc.dead, held, liveBytes)
+	}
+	if held >= added || held > 2*liveBytes+heldSlack+heldChunk {
+		t.Fatalf("arena holds %d bytes after %d bytes added (%d live): dead bytes not reclaimed", held, added, liveBytes)
 	}
 }
 
