@@ -538,9 +538,16 @@ func (d *Dedup) Advance(wm int64) (arrow.RecordBatch, error) {
 	if len(emits) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(emits, func(a, b dedupEmit) int {
-		return cmp.Or(cmp.Compare(a.start, b.start), strings.Compare(a.key, b.key))
-	})
+	order := make([]int32, len(emits))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sortIDs(order, func(i int32) int64 { return emits[i].start }, func(i int32) string { return emits[i].key }, nil)
+	sorted := make([]dedupEmit, len(emits))
+	for i, j := range order {
+		sorted[i] = emits[j]
+	}
+	emits = sorted
 	rec, err := d.buildOutput(emits)
 	for _, e := range emits {
 		d.rows.release(e.slot)
@@ -637,10 +644,7 @@ func (d *Dedup) buildOutput(emits []dedupEmit) (arrow.RecordBatch, error) {
 
 // sortKeys sorts key ids by key group, then key bytes: the state row order.
 func (d *Dedup) sortKeys(kids []int32) {
-	slices.SortFunc(kids, func(a, b int32) int {
-		ka, kb := &d.keys[a], &d.keys[b]
-		return cmp.Or(cmp.Compare(ka.kg, kb.kg), strings.Compare(ka.bytes, kb.bytes))
-	})
+	sortIDs(kids, func(id int32) int64 { return int64(d.keys[id].kg) }, func(id int32) string { return d.keys[id].bytes }, nil)
 }
 
 // dedupStateRow is one state row buildState writes.

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -415,6 +418,46 @@ func (h *heldRows) release(s int32) {
 func (h *heldRows) appendRows(bs []array.Builder, slots []int32) {
 	for c, hc := range h.cols {
 		hc.appendSlots(bs[c], slots)
+	}
+}
+
+// sortItem is one id being sorted by sortIDs: its leading order value (a
+// key group or a time), then the first 8 bytes of its key, so most
+// comparisons need neither the key string nor the owner's records.
+type sortItem struct {
+	lead int64
+	pre  uint64
+	id   int32
+}
+
+// keyPrefix is the first 8 bytes of key, big-endian, zero padded: keys
+// with different prefixes order as their prefixes.
+func keyPrefix(key string) uint64 {
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// sortIDs sorts ids by (lead(id), key(id) bytes, tie(a, b)); tie may be nil.
+func sortIDs(ids []int32, lead func(int32) int64, key func(int32) string, tie func(a, b int32) int) {
+	items := make([]sortItem, len(ids))
+	for i, id := range ids {
+		items[i] = sortItem{lead: lead(id), pre: keyPrefix(key(id)), id: id}
+	}
+	slices.SortFunc(items, func(a, b sortItem) int {
+		if c := cmp.Compare(a.lead, b.lead); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.pre, b.pre); c != 0 {
+			return c
+		}
+		if c := strings.Compare(key(a.id), key(b.id)); c != 0 || tie == nil {
+			return c
+		}
+		return tie(a.id, b.id)
+	})
+	for i, it := range items {
+		ids[i] = it.id
 	}
 }
 

@@ -1,6 +1,7 @@
 package operators
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -688,3 +689,35 @@ func TestHeldRowsModel(t *testing.T) {
 }
 
 func sign(x int) int { return max(-1, min(1, x)) }
+
+// TestSortIDs checks sortIDs against a plain sort on keys that share long
+// prefixes, differ only after 8 bytes, are shorter than 8 bytes or end in
+// zero bytes, with ties on the lead and the key.
+func TestSortIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 9))
+	parts := []string{"", "\x00", "a", "abcdefgh", "abcdefghi", "abcdefgh\x00", "zz", "\xff"}
+	n := 2000
+	lead := make([]int64, n)
+	key := make([]string, n)
+	sub := make([]int64, n)
+	ids := make([]int32, n)
+	for i := range n {
+		lead[i] = int64(rng.IntN(3)) - 1
+		key[i] = parts[rng.IntN(len(parts))] + parts[rng.IntN(len(parts))]
+		sub[i] = int64(rng.IntN(4))
+		ids[i] = int32(i)
+	}
+	want := slices.Clone(ids)
+	slices.SortStableFunc(want, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(lead[a], lead[b]), strings.Compare(key[a], key[b]), cmp.Compare(sub[a], sub[b]))
+	})
+	got := slices.Clone(ids)
+	sortIDs(got, func(id int32) int64 { return lead[id] }, func(id int32) string { return key[id] },
+		func(a, b int32) int { return cmp.Compare(sub[a], sub[b]) })
+	for i := range got {
+		a, b := got[i], want[i]
+		if lead[a] != lead[b] || key[a] != key[b] || sub[a] != sub[b] {
+			t.Fatalf("position %d: got (%d %q %d), want (%d %q %d)", i, lead[a], key[a], sub[a], lead[b], key[b], sub[b])
+		}
+	}
+}

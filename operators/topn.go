@@ -643,10 +643,8 @@ func (t *TopN) Advance(wm int64) (arrow.RecordBatch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(due, func(a, b int32) int {
-		ga, gb := &t.groups[a], &t.groups[b]
-		return cmp.Or(cmp.Compare(ga.start, gb.start), strings.Compare(ga.key(), gb.key()), cmp.Compare(ga.end, gb.end))
-	})
+	sortIDs(due, func(id int32) int64 { return t.groups[id].start }, func(id int32) string { return t.groups[id].key() },
+		func(a, b int32) int { return cmp.Compare(t.groups[a].end, t.groups[b].end) })
 	rec, err := t.buildOutput(due)
 	if err != nil {
 		return nil, fmt.Errorf("top_n %s: advance to %d: %w", t.id, wm, err)
@@ -696,11 +694,11 @@ func (t *TopN) buildOutput(gids []int32) (arrow.RecordBatch, error) {
 // sortGroups sorts group ids in state order: key group, key bytes, start,
 // end.
 func (t *TopN) sortGroups(gids []int32) {
-	slices.SortFunc(gids, func(a, b int32) int {
-		ga, gb := &t.groups[a], &t.groups[b]
-		return cmp.Or(cmp.Compare(ga.kg, gb.kg), strings.Compare(ga.key(), gb.key()),
-			cmp.Compare(ga.start, gb.start), cmp.Compare(ga.end, gb.end))
-	})
+	sortIDs(gids, func(id int32) int64 { return int64(t.groups[id].kg) }, func(id int32) string { return t.groups[id].key() },
+		func(a, b int32) int {
+			ga, gb := &t.groups[a], &t.groups[b]
+			return cmp.Or(cmp.Compare(ga.start, gb.start), cmp.Compare(ga.end, gb.end))
+		})
 }
 
 // buildState returns the state rows of gids in batches of at most
