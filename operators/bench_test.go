@@ -280,11 +280,11 @@ func BenchmarkSortOrds(b *testing.B) {
 		src[i] = slotOrd{major: int64(rng.IntN(6))*60e6 + 1704067200000000, pfx: prefix8(k, 1), key: k, slot: int32(i)}
 	}
 	ords := make([]slotOrd, n)
-	var into []slotOrd
+	perm := make([]int32, n)
 	b.Run("radix", func(b *testing.B) {
 		for b.Loop() {
 			copy(ords, src)
-			into = radixSortOrds(ords, into)
+			radixSortOrds(ords, perm)
 		}
 	})
 	b.Run("pdqsort", func(b *testing.B) {

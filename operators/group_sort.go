@@ -33,32 +33,43 @@ func cmpSlotOrd(a, b slotOrd) int {
 	return cmp.Compare(a.minor, b.minor)
 }
 
-// sortSlots sorts slots by (major(s), key bytes, minor(s)), writes them
-// back in that order and returns their sort keys in that order (w's
-// scratch, valid until the next call; the caller clears it once done, to
-// drop the key strings). The prefixes are the keys' cached ones (keyPfx),
-// taken after the prefix all keys of w share: the keys' bytes are not read
-// unless two prefixes tie. Zero-padding keeps the prefix order that of the
-// bytes: a key shorter than the prefix window is a prefix of any key it
-// ties with, and the full comparison then decides.
-func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) []slotOrd {
-	ords := slices.Grow(w.ords[:0], len(slots))[:len(slots)]
+// sortSlots sorts slots by (major(s), key bytes, minor(s)) and writes them
+// back in that order. It returns their sort keys and the sorted order as
+// positions in them (slots[j] is ords[perm[j]].slot); both are w's
+// scratch, valid until releaseOrds, which the caller calls once done. The
+// prefixes are the keys' cached ones (keyPfx), taken after the prefix all
+// keys of w share: the keys' bytes are not read unless two prefixes tie.
+// Zero-padding keeps the prefix order that of the bytes: a key shorter than
+// the prefix window is a prefix of any key it ties with, and the full
+// comparison then decides.
+func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) (ords []slotOrd, perm []int32) {
+	ords = slices.Grow(w.ords[:0], len(slots))[:len(slots)]
 	w.ords = ords
 	for i, s := range slots {
 		info := &w.slots[s]
 		ki := &w.keys[info.kid]
 		ords[i] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
 	}
-	if len(ords) < radixMinOrds {
-		slices.SortFunc(ords, cmpSlotOrd)
-	} else {
-		ords = radixSortOrds(ords, w.ords2)
-		w.ords, w.ords2 = ords, w.ords
+	perm = w.sortPerm(ords)
+	for j, i := range perm {
+		slots[j] = ords[i].slot
 	}
-	for i := range ords {
-		slots[i] = ords[i].slot
+	return ords, perm
+}
+
+// sortPerm returns the order of ords by cmpSlotOrd, as positions in ords
+// (w's scratch).
+func (w *Window) sortPerm(ords []slotOrd) []int32 {
+	perm := slices.Grow(w.perm[:0], len(ords))[:len(ords)]
+	w.perm = perm
+	if len(ords) >= radixMinOrds {
+		return radixSortOrds(ords, perm)
 	}
-	return ords
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortFunc(perm, func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
+	return perm
 }
 
 // keyPfx returns the sort prefix of ki: its 8 bytes after the prefix all of
@@ -73,54 +84,93 @@ func (w *Window) keyPfx(ki *keyInfo) uint64 {
 // radixMinOrds is the size from which sortSlots and sortKeys radix-sort.
 const radixMinOrds = 256
 
-// radixEnt is an element of radixSortOrds: the sort words (w[1] the
-// major's rank or the major with its sign bit flipped, so that unsigned
-// order is signed order; w[0] the prefix) and the element's index.
+// radixEnt is an element of radixSortOrds: a sort word and the element's
+// position.
 type radixEnt struct {
-	w [2]uint64
+	k uint64
 	i int32
 }
 
 // maxMajorRanks bounds the distinct majors radixSortOrds ranks.
 const maxMajorRanks = 256
 
-// radixSortOrds sorts ords by (major, pfx) with a least-significant-digit
-// radix sort over bytes (skipping the bytes every element has equal; the
-// majors, usually a few window starts or key groups, are replaced by their
-// rank when there are at most maxMajorRanks), then each run of equal
-// (major, pfx), rare when keys differ within their first 8 bytes after the
-// common prefix, by the full comparison. The order is that of cmpSlotOrd.
-// It returns the sorted elements: ords itself or into (grown as needed).
-func radixSortOrds(ords, into []slotOrd) []slotOrd {
+// radixSortOrds writes into perm (len(ords) long) the order of ords by
+// cmpSlotOrd, as positions in ords, and returns it. It is a
+// least-significant-digit radix sort over bytes, first of the prefixes,
+// then of the majors (as their rank when there are at most maxMajorRanks:
+// usually a few window starts or key groups), skipping the bytes every
+// element has equal; then each run of equal (major, prefix), rare when keys
+// differ within their first 8 bytes after the common prefix, is sorted by
+// the full comparison. ords itself is not moved.
+func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 	n := len(ords)
 	a := make([]radixEnt, n)
-	ranks := majorRanks(ords)
-	var hist [16][256]int32
-	last, lastRank := ords[0].major, uint64(0)
-	if ranks != nil {
-		r, _ := slices.BinarySearch(ranks, last)
-		lastRank = uint64(r)
-	}
+	var b []radixEnt
+	var hist [8][256]int32
 	for i := range ords {
-		hi := uint64(ords[i].major) ^ 1<<63
-		if ranks != nil {
+		k := ords[i].pfx
+		a[i] = radixEnt{k: k, i: int32(i)}
+		for d := range 8 {
+			hist[d][byte(k>>(8*d))]++
+		}
+	}
+	a, b = radixPasses(a, b, &hist)
+	// The majors, by position: their rank or their bits with the sign
+	// flipped (so that unsigned order is signed order).
+	mk := make([]uint64, n)
+	if ranks := majorRanks(ords); ranks != nil {
+		last := ords[0].major
+		r, _ := slices.BinarySearch(ranks, last)
+		lastRank := uint64(r)
+		for i := range ords {
 			if m := ords[i].major; m != last {
 				r, _ := slices.BinarySearch(ranks, m)
 				last, lastRank = m, uint64(r)
 			}
-			hi = lastRank
+			mk[i] = lastRank
 		}
-		e := radixEnt{w: [2]uint64{ords[i].pfx, hi}, i: int32(i)}
-		a[i] = e
-		for d := range 16 {
-			hist[d][byte(e.w[d>>3]>>(8*(d&7)))]++
+	} else {
+		for i := range ords {
+			mk[i] = uint64(ords[i].major) ^ 1<<63
 		}
 	}
-	var b []radixEnt
-	for d := range 16 {
+	hist = [8][256]int32{}
+	for _, k := range mk {
+		for d := range 8 {
+			hist[d][byte(k>>(8*d))]++
+		}
+	}
+	for j := range a {
+		a[j].k = mk[a[j].i]
+	}
+	a, _ = radixPasses(a, b, &hist)
+	for j := range a {
+		perm[j] = a[j].i
+	}
+	for lo := 0; lo < n; {
+		o := &ords[perm[lo]]
+		hi := lo + 1
+		for hi < n && ords[perm[hi]].major == o.major && ords[perm[hi]].pfx == o.pfx {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(perm[lo:hi], func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
+		}
+		lo = hi
+	}
+	return perm
+}
+
+// radixPasses stably sorts a by the bytes of its sort words, least
+// significant first, skipping bytes in which every element agrees (hist
+// holds each byte's counts), using b (allocated when nil) as the other
+// buffer; it returns the sorted elements and the other buffer.
+func radixPasses(a, b []radixEnt, hist *[8][256]int32) ([]radixEnt, []radixEnt) {
+	n := int32(len(a))
+	for d := range 8 {
 		h := &hist[d]
-		word, shift := d>>3, 8*(d&7)
-		if h[byte(a[0].w[word]>>shift)] == int32(n) {
+		shift := 8 * d
+		if h[byte(a[0].k>>shift)] == n {
 			continue // every element has the same byte here
 		}
 		if b == nil {
@@ -133,29 +183,13 @@ func radixSortOrds(ords, into []slotOrd) []slotOrd {
 			sum += c
 		}
 		for _, e := range a {
-			v := byte(e.w[word] >> shift)
+			v := byte(e.k >> shift)
 			b[h[v]] = e
 			h[v]++
 		}
 		a, b = b, a
 	}
-	// Gather in the order of a (independent loads, unlike following the
-	// permutation's cycles in place, whose every load waits for the last).
-	out := slices.Grow(into[:0], n)[:n]
-	for j, e := range a {
-		out[j] = ords[e.i]
-	}
-	for lo := 0; lo < n; {
-		hi := lo + 1
-		for hi < n && out[hi].major == out[lo].major && out[hi].pfx == out[lo].pfx {
-			hi++
-		}
-		if hi-lo > 1 {
-			slices.SortFunc(out[lo:hi], cmpSlotOrd)
-		}
-		lo = hi
-	}
-	return out
+	return a, b
 }
 
 // majorRanks returns the distinct majors of ords, sorted, or nil when there
@@ -201,14 +235,8 @@ func (w *Window) sortKeys(kids []int32) {
 		ki := &w.keys[k]
 		ords[i] = slotOrd{pfx: w.keyPfx(ki), key: ki.bytes, slot: k}
 	}
-	if len(ords) < radixMinOrds {
-		slices.SortFunc(ords, cmpSlotOrd)
-	} else {
-		ords = radixSortOrds(ords, w.ords2)
-		w.ords, w.ords2 = ords, w.ords
-	}
-	for i := range ords {
-		kids[i] = ords[i].slot
+	for j, i := range w.sortPerm(ords) {
+		kids[j] = ords[i].slot
 	}
 	w.releaseOrds()
 }
@@ -217,9 +245,8 @@ func (w *Window) sortKeys(kids []int32) {
 // lets the garbage collector have it when it is large.
 func (w *Window) releaseOrds() {
 	clear(w.ords)
-	clear(w.ords2)
-	if cap(w.ords)+cap(w.ords2) > 1<<16 {
-		w.ords, w.ords2 = nil, nil
+	if cap(w.ords) > 1<<16 {
+		w.ords, w.perm = nil, nil
 	}
 }
 

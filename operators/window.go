@@ -163,7 +163,7 @@ type Window struct {
 	sgroup   []sliceRef // and the same grouped by key
 	gather   gathered   // build's columns of the slots it writes
 	ords     []slotOrd  // sortSlots's scratch
-	ords2    []slotOrd  // and radixSortOrds's
+	perm     []int32    // and its order
 }
 
 // gathered is build's columns of the slots it writes.
@@ -952,16 +952,26 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	order := slices.Clone(due)
-	ords := w.sortSlots(order, slotStart, slotEnd)
-	rec, err := w.buildOrds(w.output, order, ords)
+	ords, perm := w.sortSlots(order, slotStart, slotEnd)
+	rec, err := w.buildOrds(w.output, order, ords, perm)
 	w.releaseOrds()
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 	}
-	// Remove the slots in slot order: the slot table is read sequentially.
-	for _, s := range due {
-		w.killSlot(s)
-		w.freeSlot(s)
+	// Remove the slots in slot order (the slot table is read
+	// sequentially), loading the keys of prefetchRows slots ahead of
+	// removing them so that their cache misses overlap.
+	for lo := 0; lo < len(due); lo += prefetchRows {
+		group := due[lo:min(len(due), lo+prefetchRows)]
+		var sink int32
+		for _, s := range group {
+			sink += w.keys[w.slots[s].kid].head
+		}
+		w.sink += uint64(sink)
+		for _, s := range group {
+			w.killSlot(s)
+			w.freeSlot(s)
+		}
 	}
 	return rec, nil
 }
@@ -985,13 +995,13 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 }
 
 // buildOrds is build in output layout of slots sorted by sortSlots(slots,
-// slotStart, slotEnd) into ords, whose keys and bounds it takes instead of
-// reading the slot and key tables again.
-func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd) (arrow.RecordBatch, error) {
+// slotStart, slotEnd) into ords and perm, whose keys and bounds it takes
+// instead of reading the slot and key tables again.
+func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, perm []int32) (arrow.RecordBatch, error) {
 	g := w.gatherScratch(len(ords))
 	keyBytes := 0
-	for i := range ords {
-		o := &ords[i]
+	for i, p := range perm {
+		o := &ords[p]
 		g.keys[i] = o.key
 		g.starts[i], g.ends[i] = arrow.Timestamp(o.major), arrow.Timestamp(o.minor)
 		keyBytes += len(o.key)
