@@ -971,11 +971,11 @@ func (j *Join) maybeCompact() error {
 
 // stateOrder sorts row ids by key group, key bytes, side and seq.
 func (j *Join) stateOrder(ids []int32) {
-	slices.SortFunc(ids, func(a, b int32) int {
-		ra, rb := &j.rows[a], &j.rows[b]
-		ka, kb := &j.keys[ra.kid], &j.keys[rb.kid]
-		return cmp.Or(cmp.Compare(ka.kg, kb.kg), strings.Compare(ka.bytes, kb.bytes), cmp.Compare(ra.side, rb.side), cmp.Compare(ra.seq, rb.seq))
-	})
+	sortIDs(ids, func(id int32) int64 { return int64(j.keys[j.rows[id].kid].kg) }, func(id int32) string { return j.keys[j.rows[id].kid].bytes },
+		func(a, b int32) int {
+			ra, rb := &j.rows[a], &j.rows[b]
+			return cmp.Or(cmp.Compare(ra.side, rb.side), cmp.Compare(ra.seq, rb.seq))
+		})
 }
 
 // buildState makes state batches of the given rows (in order).
