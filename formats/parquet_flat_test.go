@@ -167,3 +167,63 @@ func flatApplies(t *testing.T, data []byte, schema *arrow.Schema) bool {
 	}
 	return flatColumns(pf, names, src, leaves, kinds, out) != nil
 }
+
+// FuzzParquetFlat: for any values, nulls, page and batch sizes, the flat
+// column reader returns what pqarrow's record reader returns.
+func FuzzParquetFlat(f *testing.F) {
+	f.Add([]byte("a\x00bb\x00\x00\xff\x00ccc"), uint16(2), true)
+	f.Add([]byte(strings.Repeat("xyz\x00", 300)), uint16(7), false)
+	schema := mustSchema(f, Field{"t", "timestamp"}, Field{"s", "string"}, Field{"i", "int64"},
+		Field{"i32", "int32"}, Field{"f", "float64"})
+	f.Fuzz(func(t *testing.T, data []byte, batch uint16, dict bool) {
+		vals := bytes.Split(data, []byte{0})
+		b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{
+			{Name: "t", Type: TimestampType, Nullable: true},
+			{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+			{Name: "i", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			{Name: "i32", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		}, nil))
+		defer b.Release()
+		for r, v := range vals {
+			h := len(v)*31 + r
+			if h%5 == 0 {
+				b.Field(0).AppendNull()
+			} else {
+				b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(h) * 1_000_003))
+			}
+			if len(v) > 0 && v[0] == 'n' {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.StringBuilder).BinaryBuilder.Append(v)
+			}
+			for c := 2; c < 5; c++ {
+				if (h+c)%(c+1) == 0 {
+					b.Field(c).AppendNull()
+					continue
+				}
+				switch c {
+				case 2:
+					b.Field(c).(*array.Int64Builder).Append(int64(h) << 20)
+				case 3:
+					b.Field(c).(*array.Int32Builder).Append(int32(-h))
+				case 4:
+					b.Field(c).(*array.Float64Builder).Append(float64(h) / 7)
+				}
+			}
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		pq := writeFlatTest(t, rec, int64(len(vals)/2+1), dict)
+		opts := DecodeOptions{Schema: schema, EventTime: "t", BatchSize: int(batch%500) + 1}
+		flat := decode(t, "parquet", string(pq), opts)
+		opts.generalParquet = true
+		general := decode(t, "parquet", string(pq), opts)
+		if !reflect.DeepEqual(rows(flat.Batches), rows(general.Batches)) {
+			t.Fatal("flat and general readers return different rows")
+		}
+		if !reflect.DeepEqual(flat.Rejects, general.Rejects) {
+			t.Fatalf("rejects: flat %v\ngeneral %v", flat.Rejects, general.Rejects)
+		}
+	})
+}
