@@ -3,7 +3,6 @@ package operators
 import (
 	"bytes"
 	"cmp"
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -422,19 +421,21 @@ func (h *heldRows) appendRows(bs []array.Builder, slots []int32) {
 }
 
 // sortItem is one id being sorted by sortIDs: its leading order value (a
-// key group or a time), then the first 8 bytes of its key, so most
+// key group or a time), then the first 16 bytes of its key, so most
 // comparisons need neither the key string nor the owner's records.
 type sortItem struct {
-	lead int64
-	pre  uint64
-	id   int32
+	lead      int64
+	pre, pre2 uint64
+	id        int32
 }
 
-// keyPrefix is the first 8 bytes of key, big-endian, zero padded: keys
-// with different prefixes order as their prefixes.
-func keyPrefix(key string) uint64 {
+// keyPrefix is bytes [from, from+8) of key, big-endian, zero padded: keys
+// equal before from and with different prefixes order as their prefixes.
+func keyPrefix(key string, from int) uint64 {
 	var b [8]byte
-	copy(b[:], key)
+	if from < len(key) {
+		copy(b[:], key[from:])
+	}
 	return binary.BigEndian.Uint64(b[:])
 }
 
@@ -442,13 +443,17 @@ func keyPrefix(key string) uint64 {
 func sortIDs(ids []int32, lead func(int32) int64, key func(int32) string, tie func(a, b int32) int) {
 	items := make([]sortItem, len(ids))
 	for i, id := range ids {
-		items[i] = sortItem{lead: lead(id), pre: keyPrefix(key(id)), id: id}
+		k := key(id)
+		items[i] = sortItem{lead: lead(id), pre: keyPrefix(k, 0), pre2: keyPrefix(k, 8), id: id}
 	}
 	slices.SortFunc(items, func(a, b sortItem) int {
 		if c := cmp.Compare(a.lead, b.lead); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.pre, b.pre); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.pre2, b.pre2); c != 0 {
 			return c
 		}
 		if c := strings.Compare(key(a.id), key(b.id)); c != 0 || tie == nil {
@@ -474,24 +479,50 @@ type dueItem struct {
 // the pushes since.
 type dueQueue []dueItem
 
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].due < q[j].due }
-func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueItem)) }
-func (q *dueQueue) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
+func (q *dueQueue) push(due int64, id int32) {
+	*q = append(*q, dueItem{due: due, id: id})
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].due <= h[i].due {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
 }
 
-func (q *dueQueue) push(due int64, id int32) { heap.Push(q, dueItem{due: due, id: id}) }
+// pop removes the earliest entry (the queue is not empty).
+func (q *dueQueue) pop() dueItem {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h[r].due < h[l].due {
+			m = r
+		}
+		if h[i].due <= h[m].due {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
 
 // popDue pops every entry with due <= t and returns their ids (possibly
 // repeated or stale: the owner checks).
 func (q *dueQueue) popDue(t int64, ids []int32) []int32 {
 	for len(*q) > 0 && (*q)[0].due <= t {
-		ids = append(ids, heap.Pop(q).(dueItem).id)
+		ids = append(ids, q.pop().id)
 	}
 	return ids
 }

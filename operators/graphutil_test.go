@@ -695,7 +695,7 @@ func sign(x int) int { return max(-1, min(1, x)) }
 // zero bytes, with ties on the lead and the key.
 func TestSortIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 9))
-	parts := []string{"", "\x00", "a", "abcdefgh", "abcdefghi", "abcdefgh\x00", "zz", "\xff"}
+	parts := []string{"", "\x00", "a", "abcdefgh", "abcdefghi", "abcdefgh\x00", "zz", "\xff", "abcdefghabcdefgh", "abcdefghabcdefgh\x00"}
 	n := 2000
 	lead := make([]int64, n)
 	key := make([]string, n)
@@ -718,6 +718,46 @@ func TestSortIDs(t *testing.T) {
 		a, b := got[i], want[i]
 		if lead[a] != lead[b] || key[a] != key[b] || sub[a] != sub[b] {
 			t.Fatalf("position %d: got (%d %q %d), want (%d %q %d)", i, lead[a], key[a], sub[a], lead[b], key[b], sub[b])
+		}
+	}
+}
+
+// TestDueQueue pushes random due times and checks popDue returns exactly
+// the entries due by each watermark and leaves a valid heap.
+func TestDueQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 11))
+	var q dueQueue
+	var model []dueItem
+	for step := range 200 {
+		for range rng.IntN(50) {
+			it := dueItem{due: int64(step*10 + rng.IntN(100)), id: int32(rng.IntN(1000))}
+			q.push(it.due, it.id)
+			model = append(model, it)
+		}
+		wm := int64(step*10 + rng.IntN(20))
+		var due []int32
+		var kept []dueItem
+		for _, it := range model {
+			if it.due <= wm {
+				due = append(due, it.id)
+			} else {
+				kept = append(kept, it)
+			}
+		}
+		model = kept
+		n := len(q)
+		got := q.popDue(wm, nil)
+		if len(got) != len(due) || len(q) != n-len(due) {
+			t.Fatalf("step %d: popped %d entries, want %d", step, len(got), len(due))
+		}
+		slices.Sort(due)
+		if slices.Sort(got); !slices.Equal(got, due) {
+			t.Fatalf("step %d: popped ids %v, want %v", step, got, due)
+		}
+		for i := 1; i < len(q); i++ {
+			if q[(i-1)/2].due > q[i].due {
+				t.Fatalf("step %d: heap order broken at %d", step, i)
+			}
 		}
 	}
 }
