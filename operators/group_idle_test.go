@@ -14,7 +14,7 @@ import (
 // room for new ones. Every emitted window must match a reference count and
 // sum, and after every step the key index must hold exactly the keys that
 // are not free, each found under its own bytes, and the key ids must stay
-// within max(minKeys, the most keys active at once).
+// within keyBound (at most twice the most keys active at once, or minKeys).
 func TestIdleKeysEvictedAndReused(t *testing.T) {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
@@ -86,8 +86,8 @@ func checkKeyIndex(t *testing.T, w *Window) {
 	for _, k := range w.freeKeys {
 		free[k] = true
 	}
-	if bound := max(minKeys, w.activeMax); len(w.keys) > bound {
-		t.Fatalf("%d key ids, more than max(minKeys, most active %d) = %d", len(w.keys), w.activeMax, bound)
+	if bound := w.keyBound(); len(w.keys) > bound || bound < w.activeMax || bound > 2*max(minKeys, w.activeMax) {
+		t.Fatalf("%d key ids, bound %d, most active %d", len(w.keys), bound, w.activeMax)
 	}
 	indexed := 0
 	active := 0

@@ -45,10 +45,20 @@ func cmpSlotOrd(a, b slotOrd) int {
 func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) (ords []slotOrd, perm []int32) {
 	ords = slices.Grow(w.ords[:0], len(slots))[:len(slots)]
 	w.ords = ords
-	for i, s := range slots {
-		info := &w.slots[s]
-		ki := &w.keys[info.kid]
-		ords[i] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
+	for lo := 0; lo < len(slots); lo += prefetchRows {
+		// Load prefetchRows keys before reading them, so that their cache
+		// misses overlap.
+		group := slots[lo:min(len(slots), lo+prefetchRows)]
+		var sink uint64
+		for _, s := range group {
+			sink += w.keys[w.slots[s].kid].pfx
+		}
+		w.sink += sink
+		for j, s := range group {
+			info := &w.slots[s]
+			ki := &w.keys[info.kid]
+			ords[lo+j] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
+		}
 	}
 	perm = w.sortPerm(ords)
 	for j, i := range perm {

@@ -476,7 +476,7 @@ const minKeys = 1 << 12
 // make room for a new key once the key ids reach the most keys ever active
 // at once (a size the key table and slices had to reach anyway).
 func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
-	if len(w.freeKeys) == 0 && len(w.keys) >= max(minKeys, w.activeMax) {
+	if len(w.freeKeys) == 0 && len(w.keys) >= w.keyBound() {
 		w.evictIdle()
 	}
 	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
@@ -582,24 +582,44 @@ func (w *Window) newSlot(kid int32, start, end int64) int32 {
 	return s
 }
 
-// evictIdle frees the oldest idle key (one without open slots), if any.
+// keyBound is the number of key ids past which newKey evicts idle keys:
+// half as many again as the most keys ever active at once (at least
+// minKeys), so that keys that come back every few windows stay.
+func (w *Window) keyBound() int { return max(minKeys, w.activeMax+w.activeMax/2) }
+
+// evictIdle frees the oldest idle keys (keys without open slots): those
+// among the next prefetchRows in the queue, or more until it frees one or
+// the queue is empty. It loads the keys and their index entries before it
+// removes them, so that their cache misses overlap.
 func (w *Window) evictIdle() {
-	for w.idleHead < len(w.idle) {
-		kid := w.idle[w.idleHead]
-		w.idleHead++
-		ki := &w.keys[kid]
-		ki.queued = false
-		if ki.refs > 0 {
-			continue // it came back
+	t := &w.ktab
+	freed := false
+	for !freed && w.idleHead < len(w.idle) {
+		cand := w.idle[w.idleHead:min(len(w.idle), w.idleHead+prefetchRows)]
+		w.idleHead += len(cand)
+		var sink uint64
+		for _, kid := range cand {
+			sink += uint64(w.keys[kid].h)
 		}
-		if w.strKey && kid == w.nullKid {
-			w.nullKid = -1
-		} else {
-			w.ktab.remove(ki.h, kid)
+		for _, kid := range cand {
+			sink += t.ents[uint64(w.keys[kid].h)&t.mask]
 		}
-		ki.bytes = ""
-		w.freeKeys = append(w.freeKeys, kid)
-		break
+		w.sink += sink
+		for _, kid := range cand {
+			ki := &w.keys[kid]
+			ki.queued = false
+			if ki.refs > 0 {
+				continue // it came back
+			}
+			if w.strKey && kid == w.nullKid {
+				w.nullKid = -1
+			} else {
+				t.remove(ki.h, kid)
+			}
+			ki.bytes = ""
+			w.freeKeys = append(w.freeKeys, kid)
+			freed = true
+		}
 	}
 	if w.idleHead == len(w.idle) {
 		w.idle, w.idleHead = w.idle[:0], 0
@@ -1042,9 +1062,21 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, 
 		// once instead of growing the buffer by doubling.
 		sb.ReserveData(keyBytes)
 	}
-	for _, k := range g.keys {
-		if err := decodeKey(k, kbs); err != nil {
-			return nil, err
+	// The keys' bytes lie scattered over the heap: load prefetchRows of
+	// them before decoding them, so that their cache misses overlap.
+	for lo := 0; lo < len(g.keys); lo += prefetchRows {
+		group := g.keys[lo:min(len(g.keys), lo+prefetchRows)]
+		var sink byte
+		for _, k := range group {
+			if len(k) > 0 {
+				sink += k[len(k)-1]
+			}
+		}
+		w.sink += uint64(sink)
+		for _, k := range group {
+			if err := decodeKey(k, kbs); err != nil {
+				return nil, err
+			}
 		}
 	}
 	col += nk
