@@ -133,47 +133,48 @@ type typedCol[T any, A interface {
 	array.Builder
 	Append(T)
 }] struct {
-	vals  []T
-	valid []bool
-	cmp   func(a, b T) int
+	vals []heldVal[T] // per slot, value and validity side by side
+	cmp  func(a, b T) int
+}
+
+// heldVal is one slot of a typedCol.
+type heldVal[T any] struct {
+	v  T
+	ok bool // not null
 }
 
 func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
 	if int(s) >= len(c.vals) {
-		n := max(int(s)+1, 2*len(c.vals))
-		c.vals = growTo(c.vals, n)
-		c.valid = growTo(c.valid, n)
+		c.vals = growTo(c.vals, max(int(s)+1, 2*len(c.vals)))
 	}
 	if a.IsNull(i) {
-		var zero T
-		c.vals[s], c.valid[s] = zero, false
+		c.vals[s] = heldVal[T]{}
 		return
 	}
-	c.vals[s], c.valid[s] = a.(A).Value(i), true
+	c.vals[s] = heldVal[T]{v: a.(A).Value(i), ok: true}
 }
 
 func (c *typedCol[T, A, B]) clear(s int32) {
-	var zero T
-	c.vals[s], c.valid[s] = zero, false
+	c.vals[s] = heldVal[T]{}
 }
 
 func (c *typedCol[T, A, B]) compare(s int32, a arrow.Array, i int) int {
-	return c.cmp(c.vals[s], a.(A).Value(i))
+	return c.cmp(c.vals[s].v, a.(A).Value(i))
 }
 
-func (c *typedCol[T, A, B]) compareSlots(s, t int32) int { return c.cmp(c.vals[s], c.vals[t]) }
+func (c *typedCol[T, A, B]) compareSlots(s, t int32) int { return c.cmp(c.vals[s].v, c.vals[t].v) }
 
-func (c *typedCol[T, A, B]) isNull(s int32) bool { return !c.valid[s] }
+func (c *typedCol[T, A, B]) isNull(s int32) bool { return !c.vals[s].ok }
 
 func (c *typedCol[T, A, B]) appendSlots(b array.Builder, slots []int32) {
 	b.Reserve(len(slots))
 	bb := b.(B)
 	for _, s := range slots {
-		if s < 0 || !c.valid[s] {
+		if s < 0 || !c.vals[s].ok {
 			bb.AppendNull()
 			continue
 		}
-		bb.Append(c.vals[s])
+		bb.Append(c.vals[s].v)
 	}
 }
 
@@ -195,11 +196,14 @@ type bytesCol[T string | []byte, A interface {
 	cur       int32    // the chunk appended to (-1: none)
 	live      int
 	dead      int
-	ch        []int32 // slot's chunk
-	off       []int32 // slot's first byte in its chunk
-	n         []int32 // slot's length (0 when null or free)
-	valid     []bool
+	slots     []bytesSlot
 	bin       func(array.Builder) *array.BinaryBuilder
+}
+
+// bytesSlot is where one slot's bytes are.
+type bytesSlot struct {
+	ch, off int32 // chunk, first byte in it
+	n       int32 // length; -1: null (or free)
 }
 
 const (
@@ -219,15 +223,15 @@ func largeStringBuilderBin(b array.Builder) *array.BinaryBuilder {
 func binaryBuilderBin(b array.Builder) *array.BinaryBuilder { return b.(*array.BinaryBuilder) }
 
 func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
-	if int(s) >= len(c.n) {
-		if len(c.n) == 0 {
+	if int(s) >= len(c.slots) {
+		if len(c.slots) == 0 {
 			c.cur = -1
 		}
-		n := max(int(s)+1, 2*len(c.n))
-		c.ch = growTo(c.ch, n)
-		c.off = growTo(c.off, n)
-		c.n = growTo(c.n, n)
-		c.valid = growTo(c.valid, n)
+		n := len(c.slots)
+		c.slots = growTo(c.slots, max(int(s)+1, 2*n))
+		for j := n; j < len(c.slots); j++ {
+			c.slots[j].n = -1
+		}
 	}
 	c.clear(s)
 	if a.IsNull(i) {
@@ -235,7 +239,7 @@ func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
 	}
 	v := a.(A).Value(i)
 	if len(v) == 0 {
-		c.valid[s] = true
+		c.slots[s] = bytesSlot{}
 		return
 	}
 	if c.dead > c.live && c.dead > heldSlack {
@@ -243,7 +247,7 @@ func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
 	}
 	k := c.room(len(v))
 	buf := c.chunks[k]
-	c.ch[s], c.off[s], c.n[s], c.valid[s] = k, int32(len(buf)), int32(len(v)), true
+	c.slots[s] = bytesSlot{ch: k, off: int32(len(buf)), n: int32(len(v))}
 	c.chunks[k] = append(buf, v...)
 	c.chunkLive[k] += len(v)
 	c.live += len(v)
@@ -277,26 +281,27 @@ func (c *bytesCol[T, A]) compact() {
 	old := c.chunks
 	c.chunks, c.chunkLive, c.freeIdx, c.cur = nil, nil, nil, -1
 	c.live, c.dead = 0, 0
-	for s, n := range c.n {
-		if n == 0 {
+	for s := range c.slots {
+		sl := &c.slots[s]
+		if sl.n <= 0 {
 			continue
 		}
-		v := old[c.ch[s]][c.off[s] : c.off[s]+n]
-		k := c.room(int(n))
-		c.ch[s], c.off[s] = k, int32(len(c.chunks[k]))
+		v := old[sl.ch][sl.off : sl.off+sl.n]
+		k := c.room(int(sl.n))
+		sl.ch, sl.off = k, int32(len(c.chunks[k]))
 		c.chunks[k] = append(c.chunks[k], v...)
-		c.chunkLive[k] += int(n)
-		c.live += int(n)
+		c.chunkLive[k] += int(sl.n)
+		c.live += int(sl.n)
 	}
 }
 
 func (c *bytesCol[T, A]) clear(s int32) {
-	n := int(c.n[s])
-	c.n[s], c.valid[s] = 0, false
-	if n == 0 {
+	sl := &c.slots[s]
+	n, k := int(sl.n), sl.ch
+	sl.n = -1
+	if n <= 0 {
 		return
 	}
-	k := c.ch[s]
 	c.chunkLive[k] -= n
 	c.live -= n
 	c.dead += n
@@ -318,12 +323,11 @@ func (c *bytesCol[T, A]) clear(s int32) {
 }
 
 func (c *bytesCol[T, A]) bytes(s int32) []byte {
-	n := c.n[s]
-	if n == 0 {
+	sl := c.slots[s]
+	if sl.n <= 0 {
 		return nil
 	}
-	o := c.off[s]
-	return c.chunks[c.ch[s]][o : o+n : o+n]
+	return c.chunks[sl.ch][sl.off : sl.off+sl.n : sl.off+sl.n]
 }
 
 func (c *bytesCol[T, A]) appendSlots(b array.Builder, slots []int32) {
@@ -331,13 +335,13 @@ func (c *bytesCol[T, A]) appendSlots(b array.Builder, slots []int32) {
 	total := 0
 	for _, s := range slots {
 		if s >= 0 {
-			total += int(c.n[s])
+			total += max(0, int(c.slots[s].n))
 		}
 	}
 	bb.Reserve(len(slots))
 	bb.ReserveData(total)
 	for _, s := range slots {
-		if s < 0 || !c.valid[s] {
+		if s < 0 || c.slots[s].n < 0 {
 			bb.AppendNull()
 			continue
 		}
@@ -351,7 +355,7 @@ func (c *bytesCol[T, A]) compare(s int32, a arrow.Array, i int) int {
 
 func (c *bytesCol[T, A]) compareSlots(s, t int32) int { return bytes.Compare(c.bytes(s), c.bytes(t)) }
 
-func (c *bytesCol[T, A]) isNull(s int32) bool { return !c.valid[s] }
+func (c *bytesCol[T, A]) isNull(s int32) bool { return c.slots[s].n < 0 }
 
 // compareBytes orders a and b byte-wise, like bytes.Compare and
 // strings.Compare.
