@@ -57,8 +57,14 @@ func TestRxEqualsRegexp(t *testing.T) {
 		`é?id=(\d)`,
 		`(?i)x?ID=(\d)`,
 		`ab|id=(\d)`,
+		// ^ before the literal with flags, non-greedy and named groups after it: the
+		// suffix regexp is printed and compiled again, so they must survive.
+		`(^|&)id=(?i:A|bb)?(.*?)(&|$)`,
+		`(^|x)id=(?s:.)+?(?P<tail>\d*)`,
+		`(?U)(^|&)id=(\d+)`,
+		`(?i:x?)(^|&)id=([^&]*)`,
 	}
-	pieces := []string{"id=", "channel_", "channel_id=", "&", "^", "a", "bb", "x", "1", "23", "\n", "é", "ID=", " ", "$", "q=7"}
+	pieces := []string{"id=", "channel_", "channel_id=", "&", "^", "a", "A", "bb", "BB", "x", "X", "1", "23", "\n", "é", "ID=", " ", "$", "q=7"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	texts := []string{"", "id=", "&channel_id=", "channel_id=5", "xchannel_id=1&channel_id=2"}
 	for range 3000 {
