@@ -152,6 +152,9 @@ func newPlan(file string, opts DecodeOptions) (*plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: schema: %w", file, err)
 		}
+		if f.Type.ID() == arrow.DICTIONARY {
+			return nil, fmt.Errorf("%s: schema: field %q has type %s: dictionary-encoded strings are decoded from Parquet only (declare it as string)", file, f.Name, f.Type)
+		}
 		p.kinds = append(p.kinds, k)
 		p.names = append(p.names, f.Name)
 		f.Type = k.arrowType()

@@ -47,6 +47,9 @@ func flatColumns(pf *file.Reader, names []string, src []arrow.DataType, leaves [
 			return nil
 		}
 		phys := d.PhysicalType()
+		if out[i].ID() == arrow.DICTIONARY {
+			return nil // see decodeParquetStream
+		}
 		ok := false
 		switch kinds[i] {
 		case kString:

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // decodeParquet (parquet.go) is this, collecting the batches.
@@ -43,6 +44,9 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 	kinds := make([]kind, declared.NumFields())
 	srcTypes := make([]arrow.DataType, declared.NumFields())
 	fieldLeaf := make([]int, declared.NumFields()) // -1: not a leaf column
+	// dict[i]: output column i is DictStringType (declared so).
+	dict := make([]bool, declared.NumFields())
+	var dictLeaves []int
 	var leaves []int
 	et := -1
 	for i, f := range declared.Fields() {
@@ -67,7 +71,13 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 				return nil, fmt.Errorf("%s: Parquet column %q has type %s, incompatible with declared %s", fileName, f.Name, src, k)
 			}
 			kinds[i] = k
-			f.Type, f.Nullable = k.arrowType(), true
+			if isDictString(f.Type) {
+				dict[i] = true
+				f.Type = DictStringType
+			} else {
+				f.Type = k.arrowType()
+			}
+			f.Nullable = true
 			outFields[i] = f
 		}
 		if f.Name == opts.EventTime {
@@ -81,6 +91,22 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 			fieldLeaf[i] = sf.ColIndex
 		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi[0]])
+		if dict[i] && fieldLeaf[i] >= 0 {
+			dictLeaves = append(dictLeaves, fieldLeaf[i])
+		}
+	}
+	if len(dictLeaves) > 0 {
+		// Read those string columns as dictionaries: pqarrow then keeps
+		// each column chunk's dictionary and appends the indices of
+		// dictionary-encoded pages as they are (plain pages are hashed into
+		// the same dictionary).
+		props := fr.Props
+		for _, l := range dictLeaves {
+			props.SetReadDict(l, true)
+		}
+		if fr, err = pqarrow.NewFileReader(pf, props, opts.Mem); err != nil {
+			return nil, fmt.Errorf("%s: parquet: %w", fileName, err)
+		}
 	}
 	if opts.EventTime != "" && et < 0 {
 		return nil, fmt.Errorf("%s: event time column %q is not in the schema", fileName, opts.EventTime)
@@ -181,6 +207,10 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 			} else if src := rec.Column(idx[0]); opts.Schema == nil && kinds[i] != kTimestamp {
 				src.Retain()
 				cols[i] = src
+			} else if dict[i] {
+				if cols[i], err = toDictString(src, opts.Mem); err != nil {
+					err = fmt.Errorf("column %q: %w", f.Name, err)
+				}
 			} else if cols[i], err = convertColumn(src, kinds[i], f.Type); err != nil {
 				err = fmt.Errorf("column %q: %w", f.Name, err)
 			}

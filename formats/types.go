@@ -39,6 +39,19 @@ const TypeMetadataKey = "floe.type"
 // TimestampType is the Arrow type of every timestamp column floe produces.
 var TimestampType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
+// DictStringType is dictionary<values=utf8, indices=int32>. A declared
+// string field of this type is decoded from Parquet as dictionary-encoded
+// strings: each batch carries a dictionary (which may hold values no row
+// of the batch uses) and int32 indices into it. JSON lines and CSV reject a
+// schema with such a field.
+var DictStringType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+
+// isDictString reports whether t is DictStringType.
+func isDictString(t arrow.DataType) bool {
+	d, ok := t.(*arrow.DictionaryType)
+	return ok && d.IndexType.ID() == arrow.INT32 && d.ValueType.ID() == arrow.STRING && !d.Ordered
+}
+
 // Field is one declared column: a name and a type name accepted by ParseType.
 type Field struct {
 	Name string
@@ -154,6 +167,15 @@ func FieldType(f arrow.Field) (string, error) {
 }
 
 func fieldKind(f arrow.Field) (kind, error) {
+	if f.Type != nil && f.Type.ID() == arrow.DICTIONARY {
+		if !isDictString(f.Type) {
+			return 0, fmt.Errorf("field %q: unsupported type %s (the only dictionary type is %s)", f.Name, f.Type, DictStringType)
+		}
+		if i := f.Metadata.FindKey(TypeMetadataKey); i >= 0 && f.Metadata.Values()[i] != "string" {
+			return 0, fmt.Errorf("field %q: declared type %q does not match Arrow type %s", f.Name, f.Metadata.Values()[i], f.Type)
+		}
+		return kString, nil
+	}
 	if i := f.Metadata.FindKey(TypeMetadataKey); i >= 0 {
 		k, ok := kindNames[f.Metadata.Values()[i]]
 		if !ok {

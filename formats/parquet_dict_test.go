@@ -1,0 +1,276 @@
+package formats
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// dictSchema is schema with the named string fields declared as
+// DictStringType.
+func dictSchema(schema *arrow.Schema, names ...string) *arrow.Schema {
+	fs := schema.Fields()
+	for i := range fs {
+		for _, n := range names {
+			if fs[i].Name == n {
+				fs[i].Type = DictStringType
+			}
+		}
+	}
+	md := schema.Metadata()
+	return arrow.NewSchema(fs, &md)
+}
+
+// writeDictTest writes rec with small pages and the given dictionary page
+// size limit (a small one makes dictionaries fall back to plain pages
+// mid-chunk).
+func writeDictTest(t testing.TB, rec arrow.RecordBatch, rowGroup int64, dict bool, dictLimit int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup), parquet.WithDictionaryDefault(dict),
+		parquet.WithDataPageSize(2048), parquet.WithDictionaryPageSizeLimit(dictLimit), parquet.WithCompression(0))
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBuffered(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// checkDictBatches fails unless the named columns of every batch are
+// DictStringType arrays whose valid rows index inside their dictionary,
+// and every batch has the decoded schema.
+func checkDictBatches(t testing.TB, d *Decoded, names ...string) {
+	t.Helper()
+	for _, b := range d.Batches {
+		if !d.Schema.Equal(b.Schema()) {
+			t.Fatalf("batch schema %s, want %s", b.Schema(), d.Schema)
+		}
+		for _, n := range names {
+			c := b.Column(b.Schema().FieldIndices(n)[0])
+			da, ok := c.(*array.Dictionary)
+			if !ok || !isDictString(c.DataType()) {
+				t.Fatalf("column %q is %s, want %s", n, c.DataType(), DictStringType)
+			}
+			idx := da.Indices().(*array.Int32)
+			for j := 0; j < da.Len(); j++ {
+				if da.IsValid(j) && (idx.Value(j) < 0 || int(idx.Value(j)) >= da.Dictionary().Len()) {
+					t.Fatalf("column %q row %d: index %d outside a dictionary of %d", n, j, idx.Value(j), da.Dictionary().Len())
+				}
+			}
+		}
+	}
+}
+
+// unpackedRows is rows with dictionary columns unpacked.
+func unpackedRows(t testing.TB, bs []arrow.RecordBatch) [][]any {
+	t.Helper()
+	var plain []arrow.RecordBatch
+	for _, b := range bs {
+		cols := make([]arrow.Array, b.NumCols())
+		fs := make([]arrow.Field, b.NumCols())
+		for i, c := range b.Columns() {
+			if d, ok := c.(*array.Dictionary); ok {
+				u, err := compute.CastArray(context.Background(), d, compute.SafeCastOptions(d.Dictionary().DataType()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer u.Release()
+				c = u
+			}
+			cols[i] = c
+			fs[i] = arrow.Field{Name: b.Schema().Field(i).Name, Type: c.DataType(), Nullable: true}
+		}
+		plain = append(plain, array.NewRecordBatch(arrow.NewSchema(fs, nil), cols, b.NumRows()))
+	}
+	defer releaseAll(plain)
+	return rows(plain)
+}
+
+// decodeBoth decodes data with schema as declared and with names as
+// DictStringType, by Decode and by DecodeStream, and fails unless the
+// dictionary decodes unpack to the plain decode's rows and have its
+// rejects.
+func decodeBoth(t testing.TB, data []byte, schema *arrow.Schema, opts DecodeOptions, names ...string) *Decoded {
+	t.Helper()
+	opts.Schema = schema
+	plain := decode(t, "parquet", string(data), opts)
+	want := rows(plain.Batches)
+	opts.Schema = dictSchema(schema, names...)
+	for _, general := range []bool{false, true} {
+		opts.generalParquet = general
+		got := decode(t, "parquet", string(data), opts)
+		checkDictBatches(t, got, names...)
+		if got.Rows != plain.Rows || !reflect.DeepEqual(unpackedRows(t, got.Batches), want) {
+			t.Fatalf("general=%v: dictionary decode differs from the plain decode (%d vs %d rows)", general, got.Rows, plain.Rows)
+		}
+		if !reflect.DeepEqual(got.Rejects, plain.Rejects) {
+			t.Fatalf("general=%v: rejects %v\nplain %v", general, got.Rejects, plain.Rejects)
+		}
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		sopts := opts
+		sopts.Mem = mem
+		var streamed []arrow.RecordBatch
+		sd, err := DecodeStream("parquet", "in.parquet", data, sopts, func(b arrow.RecordBatch) error {
+			streamed = append(streamed, b)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd.Batches = streamed
+		sd.Schema = got.Schema
+		checkDictBatches(t, sd, names...)
+		if sd.Rows != plain.Rows || !reflect.DeepEqual(unpackedRows(t, streamed), want) || !reflect.DeepEqual(sd.Rejects, plain.Rejects) {
+			t.Fatalf("general=%v: DecodeStream differs from the plain decode", general)
+		}
+		releaseAll(streamed)
+		mem.AssertSize(t, 0)
+	}
+	return plain
+}
+
+// TestParquetDictEqualsPlain: string columns declared as DictStringType
+// decode, unpacked, to the plain decode's rows and rejects (invalid UTF-8
+// in a dictionary value, null event times), for dictionary and plain
+// pages, dictionaries that fall back to plain pages mid-chunk, several row
+// groups, nulls and odd batch sizes.
+func TestParquetDictEqualsPlain(t *testing.T) {
+	schema := mustSchema(t, Field{"t", "timestamp"}, Field{"u", "string"}, Field{"d", "string"},
+		Field{"i", "int64"}, Field{"i32", "int32"}, Field{"f", "float64"})
+	for _, nullEvery := range []int{0, 5, 1} {
+		rec := flatTestBatch(5000, nullEvery)
+		for _, dict := range []bool{true, false} {
+			for _, limit := range []int64{1 << 20, 1024} {
+				for _, rg := range []int64{5000, 1777} {
+					data := writeDictTest(t, rec, rg, dict, limit)
+					for _, batch := range []int{64 << 10, 1000, 333} {
+						t.Run(fmt.Sprintf("nulls%d/dict=%v/limit%d/rg%d/batch%d", nullEvery, dict, limit, rg, batch), func(t *testing.T) {
+							opts := DecodeOptions{EventTime: "t", BatchSize: batch}
+							if nullEvery == 1 {
+								opts.EventTime = ""
+							}
+							plain := decodeBoth(t, data, schema, opts, "u", "d")
+							if plain.Rows == 0 || (nullEvery != 1 && len(plain.Rejects) == 0) {
+								t.Fatalf("%d rows, %d rejects: the test data lost its point", plain.Rows, len(plain.Rejects))
+							}
+						})
+					}
+				}
+			}
+		}
+		rec.Release()
+	}
+}
+
+// TestParquetDictBadUTF8: a row whose dictionary value is not valid UTF-8
+// is rejected with the plain decode's reason, whichever column it is in.
+func TestParquetDictBadUTF8(t *testing.T) {
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "k", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	for r := 0; r < 100; r++ {
+		if r%10 == 4 {
+			b.Field(0).(*array.StringBuilder).BinaryBuilder.Append([]byte("k\xc3"))
+		} else {
+			b.Field(0).(*array.StringBuilder).Append(fmt.Sprint("k", r%7))
+		}
+		b.Field(1).(*array.Int64Builder).Append(int64(r))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	data := writeDictTest(t, rec, 64, true, 1<<20)
+	schema := mustSchema(t, Field{"k", "string"}, Field{"v", "int64"})
+	plain := decodeBoth(t, data, schema, DecodeOptions{BatchSize: 17}, "k")
+	if plain.Rows != 90 || len(plain.Rejects) != 10 {
+		t.Fatalf("%d rows, %d rejects, want 90 and 10", plain.Rows, len(plain.Rejects))
+	}
+	want := Reject{File: "in.parquet", Line: 5, Reason: `column "k": value is not valid UTF-8: "k\xc3"`}
+	if plain.Rejects[0] != want {
+		t.Fatalf("reject %+v, want %+v", plain.Rejects[0], want)
+	}
+}
+
+// TestParquetDictStoredTypes: a file column stored as another Arrow string
+// shape (a dictionary with int8 indices, large_string) still comes out as
+// DictStringType.
+func TestParquetDictStoredTypes(t *testing.T) {
+	mem := memory.DefaultAllocator
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "d8", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}, Nullable: true},
+		{Name: "ls", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(mem, sch)
+	for r := 0; r < 300; r++ {
+		if r%11 == 0 {
+			b.Field(0).AppendNull()
+			b.Field(1).AppendNull()
+			continue
+		}
+		if err := b.Field(0).(*array.BinaryDictionaryBuilder).AppendString(fmt.Sprint("x", r%9)); err != nil {
+			t.Fatal(err)
+		}
+		b.Field(1).(*array.LargeStringBuilder).Append(strings.Repeat("y", r%5))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	for _, dict := range []bool{true, false} {
+		data := writeDictTest(t, rec, 100, dict, 1<<20)
+		plain := decodeBoth(t, data, mustSchema(t, Field{"d8", "string"}, Field{"ls", "string"}), DecodeOptions{BatchSize: 77}, "d8", "ls")
+		if plain.Rows != 300 {
+			t.Fatalf("%d rows, want 300", plain.Rows)
+		}
+	}
+}
+
+// TestDictSchemaErrors: dictionaries other than DictStringType, a
+// dictionary declared as another floe type, and DictStringType fields for
+// JSON lines or CSV are errors naming the field.
+func TestDictSchemaErrors(t *testing.T) {
+	bad := []arrow.Field{
+		{Name: "a", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}},
+		{Name: "a", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.PrimitiveTypes.Int64}},
+		{Name: "a", Type: DictStringType, Metadata: arrow.NewMetadata([]string{TypeMetadataKey}, []string{"int64"})},
+	}
+	for _, f := range bad {
+		if _, err := fieldKind(f); err == nil || !strings.Contains(err.Error(), `"a"`) {
+			t.Errorf("fieldKind(%s): error %v", f.Type, err)
+		}
+	}
+	if k, err := fieldKind(arrow.Field{Name: "a", Type: DictStringType}); err != nil || k != kString {
+		t.Fatalf("fieldKind(DictStringType) = %v, %v", k, err)
+	}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "user", Type: DictStringType, Nullable: true}}, nil)
+	for _, format := range []string{"jsonl", "csv"} {
+		_, err := Decode(format, "in."+format, []byte("{\"user\":\"x\"}\n"), DecodeOptions{Schema: schema})
+		if err == nil || !strings.Contains(err.Error(), `"user"`) || !strings.Contains(err.Error(), "Parquet only") {
+			t.Errorf("%s: error %v", format, err)
+		}
+		_, err = DecodeStream(format, "in."+format, []byte("user\nx\n"), DecodeOptions{Schema: schema}, func(b arrow.RecordBatch) error {
+			b.Release()
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "Parquet only") {
+			t.Errorf("%s stream: error %v", format, err)
+		}
+	}
+}
