@@ -20,7 +20,7 @@ func MarkKeyGroups(rec arrow.RecordBatch, keyCols []int, k int, sel []int32, lo 
 	if rec == nil || rec.NumRows() == 0 {
 		return 0, nil
 	}
-	kinds, err := keyKinds(rec.Schema(), keyCols)
+	kinds, err := keyKindsDict(rec.Schema(), keyCols)
 	if err != nil {
 		return 0, fmt.Errorf("mark key groups: %w", err)
 	}
