@@ -69,7 +69,7 @@ func (k WindowKind) String() string {
 // WindowSpec declares a keyed event-time window operator.
 type WindowSpec struct {
 	ID              string        // operator id, used in error messages
-	Keys            []string      // key columns (may be empty: one global key)
+	Keys            []string      // key columns (may be empty: one global key); a string key column may be dictionary-encoded (output and state hold its values)
 	EventTime       string        // timestamp[us] column
 	Kind            WindowKind    // Tumbling, Sliding or Session
 	Size            time.Duration // Tumbling and Sliding: window length
