@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 // toDictString returns a string column (plain, or a dictionary of strings
@@ -51,4 +52,73 @@ func toDictString(a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
 		return nil, fmt.Errorf("build dictionary: %w", err)
 	}
 	return b.NewArray(), nil
+}
+
+// startDict points the dictionary record reader of flat column i at its
+// chunk in row group rg (creating the reader for the first row group).
+func (r *flatReader) startDict(rg *file.RowGroupReader, i int) error {
+	c := r.cols[i]
+	pr, err := rg.GetColumnPageReader(c.leaf)
+	if err != nil {
+		return err
+	}
+	if r.dictRec[i] == nil {
+		info := file.LevelInfo{NullSlotUsage: 1, DefLevel: c.maxDef}
+		// A fresh type each time: the record reader may adjust it.
+		dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+		r.dictRec[i] = file.NewRecordReader(r.pf.MetaData().Schema.Column(c.leaf), info, dt, r.mem, r.pf.BufferPool())
+	}
+	if rw, ok := r.dictRec[i].(file.RecordReaderWithError); ok {
+		return rw.SetPageReaderWithError(pr)
+	}
+	r.dictRec[i].SetPageReader(pr)
+	return nil
+}
+
+// readDict reads the next n rows of dict column i: the chunk's dictionary
+// (the values of its dictionary page, plus the values of any plain pages
+// read so far, hashed into it) and the rows' indices, decoded straight
+// from dictionary-encoded pages.
+func (r *flatReader) readDict(i, n int) (arrow.Array, error) {
+	rr := r.dictRec[i]
+	rr.Reset()
+	if err := rr.Reserve(int64(n)); err != nil {
+		return nil, err
+	}
+	for got := 0; got < n; {
+		k, err := rr.ReadRecords(int64(n - got))
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			return nil, fmt.Errorf("column chunk ends after %d of %d rows", got, n)
+		}
+		got += int(k)
+	}
+	chunks := rr.(file.BinaryRecordReader).GetBuilderChunks()
+	defer releaseArrays(chunks)
+	var a arrow.Array
+	switch len(chunks) {
+	case 0:
+		return nil, fmt.Errorf("no values decoded for %d rows", n)
+	case 1:
+		a = chunks[0]
+		a.Retain()
+	default: // a new dictionary within the batch (not expected within a chunk)
+		var err error
+		if a, err = array.Concatenate(chunks, r.mem); err != nil {
+			return nil, err
+		}
+	}
+	if a.Len() != n || !isDictString(a.DataType()) {
+		a.Release()
+		return nil, fmt.Errorf("dictionary reader returned %d values of %s for %d rows", a.Len(), a.DataType(), n)
+	}
+	return a, nil
+}
+
+func releaseArrays(as []arrow.Array) {
+	for _, a := range as {
+		a.Release()
+	}
 }

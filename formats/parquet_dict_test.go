@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -165,6 +166,9 @@ func TestParquetDictEqualsPlain(t *testing.T) {
 							if nullEvery == 1 {
 								opts.EventTime = ""
 							}
+							if !flatApplies(t, data, dictSchema(schema, "u", "d")) {
+								t.Fatal("the flat reader does not take this file")
+							}
 							plain := decodeBoth(t, data, schema, opts, "u", "d")
 							if plain.Rows == 0 || (nullEvery != 1 && len(plain.Rejects) == 0) {
 								t.Fatalf("%d rows, %d rejects: the test data lost its point", plain.Rows, len(plain.Rejects))
@@ -271,6 +275,63 @@ func TestDictSchemaErrors(t *testing.T) {
 		})
 		if err == nil || !strings.Contains(err.Error(), "Parquet only") {
 			t.Errorf("%s stream: error %v", format, err)
+		}
+	}
+}
+
+// BenchmarkDecodeParquetDict: decoding user_id (10k distinct keys,
+// dictionary pages) as plain strings versus as DictStringType, with all
+// four columns of genClicks declared ("all") or only user_id ("key"); the
+// "fb" cases read a file of the benchmark data set when it is present.
+func BenchmarkDecodeParquetDict(b *testing.B) {
+	d, err := Decode("jsonl", "gen.jsonl", genClicks(benchRows), DecodeOptions{Schema: clickSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gen, err := EncodeParquet(d.Schema, d.Batches, EncodeOptions{Compression: "snappy"})
+	d.Release()
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := map[string][]byte{"gen": gen}
+	if fb, err := os.ReadFile("/tmp/fb-data/10000000-100-10000/parquet/events-00000.parquet"); err == nil {
+		files["fb"] = fb
+	}
+	all := mustSchema(b, Field{"event_time", "timestamp"}, Field{"user_id", "string"}, Field{"page", "string"}, Field{"bytes", "int64"})
+	key := mustSchema(b, Field{"user_id", "string"})
+	for _, src := range []string{"gen", "fb"} {
+		data := files[src]
+		for _, cols := range []string{"all", "key"} {
+			schema := map[string]*arrow.Schema{"all": all, "key": key}[cols]
+			for _, mode := range []string{"plain-flat", "plain-general", "dict"} {
+				b.Run(src+"/"+cols+"/"+mode, func(b *testing.B) {
+					if data == nil {
+						b.Skip("no benchmark data file")
+					}
+					opts := DecodeOptions{Schema: schema, Mem: memory.NewGoAllocator(), generalParquet: mode == "plain-general"}
+					if mode == "dict" {
+						opts.Schema = dictSchema(schema, "user_id")
+					}
+					pd, err := Decode("parquet", "bench.parquet", data, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n := pd.Rows
+					pd.Release()
+					b.SetBytes(int64(len(data)))
+					b.ReportAllocs()
+					b.ResetTimer()
+					cpu0 := cpuTime()
+					for i := 0; i < b.N; i++ {
+						d, err := Decode("parquet", "bench.parquet", data, opts)
+						if err != nil || d.Rows != n {
+							b.Fatal(err)
+						}
+						d.Release()
+					}
+					reportRows(b, int(n), cpu0)
+				})
+			}
 		}
 	}
 }

@@ -30,6 +30,7 @@ type flatColumn struct {
 	maxDef int16
 	typ    arrow.DataType // output type
 	phys   parquet.Type
+	dict   bool // output DictStringType (read by a dictionary record reader)
 }
 
 // flatColumns returns the flat reading plan of the output columns, or nil
@@ -47,13 +48,10 @@ func flatColumns(pf *file.Reader, names []string, src []arrow.DataType, leaves [
 			return nil
 		}
 		phys := d.PhysicalType()
-		if out[i].ID() == arrow.DICTIONARY {
-			return nil // see decodeParquetStream
-		}
 		ok := false
 		switch kinds[i] {
 		case kString:
-			ok = src[i].ID() == arrow.STRING && phys == parquet.Types.ByteArray
+			ok = src[i].ID() == arrow.STRING && phys == parquet.Types.ByteArray && (out[i].ID() == arrow.STRING || isDictString(out[i]))
 		case kInt64:
 			ok = src[i].ID() == arrow.INT64 && phys == parquet.Types.Int64
 		case kInt32:
@@ -68,7 +66,7 @@ func flatColumns(pf *file.Reader, names []string, src []arrow.DataType, leaves [
 		if !ok {
 			return nil
 		}
-		cols[i] = flatColumn{name: names[i], leaf: leaves[i], maxDef: d.MaxDefinitionLevel(), typ: out[i], phys: phys}
+		cols[i] = flatColumn{name: names[i], leaf: leaves[i], maxDef: d.MaxDefinitionLevel(), typ: out[i], phys: phys, dict: isDictString(out[i])}
 	}
 	return cols
 }
@@ -83,12 +81,23 @@ type flatReader struct {
 	avgLen  []int
 	scratch []parquet.ByteArray
 	defs    []int16
+	// per column: the dictionary record reader of a dict column (nil
+	// otherwise), kept from row group to row group
+	dictRec []file.RecordReader
 }
 
 // each reads the whole file and calls fn with each batch's columns (fn
 // takes over the arrays) and row count.
 func (r *flatReader) each(fn func(cols []arrow.Array, n int64) error) error {
 	r.avgLen = make([]int, len(r.cols))
+	r.dictRec = make([]file.RecordReader, len(r.cols))
+	defer func() {
+		for _, rr := range r.dictRec {
+			if rr != nil {
+				rr.Release()
+			}
+		}
+	}()
 	for g := 0; g < r.pf.NumRowGroups(); g++ {
 		if err := r.rowGroup(g, fn); err != nil {
 			return err
@@ -102,10 +111,19 @@ func (r *flatReader) rowGroup(g int, fn func(cols []arrow.Array, n int64) error)
 	readers := make([]file.ColumnChunkReader, 0, len(r.cols))
 	defer func() {
 		for _, cr := range readers {
-			cr.Close()
+			if cr != nil {
+				cr.Close()
+			}
 		}
 	}()
-	for _, c := range r.cols {
+	for i, c := range r.cols {
+		if c.dict {
+			if err := r.startDict(rg, i); err != nil {
+				return fmt.Errorf("row group %d column %q: %w", g, c.name, err)
+			}
+			readers = append(readers, nil)
+			continue
+		}
 		cr, err := rg.Column(c.leaf)
 		if err != nil {
 			return fmt.Errorf("row group %d column %q: %w", g, c.name, err)
@@ -144,6 +162,9 @@ func (r *flatReader) levels(c flatColumn, n int) []int16 {
 }
 
 func (r *flatReader) read(cr file.ColumnChunkReader, c flatColumn, i, n int) (arrow.Array, error) {
+	if c.dict {
+		return r.readDict(i, n)
+	}
 	switch rd := cr.(type) {
 	case *file.ByteArrayColumnChunkReader:
 		return r.readStrings(rd, c, i, n)
