@@ -58,9 +58,21 @@ func toDictString(a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
 // chunk in row group rg (creating the reader for the first row group).
 func (r *flatReader) startDict(rg *file.RowGroupReader, i int) error {
 	c := r.cols[i]
+	if r.dictPg[i] != nil {
+		r.dictPg[i].release()
+		r.dictPg[i] = nil
+	}
+	cc, err := rg.MetaData().ColumnChunk(c.leaf)
+	if err != nil {
+		return err
+	}
 	pr, err := rg.GetColumnPageReader(c.leaf)
 	if err != nil {
 		return err
+	}
+	if !r.noDictPages && allDictPages(cc) {
+		r.dictPg[i] = &dictPages{pr: pr, maxDef: c.maxDef, mem: r.mem}
+		return nil
 	}
 	if r.dictRec[i] == nil {
 		info := file.LevelInfo{NullSlotUsage: 1, DefLevel: c.maxDef}
@@ -80,6 +92,9 @@ func (r *flatReader) startDict(rg *file.RowGroupReader, i int) error {
 // read so far, hashed into it) and the rows' indices, decoded straight
 // from dictionary-encoded pages.
 func (r *flatReader) readDict(i, n int) (arrow.Array, error) {
+	if d := r.dictPg[i]; d != nil {
+		return d.read(n, r.cols[i].typ)
+	}
 	rr := r.dictRec[i]
 	rr.Reset()
 	if err := rr.Reserve(int64(n)); err != nil {

@@ -84,6 +84,13 @@ type flatReader struct {
 	// per column: the dictionary record reader of a dict column (nil
 	// otherwise), kept from row group to row group
 	dictRec []file.RecordReader
+	// per column: the page reader of a dict column whose chunk in the
+	// current row group has only dictionary-encoded data pages (nil
+	// otherwise)
+	dictPg []*dictPages
+	// noDictPages makes every dict column use its record reader (tests
+	// compare the two)
+	noDictPages bool
 }
 
 // each reads the whole file and calls fn with each batch's columns (fn
@@ -91,10 +98,16 @@ type flatReader struct {
 func (r *flatReader) each(fn func(cols []arrow.Array, n int64) error) error {
 	r.avgLen = make([]int, len(r.cols))
 	r.dictRec = make([]file.RecordReader, len(r.cols))
+	r.dictPg = make([]*dictPages, len(r.cols))
 	defer func() {
 		for _, rr := range r.dictRec {
 			if rr != nil {
 				rr.Release()
+			}
+		}
+		for _, d := range r.dictPg {
+			if d != nil {
+				d.release()
 			}
 		}
 	}()
