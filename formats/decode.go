@@ -52,6 +52,10 @@ type DecodeOptions struct {
 	// generalParquet makes the Parquet decoder use pqarrow's record reader
 	// for every file (tests compare it with the flat reader).
 	generalParquet bool
+	// recordDictParquet makes the flat Parquet reader read every
+	// DictStringType column with pqarrow's dictionary record reader, never
+	// straight from the pages (tests compare the two).
+	recordDictParquet bool
 }
 
 // Decoded is the result of Decode. The caller owns Batches and must Release

@@ -17,6 +17,12 @@ import (
 // keeps its dictionary; anything else is hashed into a new dictionary of
 // the distinct values in first-seen order.
 func toDictString(a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	if d, ok := a.(*array.Dictionary); ok {
+		// pqarrow does not check the indices it reads.
+		if err := checkDictIndices(d); err != nil {
+			return nil, err
+		}
+	}
 	if isDictString(a.DataType()) {
 		a.Retain()
 		return a, nil
@@ -129,7 +135,33 @@ func (r *flatReader) readDict(i, n int) (arrow.Array, error) {
 		a.Release()
 		return nil, fmt.Errorf("dictionary reader returned %d values of %s for %d rows", a.Len(), a.DataType(), n)
 	}
+	if err := checkDictIndices(a.(*array.Dictionary)); err != nil {
+		a.Release()
+		return nil, err
+	}
 	return a, nil
+}
+
+// checkDictIndices fails unless every valid index of d lies inside its
+// dictionary (a corrupt file can say otherwise).
+func checkDictIndices(d *array.Dictionary) error {
+	size := d.Dictionary().Len()
+	if idx, ok := d.Indices().(*array.Int32); ok {
+		for j, k := range idx.Int32Values() {
+			if uint32(k) >= uint32(size) && idx.IsValid(j) {
+				return fmt.Errorf("row %d: dictionary index %d outside a dictionary of %d values", j, k, size)
+			}
+		}
+		return nil
+	}
+	for j := 0; j < d.Len(); j++ {
+		if d.IsValid(j) {
+			if k := d.GetValueIndex(j); k < 0 || k >= size {
+				return fmt.Errorf("row %d: dictionary index %d outside a dictionary of %d values", j, k, size)
+			}
+		}
+	}
+	return nil
 }
 
 func releaseArrays(as []arrow.Array) {

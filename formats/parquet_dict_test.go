@@ -3,17 +3,20 @@ package formats
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -113,15 +116,17 @@ func decodeBoth(t testing.TB, data []byte, schema *arrow.Schema, opts DecodeOpti
 	plain := decode(t, "parquet", string(data), opts)
 	want := rows(plain.Batches)
 	opts.Schema = dictSchema(schema, names...)
-	for _, general := range []bool{false, true} {
-		opts.generalParquet = general
+	for _, mode := range []string{"pages", "record", "general"} {
+		general := mode
+		opts.generalParquet = mode == "general"
+		opts.recordDictParquet = mode == "record"
 		got := decode(t, "parquet", string(data), opts)
 		checkDictBatches(t, got, names...)
 		if got.Rows != plain.Rows || !reflect.DeepEqual(unpackedRows(t, got.Batches), want) {
-			t.Fatalf("general=%v: dictionary decode differs from the plain decode (%d vs %d rows)", general, got.Rows, plain.Rows)
+			t.Fatalf("%s: dictionary decode differs from the plain decode (%d vs %d rows)", general, got.Rows, plain.Rows)
 		}
 		if !reflect.DeepEqual(got.Rejects, plain.Rejects) {
-			t.Fatalf("general=%v: rejects %v\nplain %v", general, got.Rejects, plain.Rejects)
+			t.Fatalf("%s: rejects %v\nplain %v", general, got.Rejects, plain.Rejects)
 		}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		sopts := opts
@@ -138,7 +143,7 @@ func decodeBoth(t testing.TB, data []byte, schema *arrow.Schema, opts DecodeOpti
 		sd.Schema = got.Schema
 		checkDictBatches(t, sd, names...)
 		if sd.Rows != plain.Rows || !reflect.DeepEqual(unpackedRows(t, streamed), want) || !reflect.DeepEqual(sd.Rejects, plain.Rejects) {
-			t.Fatalf("general=%v: DecodeStream differs from the plain decode", general)
+			t.Fatalf("%s: DecodeStream differs from the plain decode", general)
 		}
 		releaseAll(streamed)
 		mem.AssertSize(t, 0)
@@ -333,5 +338,121 @@ func BenchmarkDecodeParquetDict(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// TestParquetDictPagesTaken: the encoding statistics of files floe writes
+// let the flat reader read dictionary-encoded chunks straight from their
+// pages, and a chunk whose dictionary fell back to plain pages is not
+// read that way.
+func TestParquetDictPagesTaken(t *testing.T) {
+	rec := flatTestBatch(5000, 5)
+	defer rec.Release()
+	for _, c := range []struct {
+		limit int64
+		col   int
+		want  bool
+	}{{1 << 20, 1, true}, {1 << 20, 2, true}, {1024, 1, true}, {1024, 2, false}} {
+		data := writeDictTest(t, rec, 5000, true, c.limit)
+		pf, err := file.NewParquetReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := pf.MetaData().RowGroup(0).ColumnChunk(c.col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := allDictPages(cc); got != c.want {
+			t.Errorf("limit %d column %d: allDictPages %v, want %v (stats %v)", c.limit, c.col, got, c.want, cc.EncodingStats())
+		}
+		pf.Close()
+	}
+	data := writeDictTest(t, rec, 5000, false, 1<<20)
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	cc, _ := pf.MetaData().RowGroup(0).ColumnChunk(1)
+	if allDictPages(cc) {
+		t.Error("allDictPages of a chunk without a dictionary")
+	}
+}
+
+// TestDecodeHybrid: RLE runs, bit-packed groups of every width and a last
+// group cut short decode to their values; truncated input is an error.
+func TestDecodeHybrid(t *testing.T) {
+	for bw := 1; bw <= 32; bw++ {
+		want := make([]int32, 0, 40)
+		var b []byte
+		// a run of 5 copies of the largest value
+		maxv := uint64(1)<<bw - 1
+		b = binary.AppendUvarint(b, 5<<1)
+		for j := 0; j < (bw+7)/8; j++ {
+			b = append(b, byte(maxv>>(8*j)))
+		}
+		for range 5 {
+			want = append(want, int32(uint32(maxv)))
+		}
+		// 2 groups of 8 bit-packed values, 13 of them used
+		vals := make([]uint64, 16)
+		for j := range vals {
+			vals[j] = (uint64(j)*0x9E3779B97F4A7C15 + uint64(bw)) & maxv
+		}
+		b = binary.AppendUvarint(b, 2<<1|1)
+		packed := make([]byte, 2*bw)
+		for j, v := range vals {
+			for q := 0; q < bw; q++ {
+				if v>>q&1 == 1 {
+					p := j*bw + q
+					packed[p/8] |= 1 << (p % 8)
+				}
+			}
+		}
+		b = append(b, packed...)
+		for _, v := range vals[:13] {
+			want = append(want, int32(uint32(v)))
+		}
+		got := make([]int32, len(want))
+		if err := decodeHybrid(b, bw, got); err != nil {
+			t.Fatalf("bit width %d: %v", bw, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("bit width %d: got %v, want %v", bw, got, want)
+		}
+		if err := decodeHybrid(b[:3], bw, make([]int32, len(want))); err == nil {
+			t.Fatalf("bit width %d: truncated input accepted", bw)
+		}
+	}
+}
+
+// TestCorruptParquetDict: flipped bytes of a file with dictionary-encoded
+// strings, decoded as DictStringType, are an error naming the file or
+// batches whose indices lie inside their dictionaries.
+func TestCorruptParquetDict(t *testing.T) {
+	rec := flatTestBatch(300, 4)
+	defer rec.Release()
+	data := writeDictTest(t, rec, 128, true, 1<<20)
+	schema := dictSchema(mustSchema(t, Field{"t", "timestamp"}, Field{"u", "string"}, Field{"d", "string"}), "u", "d")
+	errs, t0 := 0, time.Now()
+	for i := 0; i < len(data) && time.Since(t0) < 15*time.Second; i++ {
+		d := append([]byte(nil), data...)
+		d[i] ^= 0x5a
+		for _, mode := range []string{"pages", "record", "general"} {
+			opts := DecodeOptions{Schema: schema, BatchSize: 50, generalParquet: mode == "general", recordDictParquet: mode == "record"}
+			dec, err := Decode("parquet", "c.parquet", d, opts)
+			if err != nil {
+				errs++
+				if !strings.HasPrefix(err.Error(), "c.parquet: ") {
+					t.Fatalf("error does not name the file: %v", err)
+				}
+				continue
+			}
+			t.Run(fmt.Sprintf("flip%d/%s", i, mode), func(t *testing.T) { checkDictBatches(t, dec, "u", "d") })
+			dec.Release()
+		}
+	}
+	if errs == 0 {
+		t.Fatal("no flip was refused: the test exercises nothing")
 	}
 }

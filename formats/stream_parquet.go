@@ -189,7 +189,7 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 			names[i] = f.Name
 		}
 		if flat := flatColumns(pf, names, srcTypes, fieldLeaf, kinds, types); flat != nil {
-			fl := &flatReader{pf: pf, cols: flat, mem: opts.Mem, batch: opts.BatchSize}
+			fl := &flatReader{pf: pf, cols: flat, mem: opts.Mem, batch: opts.BatchSize, noDictPages: opts.recordDictParquet}
 			if err := fl.each(emit); err != nil {
 				return nil, fmt.Errorf("%s: reading Parquet: %w", fileName, err)
 			}
