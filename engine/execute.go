@@ -190,7 +190,14 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			continue
 		}
 		wg.Go(func() error {
-			data, err := formats.EncodeParquet(r.plan.windowIn, bs, formats.EncodeOptions{Mem: r.mem})
+			plain, own, err := r.plan.plainRows(bs, r.mem)
+			if err != nil {
+				return err
+			}
+			data, err := formats.EncodeParquet(r.plan.windowIn, plain, formats.EncodeOptions{Mem: r.mem})
+			if own {
+				releaseBatches(plain)
+			}
 			if err != nil {
 				return err
 			}

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/expr"
@@ -57,6 +61,90 @@ type plan struct {
 	// graph is the compiled graph of a graph-form pipeline (graph.go); its
 	// linear parts (pre, window, post) are then empty.
 	graph *graphPlan
+	// decodeAs, when set, is source with the window's string key columns
+	// as dictionary<int32, utf8> (dictKeys): the Parquet decoder keeps each
+	// column chunk's dictionary and the window looks each distinct key up
+	// once per batch instead of hashing a string per row. windowIn stays
+	// plain, so fingerprints, state plans and the plan hash do not change.
+	decodeAs *arrow.Schema
+}
+
+// dictKeyType is the type a window's string key column is decoded as when
+// the plan uses dictionary keys.
+var dictKeyType = formats.DictStringType
+
+// useDictKeys sets decodeAs when the window reads the source directly (no
+// stage before it looks at a key's value) and the source is Parquet, whose
+// string columns are usually dictionary-encoded.
+func (pl *plan) useDictKeys() {
+	if pl.graph != nil || pl.window == nil || len(pl.pre) > 0 || pl.spec.Source.Format != spec.Parquet {
+		return
+	}
+	fields := slices.Clone(pl.source.Fields())
+	n := 0
+	for _, c := range pl.keyCols {
+		if fields[c].Type.ID() == arrow.STRING {
+			fields[c].Type = dictKeyType
+			n++
+		}
+	}
+	if n > 0 {
+		md := pl.source.Metadata()
+		pl.decodeAs = arrow.NewSchema(fields, &md)
+	}
+}
+
+// decodeSchema is the schema source files are decoded into.
+func (pl *plan) decodeSchema() *arrow.Schema {
+	if pl.decodeAs != nil {
+		return pl.decodeAs
+	}
+	return pl.source
+}
+
+// windowOpIn is the input schema of the window operator's instances: the
+// decode schema when the window reads dictionary keys, else windowIn.
+func (pl *plan) windowOpIn() *arrow.Schema {
+	if pl.decodeAs != nil {
+		return pl.decodeAs
+	}
+	return pl.windowIn
+}
+
+// plainRows returns bs with dictionary key columns unpacked to plain
+// strings (the late rows, written as the window's declared input); bs as
+// it is when the plan decodes no dictionary keys. The caller releases the
+// returned batches when they are not bs.
+func (pl *plan) plainRows(bs []arrow.RecordBatch, mem memory.Allocator) ([]arrow.RecordBatch, bool, error) {
+	if pl.decodeAs == nil || len(bs) == 0 {
+		return bs, false, nil
+	}
+	ctx := compute.WithAllocator(context.Background(), mem)
+	out := make([]arrow.RecordBatch, 0, len(bs))
+	for _, b := range bs {
+		cols := make([]arrow.Array, b.NumCols())
+		for i, c := range b.Columns() {
+			if c.DataType().ID() != arrow.DICTIONARY {
+				c.Retain()
+				cols[i] = c
+				continue
+			}
+			plain, err := compute.CastArray(ctx, c, compute.SafeCastOptions(arrow.BinaryTypes.String))
+			if err != nil {
+				releaseBatches(out)
+				for _, x := range cols[:i] {
+					x.Release()
+				}
+				return nil, false, fmt.Errorf("unpack dictionary column %s: %w", b.ColumnName(i), err)
+			}
+			cols[i] = plain
+		}
+		out = append(out, array.NewRecordBatch(pl.windowIn, cols, b.NumRows()))
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	return out, true, nil
 }
 
 func runStages(stages []*stage, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
@@ -102,10 +190,12 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 	need := full.neededColumns()
 	switch {
 	case len(need) == src.NumFields():
+		full.useDictKeys()
 		return full, nil
 	case p.Source.Format == spec.CSV && p.Source.CSV != nil && !p.Source.CSV.Header:
 		return full, nil // positional CSV columns cannot be pruned
 	case p.Source.LateURL != "":
+		full.useDictKeys()
 		return full, nil // late rows are written whole
 	}
 	var fields []arrow.Field
@@ -120,6 +210,7 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
 	}
 	pruned.hash, pruned.declared = full.hash, full.declared // the plan's identity is that of the declared schema
+	pruned.useDictKeys()
 	return pruned, nil
 }
 

@@ -554,7 +554,14 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 		res.Sinks = append(res.Sinks, sr)
 	}
 	for _, bs := range out.lateRows {
-		lines, err := jsonLines(r.plan.windowIn, bs)
+		plain, own, err := r.plan.plainRows(bs, r.mem)
+		if err != nil {
+			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
+		}
+		lines, err := jsonLines(r.plan.windowIn, plain)
+		if own {
+			releaseBatches(plain)
+		}
 		if err != nil {
 			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
 		}

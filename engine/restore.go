@@ -119,7 +119,7 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for s, sr := range rp.restore {
 		g.Go(func() error {
-			w, err := operators.NewWindow(*r.plan.window, r.plan.windowIn, r.k)
+			w, err := operators.NewWindow(*r.plan.window, r.plan.windowOpIn(), r.k)
 			if err != nil {
 				return err
 			}

@@ -246,7 +246,7 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 					}
 				}
 				// A lone big file splits itself across the cores.
-				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.source, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
+				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.decodeSchema(), max(1, runtime.GOMAXPROCS(0)/len(chunk)))
 				return nil
 			})
 		}

@@ -286,7 +286,7 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 		sent++
 		return send(o)
 	}
-	d, err := formats.DecodeStream(string(r.p.Source.Format), f.Key, data, r.decodeOptions(r.plan.source, par), func(b arrow.RecordBatch) error {
+	d, err := formats.DecodeStream(string(r.p.Source.Format), f.Key, data, r.decodeOptions(r.plan.decodeSchema(), par), func(b arrow.RecordBatch) error {
 		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
 		if kept {
 			cbErr = pass(b)

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/spec"
+)
+
+// TestDictKeysPlan: a window reading a Parquet source directly decodes its
+// string key as dictionary<int32, utf8>, and the Parquet decoder returns it
+// so; a window behind a filter, a JSON-lines source or an int key do not,
+// and the plan's identity (hash, fingerprints) is that of plain keys.
+func TestDictKeysPlan(t *testing.T) {
+	var file []byte
+	if err := datagen.Generate(datagen.Options{Rows: 2000, Files: 1, Users: 50, Span: time.Hour, Seed: 3, Format: "parquet"},
+		func(_ string, data []byte) error { file = data; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	src, err := formats.ParquetSchema("f.parquet", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(format spec.Format, filter bool, key string) *spec.Pipeline {
+		p := spec.New("t").FromFiles("file:///in", format).EventTime("event_time", time.Second)
+		if filter {
+			p.Filter("bytes > 0")
+		}
+		p.Window(spec.NewTumbling(time.Minute).By(key).Agg("clicks", spec.Count, ""))
+		p.ToFiles("file:///out", spec.Parquet).StateAt("file:///state", 2)
+		return p
+	}
+	pl, err := compile(build(spec.Parquet, false, "user_id"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.decodeAs == nil {
+		t.Fatal("a Parquet window on a string key decodes it plain")
+	}
+	ui := pl.decodeAs.FieldIndices("user_id")[0]
+	if !arrow.TypeEqual(pl.decodeAs.Field(ui).Type, dictKeyType) || !arrow.TypeEqual(pl.windowIn.Field(ui).Type, arrow.BinaryTypes.String) {
+		t.Fatalf("decode as %v, window declared on %v", pl.decodeAs.Field(ui).Type, pl.windowIn.Field(ui).Type)
+	}
+	d, err := formats.Decode("parquet", "f.parquet", file, formats.DecodeOptions{Schema: pl.decodeSchema(), EventTime: "event_time", Mem: memory.DefaultAllocator})
+	if err != nil {
+		t.Fatalf("decode with dictionary keys: %v", err)
+	}
+	defer func() {
+		for _, b := range d.Batches {
+			b.Release()
+		}
+	}()
+	if len(d.Batches) == 0 || !arrow.TypeEqual(d.Batches[0].Column(ui).DataType(), dictKeyType) {
+		t.Fatalf("the Parquet decoder returned %v, want user_id as %v", d.Batches, dictKeyType)
+	}
+	plain, err := compile(build(spec.Parquet, false, "user_id"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.decodeAs = nil
+	if plain.hash != pl.hash || plain.ops[0].StateSchema != pl.ops[0].StateSchema {
+		t.Fatal("dictionary keys changed the plan's identity")
+	}
+	for what, p := range map[string]*spec.Pipeline{
+		"a filter before the window": build(spec.Parquet, true, "user_id"),
+		"JSON lines":                 build(spec.JSONL, false, "user_id"),
+		"an int64 key":               build(spec.Parquet, false, "bytes"),
+	} {
+		pl, err := compile(p, src)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if pl.decodeAs != nil {
+			t.Fatalf("%s: dictionary keys planned", what)
+		}
+	}
+}
