@@ -172,7 +172,8 @@ func flatApplies(t *testing.T, data []byte, schema *arrow.Schema) bool {
 }
 
 // FuzzParquetFlat: for any values, nulls, page and batch sizes, the flat
-// column reader returns what pqarrow's record reader returns.
+// column reader returns what pqarrow's record reader returns, and the
+// string column declared as DictStringType decodes to the same rows.
 func FuzzParquetFlat(f *testing.F) {
 	f.Add([]byte("a\x00bb\x00\x00\xff\x00ccc"), uint16(2), true)
 	f.Add([]byte(strings.Repeat("xyz\x00", 300)), uint16(7), false)
@@ -228,5 +229,9 @@ func FuzzParquetFlat(f *testing.F) {
 		if !reflect.DeepEqual(flat.Rejects, general.Rejects) {
 			t.Fatalf("rejects: flat %v\ngeneral %v", flat.Rejects, general.Rejects)
 		}
+		// "s" declared as DictStringType: pages, record reader and
+		// general reader all unpack to the plain decode.
+		opts.generalParquet = false
+		decodeBoth(t, pq, schema, opts, "s")
 	})
 }

@@ -146,7 +146,8 @@ func TestParquetUTF8RejectsWithNullEventTime(t *testing.T) {
 
 // FuzzParquetUTF8: values split from the input at NUL bytes go through a
 // Parquet file; exactly the ones that are not valid UTF-8 are rejected, at
-// their row number, and the rest come out unchanged and in order.
+// their row number, and the rest come out unchanged and in order, also
+// when the column is declared as DictStringType.
 func FuzzParquetUTF8(f *testing.F) {
 	for _, s := range []string{"a\x00b", "a\xc3\x00\xa9b\x00é", "\xe2\x82\x00\xac\x00\x00€", "\xff\x00\xfe\x00ok", "\xed\xa0\x80\x00\xf4\x90\x80\x80"} {
 		f.Add([]byte(s), false)
@@ -177,6 +178,18 @@ func FuzzParquetUTF8(f *testing.F) {
 		}
 		if got := rows(d.Batches); len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
 			t.Fatalf("rows %q, want %q", got, want)
+		}
+		// Declared as DictStringType: the same rows and rejects.
+		dd, err := Decode("parquet", "f.parquet", pq, DecodeOptions{Schema: dictSchema(schema, "k"), BatchSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dd.Release()
+		if got := unpackedRows(t, dd.Batches); len(got)+len(want) > 0 && !reflect.DeepEqual(got, want) {
+			t.Fatalf("dictionary decode: rows %q, want %q", got, want)
+		}
+		if !reflect.DeepEqual(dd.Rejects, d.Rejects) {
+			t.Fatalf("dictionary decode: rejects %v, want %v", dd.Rejects, d.Rejects)
 		}
 	})
 }
