@@ -20,7 +20,19 @@ import (
 func TestDictionaryKeys(t *testing.T) {
 	gen := datagen.Options{Rows: 6000, Files: 6, Users: 300, Span: 30 * time.Minute, Seed: 5,
 		OutOfOrder: 20 * time.Second, LateFraction: 0.02}
-	spec := windowSpec
+	for _, kind := range []string{"tumbling: 1m", "sliding: {size: 5m, slide: 1m}", "session: {gap: 2m}"} {
+		t.Run(strings.TrimSuffix(strings.Fields(kind)[0], ":"), func(t *testing.T) {
+			if !strings.Contains(windowSpec, "tumbling: 1m") {
+				t.Fatal("windowSpec changed")
+			}
+			// Late rows are 2 to 5 minutes behind: late for 1-minute
+			// windows and 2-minute sessions, not for 5-minute ones.
+			dictionaryKeys(t, gen, strings.Replace(windowSpec, "tumbling: 1m", kind, 1), !strings.HasPrefix(kind, "sliding"))
+		})
+	}
+}
+
+func dictionaryKeys(t *testing.T, gen datagen.Options, spec string, wantLate bool) {
 	rows := map[string][]string{}
 	late := map[string][]string{}
 	for _, format := range []string{"jsonl", "parquet"} {
@@ -41,7 +53,7 @@ func TestDictionaryKeys(t *testing.T) {
 		sort.Strings(rows[format])
 		late[format] = lateRows(t, e.late)
 	}
-	if len(rows["jsonl"]) == 0 || len(late["jsonl"]) == 0 {
+	if len(rows["jsonl"]) == 0 || wantLate && len(late["jsonl"]) == 0 {
 		t.Fatalf("the JSON-lines run wrote %d rows and %d late rows; the test needs both", len(rows["jsonl"]), len(late["jsonl"]))
 	}
 	if !reflect.DeepEqual(rows["parquet"], rows["jsonl"]) {
