@@ -38,11 +38,11 @@ func dictSchema(schema *arrow.Schema, names ...string) *arrow.Schema {
 // writeDictTest writes rec with small pages and the given dictionary page
 // size limit (a small one makes dictionaries fall back to plain pages
 // mid-chunk).
-func writeDictTest(t testing.TB, rec arrow.RecordBatch, rowGroup int64, dict bool, dictLimit int64) []byte {
+func writeDictTest(t testing.TB, rec arrow.RecordBatch, rowGroup int64, dict bool, dictLimit int64, more ...parquet.WriterProperty) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup), parquet.WithDictionaryDefault(dict),
-		parquet.WithDataPageSize(2048), parquet.WithDictionaryPageSizeLimit(dictLimit), parquet.WithCompression(0))
+	props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithMaxRowGroupLength(rowGroup), parquet.WithDictionaryDefault(dict),
+		parquet.WithDataPageSize(2048), parquet.WithDictionaryPageSizeLimit(dictLimit), parquet.WithCompression(0)}, more...)...)
 	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		t.Fatal(err)
@@ -164,9 +164,13 @@ func TestParquetDictEqualsPlain(t *testing.T) {
 		for _, dict := range []bool{true, false} {
 			for _, limit := range []int64{1 << 20, 1024} {
 				for _, rg := range []int64{5000, 1777} {
-					data := writeDictTest(t, rec, rg, dict, limit)
+					version := parquet.DataPageV1
+					if rg == 1777 { // the odd row groups in version 2 pages
+						version = parquet.DataPageV2
+					}
+					data := writeDictTest(t, rec, rg, dict, limit, parquet.WithDataPageVersion(version))
 					for _, batch := range []int{64 << 10, 1000, 333} {
-						t.Run(fmt.Sprintf("nulls%d/dict=%v/limit%d/rg%d/batch%d", nullEvery, dict, limit, rg, batch), func(t *testing.T) {
+						t.Run(fmt.Sprintf("nulls%d/dict=%v/limit%d/rg%d/v%d/batch%d", nullEvery, dict, limit, rg, version+1, batch), func(t *testing.T) {
 							opts := DecodeOptions{EventTime: "t", BatchSize: batch}
 							if nullEvery == 1 {
 								opts.EventTime = ""
@@ -190,8 +194,16 @@ func TestParquetDictEqualsPlain(t *testing.T) {
 // TestParquetDictBadUTF8: a row whose dictionary value is not valid UTF-8
 // is rejected with the plain decode's reason, whichever column it is in.
 func TestParquetDictBadUTF8(t *testing.T) {
+	for _, nullable := range []bool{true, false} {
+		for _, v2 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("nullable=%v/v2=%v", nullable, v2), func(t *testing.T) { testParquetDictBadUTF8(t, nullable, v2) })
+		}
+	}
+}
+
+func testParquetDictBadUTF8(t *testing.T, nullable, v2 bool) {
 	sch := arrow.NewSchema([]arrow.Field{
-		{Name: "k", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "k", Type: arrow.BinaryTypes.String, Nullable: nullable},
 		{Name: "v", Type: arrow.PrimitiveTypes.Int64},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
@@ -206,7 +218,11 @@ func TestParquetDictBadUTF8(t *testing.T) {
 	rec := b.NewRecordBatch()
 	b.Release()
 	defer rec.Release()
-	data := writeDictTest(t, rec, 64, true, 1<<20)
+	version := parquet.DataPageV1
+	if v2 {
+		version = parquet.DataPageV2
+	}
+	data := writeDictTest(t, rec, 64, true, 1<<20, parquet.WithDataPageVersion(version))
 	schema := mustSchema(t, Field{"k", "string"}, Field{"v", "int64"})
 	plain := decodeBoth(t, data, schema, DecodeOptions{BatchSize: 17}, "k")
 	if plain.Rows != 90 || len(plain.Rejects) != 10 {
