@@ -58,6 +58,7 @@ type dictPages struct {
 	idx        []int32
 	nlev, lpos int
 	vpos       int
+	tmp        []int32 // levels as decoded
 }
 
 var errNotDictPage = errors.New("data page is not dictionary-encoded although the column chunk's encoding statistics say so")
@@ -144,7 +145,10 @@ func (d *dictPages) levels(b []byte, n int) error {
 		d.defs = make([]int16, n)
 	}
 	d.defs = d.defs[:n]
-	tmp := make([]int32, n)
+	if cap(d.tmp) < n {
+		d.tmp = make([]int32, n)
+	}
+	tmp := d.tmp[:n]
 	if err := decodeHybrid(b, bits.Len16(uint16(d.maxDef)), tmp); err != nil {
 		return fmt.Errorf("definition levels: %w", err)
 	}
