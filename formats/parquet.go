@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -15,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -40,6 +38,56 @@ type EncodeOptions struct {
 	Mem memory.Allocator
 }
 
+// dictSample is how many values of a string column repeats looks at.
+const dictSample = 4096
+
+// repeats reports whether column col of b (string or binary) repeats its
+// values enough for dictionary encoding to pay: among its first dictSample
+// non-null values, at most half are distinct (a nil b, or fewer than 64
+// values: yes). A column of mostly distinct values (a window's output keyed
+// by a million users, say) is written plainly: hashing every value into a
+// dictionary the writer then abandons costs more than it saves. It looks at
+// one batch, the first, so that PartEncoder, which sees the batches one by
+// one, decides as EncodeParquet does.
+func repeats(b arrow.RecordBatch, col int) bool {
+	if b == nil || col >= int(b.NumCols()) {
+		return true
+	}
+	var get func(int) string
+	switch x := b.Column(col).(type) {
+	case *array.String:
+		get = x.Value
+	case *array.LargeString:
+		get = x.Value
+	case *array.Binary:
+		get = func(i int) string { return string(x.Value(i)) }
+	case *array.LargeBinary:
+		get = func(i int) string { return string(x.Value(i)) }
+	default:
+		return true
+	}
+	a := b.Column(col)
+	seen := make(map[string]struct{}, 256)
+	n := 0
+	for i := 0; i < a.Len() && n < dictSample; i++ {
+		if a.IsValid(i) {
+			seen[get(i)] = struct{}{}
+			n++
+		}
+	}
+	return n < 64 || len(seen)*2 <= n
+}
+
+// firstRows returns the first batch of batches with rows (nil: none).
+func firstRows(batches []arrow.RecordBatch) arrow.RecordBatch {
+	for _, b := range batches {
+		if b != nil && b.NumRows() > 0 {
+			return b
+		}
+	}
+	return nil
+}
+
 // EncodeParquet writes batches, which must all have schema's column types, as
 // one Parquet file. Column statistics are on, and the Arrow schema is stored
 // in the file so that ReadParquet returns exactly schema (timestamps stay
@@ -48,41 +96,10 @@ func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts Encod
 	if schema == nil {
 		return nil, errors.New("encode parquet: nil schema")
 	}
-	mem := opts.Mem
-	if mem == nil {
-		mem = memory.DefaultAllocator
+	props, arrProps, err := parquetWriterProps(schema, opts, firstRows(batches))
+	if err != nil {
+		return nil, err
 	}
-	var codec compress.Compression
-	switch strings.ToLower(opts.Compression) {
-	case "", "zstd":
-		codec = compress.Codecs.Zstd
-	case "snappy":
-		codec = compress.Codecs.Snappy
-	case "none", "uncompressed":
-		codec = compress.Codecs.Uncompressed
-	default:
-		return nil, fmt.Errorf("encode parquet: unknown compression %q (want zstd, snappy or none)", opts.Compression)
-	}
-	rg := opts.RowGroupRows
-	if rg <= 0 {
-		rg = DefaultRowGroupRows
-	}
-	wopts := []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}
-	if !opts.NoDictionary {
-		for _, f := range schema.Fields() {
-			switch f.Type.ID() {
-			case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
-				wopts = append(wopts, parquet.WithDictionaryFor(f.Name, true))
-			}
-		}
-	}
-	props := parquet.NewWriterProperties(append(wopts,
-		parquet.WithCompression(codec),
-		parquet.WithStats(true),
-		parquet.WithMaxRowGroupLength(rg),
-		parquet.WithAllocator(mem),
-	)...)
-	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
 	var buf bytes.Buffer
 	w, err := pqarrow.NewFileWriter(schema, &buf, props, arrProps)
 	if err != nil {

@@ -22,7 +22,8 @@ type PartEncoder struct {
 	schema *arrow.Schema
 	rows   int64
 	buf    chunkBuffer
-	pq     *pqarrow.FileWriter // nil for JSON lines
+	pq     *pqarrow.FileWriter // Parquet: created by the first batch with rows (or Finish)
+	opts   *EncodeOptions      // Parquet's options; nil for JSON lines
 	keys   [][]byte            // JSON lines: `"name":` per column
 	batch  int                 // batches written, for error messages
 	done   bool
@@ -45,20 +46,19 @@ func NewPartEncoder(format string, schema *arrow.Schema, opts EncodeOptions) (*P
 		}
 		return e, nil
 	case "parquet":
-		props, arrProps, err := parquetWriterProps(schema, opts)
-		if err != nil {
-			return nil, err
+		if _, _, err := parquetWriterProps(schema, opts, nil); err != nil {
+			return nil, err // a bad option fails now, not at the first batch
 		}
-		if e.pq, err = pqarrow.NewFileWriter(schema, &e.buf, props, arrProps); err != nil {
-			return nil, fmt.Errorf("encode parquet: %w", err)
-		}
+		e.opts = &opts
 		return e, nil
 	}
 	return nil, fmt.Errorf("encode: unknown format %q (want parquet or jsonl)", format)
 }
 
-// parquetWriterProps are EncodeParquet's writer properties.
-func parquetWriterProps(schema *arrow.Schema, opts EncodeOptions) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties, error) {
+// parquetWriterProps are EncodeParquet's writer properties; first (the
+// first batch with rows, nil if none) decides which string columns are
+// dictionary-encoded (repeats).
+func parquetWriterProps(schema *arrow.Schema, opts EncodeOptions, first arrow.RecordBatch) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties, error) {
 	mem := opts.Mem
 	if mem == nil {
 		mem = memory.DefaultAllocator
@@ -80,10 +80,12 @@ func parquetWriterProps(schema *arrow.Schema, opts EncodeOptions) (*parquet.Writ
 	}
 	wopts := []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}
 	if !opts.NoDictionary {
-		for _, f := range schema.Fields() {
+		for i, f := range schema.Fields() {
 			switch f.Type.ID() {
 			case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
-				wopts = append(wopts, parquet.WithDictionaryFor(f.Name, true))
+				if repeats(first, i) {
+					wopts = append(wopts, parquet.WithDictionaryFor(f.Name, true))
+				}
 			}
 		}
 	}
@@ -111,7 +113,7 @@ func (e *PartEncoder) Write(b arrow.RecordBatch) (err error) {
 		return nil
 	}
 	e.rows += b.NumRows()
-	if e.pq == nil {
+	if e.opts == nil {
 		buf := e.scratch[:0]
 		cols := b.Columns()
 		for r := 0; r < int(b.NumRows()); r++ {
@@ -135,11 +137,31 @@ func (e *PartEncoder) Write(b arrow.RecordBatch) (err error) {
 		e.scratch = buf[:0]
 		return nil
 	}
+	if err := e.open(b); err != nil {
+		e.done = true
+		return err
+	}
 	rec := array.NewRecordBatch(e.schema, b.Columns(), b.NumRows())
 	defer rec.Release()
 	if err := e.pq.WriteBuffered(rec); err != nil {
 		e.done = true
 		return fmt.Errorf("encode parquet: batch %d: %w", n, err)
+	}
+	return nil
+}
+
+// open creates the Parquet writer, its dictionary columns decided by first
+// (EncodeParquet's rule), unless it exists.
+func (e *PartEncoder) open(first arrow.RecordBatch) error {
+	if e.pq != nil {
+		return nil
+	}
+	props, arrProps, err := parquetWriterProps(e.schema, *e.opts, first)
+	if err != nil {
+		return err
+	}
+	if e.pq, err = pqarrow.NewFileWriter(e.schema, &e.buf, props, arrProps); err != nil {
+		return fmt.Errorf("encode parquet: %w", err)
 	}
 	return nil
 }
@@ -165,7 +187,10 @@ func (e *PartEncoder) Finish() ([]byte, error) {
 		return nil, errors.New("encode: Finish called twice or after a failed write")
 	}
 	e.done = true
-	if e.pq != nil {
+	if e.opts != nil {
+		if err := e.open(nil); err != nil {
+			return nil, err
+		}
 		if err := e.pq.Close(); err != nil {
 			return nil, fmt.Errorf("encode parquet: %w", err)
 		}
