@@ -12,26 +12,33 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
-// TestEncodeParquetDictionaryChoice: a string column whose values repeat
-// is dictionary-encoded, one of mostly distinct values is written plainly,
-// and both read back the same.
+// TestEncodeParquetDictionaryChoice: string columns whose values repeat
+// are dictionary-encoded (few pages; 10k users, each in 30 windows, sorted
+// by window then user as a window's output is), a column of mostly
+// distinct values (a million users) is written plainly, and all read back
+// the same.
 func TestEncodeParquetDictionaryChoice(t *testing.T) {
-	schema := arrow.NewSchema([]arrow.Field{{Name: "few", Type: arrow.BinaryTypes.String}, {Name: "many", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "few", Type: arrow.BinaryTypes.String},
+		{Name: "many", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "sorted", Type: arrow.BinaryTypes.String}}, nil)
 	few := array.NewStringBuilder(memory.DefaultAllocator)
 	many := array.NewStringBuilder(memory.DefaultAllocator)
-	const n = 10000
+	sorted := array.NewStringBuilder(memory.DefaultAllocator)
+	const n = 300000
 	for i := range n {
 		few.Append(fmt.Sprintf("page-%d", i%50))
 		if i%7 == 0 {
 			many.AppendNull()
 		} else {
-			many.Append(fmt.Sprintf("user-%07d", i))
+			many.Append(fmt.Sprintf("user-%07d", i*3))
 		}
+		sorted.Append(fmt.Sprintf("user-%05d", i%10000)) // window i/10000, users in order
 	}
-	fa, ma := few.NewArray(), many.NewArray()
-	rec := array.NewRecordBatch(schema, []arrow.Array{fa, ma}, n)
+	fa, ma, sa := few.NewArray(), many.NewArray(), sorted.NewArray()
+	rec := array.NewRecordBatch(schema, []arrow.Array{fa, ma, sa}, n)
 	fa.Release()
 	ma.Release()
+	sa.Release()
 	defer rec.Release()
 	data, err := EncodeParquet(schema, []arrow.RecordBatch{rec}, EncodeOptions{Mem: memory.DefaultAllocator, Compression: "snappy"})
 	if err != nil {
@@ -53,8 +60,8 @@ func TestEncodeParquetDictionaryChoice(t *testing.T) {
 		}
 		return false
 	}
-	if !dict(0) || dict(1) {
-		t.Fatalf("dictionary encoding: repeated column %v, distinct column %v; want true, false", dict(0), dict(1))
+	if !dict(0) || dict(1) || !dict(2) {
+		t.Fatalf("dictionary encoding: few pages %v, a million users %v, 10k users sorted %v; want true, false, true", dict(0), dict(1), dict(2))
 	}
 	_, back, err := ReadParquet(data, memory.DefaultAllocator)
 	if err != nil {
@@ -67,7 +74,7 @@ func TestEncodeParquetDictionaryChoice(t *testing.T) {
 	}()
 	var rows int64
 	for _, b := range back {
-		for c := range 2 {
+		for c := range 3 {
 			want := rec.Column(c)
 			got := b.Column(c)
 			for i := range int(b.NumRows()) {

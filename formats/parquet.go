@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"io"
 	"unicode/utf8"
 
@@ -41,14 +42,17 @@ type EncodeOptions struct {
 // dictSample is how many values of a string column repeats looks at.
 const dictSample = 4096
 
-// repeats reports whether column col of b (string or binary) repeats its
-// values enough for dictionary encoding to pay: among its first dictSample
-// non-null values, at most half are distinct (a nil b, or fewer than 64
-// values: yes). A column of mostly distinct values (a window's output keyed
-// by a million users, say) is written plainly: hashing every value into a
-// dictionary the writer then abandons costs more than it saves. It looks at
-// one batch, the first, so that PartEncoder, which sees the batches one by
-// one, decides as EncodeParquet does.
+// repeats reports whether dictionary encoding pays for column col of b
+// (string or binary): whether its values repeat and their dictionary stays
+// within the writer's dictionary page limit, so the writer does not hash
+// every value into a dictionary it then abandons. It samples up to
+// dictSample non-null values spread evenly over the batch and estimates the
+// column's distinct count from the repeats in the sample (n draws from D
+// values repeat about n²/2D times): a window's output keyed by a million
+// users is written plainly, one keyed by ten thousand users (each in many
+// windows) or a column of few pages with a dictionary. A nil b, or fewer
+// than 64 values: yes. It looks at one batch, the first, so that
+// PartEncoder, which sees batches one by one, decides as EncodeParquet.
 func repeats(b arrow.RecordBatch, col int) bool {
 	if b == nil || col >= int(b.NumCols()) {
 		return true
@@ -67,16 +71,40 @@ func repeats(b arrow.RecordBatch, col int) bool {
 		return true
 	}
 	a := b.Column(col)
-	seen := make(map[string]struct{}, 256)
-	n := 0
-	for i := 0; i < a.Len() && n < dictSample; i++ {
-		if a.IsValid(i) {
-			seen[get(i)] = struct{}{}
+	valid := a.Len() - a.NullN()
+	if valid < 64 {
+		return true
+	}
+	// Positions drawn at random (a fixed seed: the same batch always gets
+	// the same answer), not at a stride, which a sorted periodic column
+	// (users in order, window after window) would alias.
+	rng := rand.New(rand.NewPCG(uint64(a.Len()), 0x9e3779b97f4a7c15))
+	seen := make(map[string]struct{}, min(valid, dictSample))
+	n, size := 0, 0
+	for range 2 * dictSample {
+		if n == dictSample {
+			break
+		}
+		if i := rng.IntN(a.Len()); a.IsValid(i) {
+			v := get(i)
+			seen[v] = struct{}{}
 			n++
+			size += len(v)
 		}
 	}
-	return n < 64 || len(seen)*2 <= n
+	dup := n - len(seen)
+	if n == 0 || dup == 0 {
+		return n == 0
+	}
+	distinct := float64(n) * float64(n) / (2 * float64(dup)) // estimated over the batch
+	distinct = min(distinct, float64(valid))
+	avg := float64(size) / float64(n)
+	return 2*distinct <= float64(valid) && distinct*(avg+4) <= dictPageLimit
 }
+
+// dictPageLimit is the writer's dictionary page size limit, past which it
+// falls back to plain encoding (parquet.DefaultDictionaryPageSizeLimit).
+const dictPageLimit = float64(parquet.DefaultDictionaryPageSizeLimit)
 
 // firstRows returns the first batch of batches with rows (nil: none).
 func firstRows(batches []arrow.RecordBatch) arrow.RecordBatch {
