@@ -6,8 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"io"
+	"math/rand/v2"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
