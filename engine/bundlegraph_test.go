@@ -36,38 +36,7 @@ func bundleGraph(tableURL string) string {
 // file or golden line is caught.
 func TestEmitTestBundleGraph(t *testing.T) {
 	ctx := context.Background()
-	e := newGraphEnv(t)
-	e.putAuctions(t, 10)
-	// Four more files of bids only: the bids run ahead of the auctions, so
-	// the dedup's watermark (the bids') is ahead of the join's (both
-	// sources'), and a replay must advance each stage to its own.
-	for name, data := range auctionFiles(14) {
-		if f, ok := strings.CutPrefix(name, "bids/"); ok && f >= "f-010" {
-			if err := os.WriteFile(filepath.Join(strings.TrimPrefix(e.bids, "file://"), f), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	tableDir := filepath.Join(e.dir, "in/sellers")
-	if err := os.MkdirAll(tableDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var rows []string
-	for s := range 7 {
-		rows = append(rows, fmt.Sprintf(`{"seller":%d,"region":"r%d"}`, s, s%3))
-	}
-	if err := os.WriteFile(filepath.Join(tableDir, "sellers.jsonl"), []byte(strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	text := []byte(e.spec(t, strings.ReplaceAll(bundleGraph(fileURL(tableDir)), "{{dir}}", fileURL(filepath.Join(e.dir, "sinks")))))
-	p, err := spec.Parse(filepath.Join(e.dir, "graph.yaml"), text, e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := run(t, p, engine.Options{Drain: true})
-	if res.LastEpoch < 4 {
-		t.Fatalf("%d epochs; the test needs more", res.LastEpoch)
-	}
+	e, p, text, res := graphBundlePipeline(t)
 	var sawExtra bool
 	for ep := res.LastEpoch - 3; ep <= res.LastEpoch; ep++ {
 		dir, b := emitBundle(t, p, text, ep, fmt.Sprintf("epoch-%d", ep))
@@ -136,4 +105,41 @@ func TestEmitTestBundleGraph(t *testing.T) {
 	if !sawExtra {
 		t.Fatal("no bundle held rows of the second sink")
 	}
+}
+
+// graphBundlePipeline runs bundleGraph to the end over 10 files of
+// auctions and 14 of bids (the bids run ahead, so the dedup's watermark,
+// the bids', is ahead of the join's, both sources'), with a sellers table,
+// and returns the env, the pipeline, its spec text and the run's result.
+func graphBundlePipeline(t *testing.T) (*graphEnv, *spec.Pipeline, []byte, *engine.Result) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 10)
+	for name, data := range auctionFiles(14) {
+		if f, ok := strings.CutPrefix(name, "bids/"); ok && f >= "f-010" {
+			if err := os.WriteFile(filepath.Join(strings.TrimPrefix(e.bids, "file://"), f), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tableDir := filepath.Join(e.dir, "in/sellers")
+	if err := os.MkdirAll(tableDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for s := range 7 {
+		rows = append(rows, fmt.Sprintf(`{"seller":%d,"region":"r%d"}`, s, s%3))
+	}
+	if err := os.WriteFile(filepath.Join(tableDir, "sellers.jsonl"), []byte(strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := []byte(e.spec(t, strings.ReplaceAll(bundleGraph(fileURL(tableDir)), "{{dir}}", fileURL(filepath.Join(e.dir, "sinks")))))
+	p, err := spec.Parse(filepath.Join(e.dir, "graph.yaml"), text, e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, p, engine.Options{Drain: true})
+	if res.LastEpoch < 4 {
+		t.Fatalf("%d epochs; the test needs more", res.LastEpoch)
+	}
+	return e, p, text, res
 }
