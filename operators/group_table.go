@@ -152,17 +152,54 @@ func (w *Window) prefetchStrKeys(bc *boundCol, rows []int32) *[prefetchRows]uint
 		if !bc.valid(int(i)) {
 			continue
 		}
-		e := t.ents[uint64(hs[j])&t.mask]
-		if e == 0 || uint32(e>>32) != hs[j] {
+		sink += w.prefetchKey(hs[j])
+	}
+	w.sink += sink
+	return hs
+}
+
+// prefetchKey loads the key a home index entry of hash h names, its bytes
+// and its newest slot, when the entry's hash bits match; the sum it returns
+// only keeps the loads.
+func (w *Window) prefetchKey(h uint32) uint64 {
+	t := &w.ktab
+	e := t.ents[uint64(h)&t.mask]
+	if e == 0 || uint32(e>>32) != h {
+		return 0
+	}
+	var sink uint64
+	ki := &w.keys[uint32(e)-1]
+	if n := len(ki.bytes); n > 0 {
+		sink += uint64(ki.bytes[n-1])
+	}
+	if ki.head >= 0 {
+		sink += uint64(w.slots[ki.head].start)
+	}
+	return sink
+}
+
+// prefetchDictKeys is prefetchStrKeys for a dictionary-encoded key column:
+// it hashes and loads the keys of the rows whose dictionary value has no
+// key id in dk yet (the rest cost no lookup). Rows of one value share a
+// hash; a value met twice in rows is loaded twice, which is harmless.
+func (w *Window) prefetchDictKeys(bc *boundCol, rows []int32, dk []int32) *[prefetchRows]uint32 {
+	t := &w.ktab
+	hs := &w.hs
+	var sink uint64
+	for j, i := range rows {
+		if bc.valid(int(i)) {
+			if d := bc.dictIndex(int(i)); dk[d] < 0 {
+				h := t.hash(bc.str.Value(d))
+				hs[j] = h
+				sink += t.ents[uint64(h)&t.mask]
+			}
+		}
+	}
+	for j, i := range rows {
+		if !bc.valid(int(i)) || dk[bc.dictIndex(int(i))] >= 0 {
 			continue
 		}
-		ki := &w.keys[uint32(e)-1]
-		if n := len(ki.bytes); n > 0 {
-			sink += uint64(ki.bytes[n-1])
-		}
-		if ki.head >= 0 {
-			sink += uint64(w.slots[ki.head].start)
-		}
+		sink += w.prefetchKey(hs[j])
 	}
 	w.sink += sink
 	return hs

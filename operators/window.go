@@ -824,26 +824,33 @@ func (w *Window) ProcessSelected(rec arrow.RecordBatch, sel []int32) (arrow.Reco
 			for j := range dk {
 				dk[j] = -1
 			}
-			for _, i32 := range sel {
-				i := int(i32)
-				t := int64(tsv[i])
-				start := t - floorMod(t, w.slide)
-				if w.closed(satAdd(start, w.size)) {
-					late = append(late, int32(i))
-					continue
-				}
-				var kid int32
-				if bc.valid(i) {
-					d := bc.dictIndex(i)
-					if kid = dk[d]; kid < 0 {
-						kid = w.strKeyID(bc.str.Value(d))
-						dk[d] = kid
+			// Rows in groups of prefetchRows, as below: a batch of many
+			// keys has about as many dictionary values as rows, and
+			// each first lookup is a cache miss worth overlapping.
+			for lo := 0; lo < len(sel); lo += prefetchRows {
+				group := sel[lo:min(len(sel), lo+prefetchRows)]
+				hs := w.prefetchDictKeys(bc, group, dk)
+				for j, i32 := range group {
+					i := int(i32)
+					t := int64(tsv[i])
+					start := t - floorMod(t, w.slide)
+					if w.closed(satAdd(start, w.size)) {
+						late = append(late, int32(i))
+						continue
 					}
-				} else {
-					kid = w.rowKey(i)
+					var kid int32
+					if bc.valid(i) {
+						d := bc.dictIndex(i)
+						if kid = dk[d]; kid < 0 {
+							kid = w.strKeyIDHash(bc.str.Value(d), hs[j])
+							dk[d] = kid
+						}
+					} else {
+						kid = w.rowKey(i)
+					}
+					rows = append(rows, int32(i))
+					slots = append(slots, w.fixedSlot(kid, start, satAdd(start, w.slide)))
 				}
-				rows = append(rows, int32(i))
-				slots = append(slots, w.fixedSlot(kid, start, satAdd(start, w.slide)))
 			}
 			break
 		}
