@@ -140,42 +140,54 @@ const prefetchRows = 16
 func (w *Window) prefetchStrKeys(bc *boundCol, rows []int32) *[prefetchRows]uint32 {
 	t := &w.ktab
 	hs := &w.hs
-	var sink uint64
+	var need [prefetchRows]uint32
+	m := 0
 	for j, i := range rows {
 		if bc.valid(int(i)) {
 			h := t.hash(bc.strValue(int(i)))
 			hs[j] = h
-			sink += t.ents[uint64(h)&t.mask]
+			need[m] = h
+			m++
 		}
 	}
-	for j, i := range rows {
-		if !bc.valid(int(i)) {
-			continue
-		}
-		sink += w.prefetchKey(hs[j])
-	}
-	w.sink += sink
+	w.prefetchHashes(need[:m])
 	return hs
 }
 
-// prefetchKey loads the key a home index entry of hash h names, its bytes
-// and its newest slot, when the entry's hash bits match; the sum it returns
-// only keeps the loads.
-func (w *Window) prefetchKey(h uint32) uint64 {
+// prefetchHashes loads, for keys of hashes hs (at most prefetchRows), their
+// home index entries, then the keys those entries name, then the keys'
+// bytes and newest slots, when the entries' hash bits match. Each step is
+// a short loop of independent loads, so that the core keeps all of a
+// step's cache misses in flight at once: a loop that also hashed, or
+// followed one key's chain of loads before the next key's, would fill the
+// core's reorder window after a few keys and wait for their misses one
+// after another. It changes nothing; the loads only warm the cache.
+func (w *Window) prefetchHashes(hs []uint32) {
 	t := &w.ktab
-	e := t.ents[uint64(h)&t.mask]
-	if e == 0 || uint32(e>>32) != h {
-		return 0
-	}
 	var sink uint64
-	ki := &w.keys[uint32(e)-1]
-	if n := len(ki.bytes); n > 0 {
-		sink += uint64(ki.bytes[n-1])
+	for _, h := range hs {
+		sink += t.ents[uint64(h)&t.mask]
 	}
-	if ki.head >= 0 {
-		sink += uint64(w.slots[ki.head].start)
+	var kids [prefetchRows]int32
+	m := 0
+	for _, h := range hs {
+		if e := t.ents[uint64(h)&t.mask]; e != 0 && uint32(e>>32) == h {
+			kid := int32(uint32(e) - 1)
+			kids[m] = kid
+			m++
+			sink += uint64(w.keys[kid].head)
+		}
 	}
-	return sink
+	for _, kid := range kids[:m] {
+		ki := &w.keys[kid]
+		if n := len(ki.bytes); n > 0 {
+			sink += uint64(ki.bytes[n-1])
+		}
+		if ki.head >= 0 {
+			sink += uint64(w.slots[ki.head].start)
+		}
+	}
+	w.sink += sink
 }
 
 // prefetchDictKeys is prefetchStrKeys for a dictionary-encoded key column:
@@ -185,22 +197,18 @@ func (w *Window) prefetchKey(h uint32) uint64 {
 func (w *Window) prefetchDictKeys(bc *boundCol, rows []int32, dk []int32) *[prefetchRows]uint32 {
 	t := &w.ktab
 	hs := &w.hs
-	var sink uint64
+	var need [prefetchRows]uint32
+	m := 0
 	for j, i := range rows {
 		if bc.valid(int(i)) {
 			if d := bc.dictIndex(int(i)); dk[d] < 0 {
 				h := t.hash(bc.str.Value(d))
 				hs[j] = h
-				sink += t.ents[uint64(h)&t.mask]
+				need[m] = h
+				m++
 			}
 		}
 	}
-	for j, i := range rows {
-		if !bc.valid(int(i)) || dk[bc.dictIndex(int(i))] >= 0 {
-			continue
-		}
-		sink += w.prefetchKey(hs[j])
-	}
-	w.sink += sink
+	w.prefetchHashes(need[:m])
 	return hs
 }

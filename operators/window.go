@@ -83,7 +83,7 @@ type keyInfo struct {
 	bytes  string // the key's encoding (SerializeKey)
 	kg     int32
 	refs   int32  // open slots of this key
-	head   int32  // tumbling/sliding: the key's open slots, a list through slotInfo.next; -1 when none
+	head   int32  // tumbling/sliding: the key's open slots, newest start first, a list through slotInfo.next and prev; -1 when none
 	mkOff  uint8  // bytes[mkOff:] is the key's map key (see mapKey)
 	queued bool   // in Window.idle
 	h      uint32 // the map key's hash in ktab
@@ -94,7 +94,7 @@ type keyInfo struct {
 type slotInfo struct {
 	start, end int64
 	kid        int32
-	next       int32 // tumbling/sliding: the key's next open slot, -1 at the end
+	next, prev int32 // tumbling/sliding: the key's next (older) and previous (newer) open slot, -1 at either end
 	live       bool
 	listed     bool // in Window.dirty (kept across reuse of the slot index)
 	inBase     bool // existed at the last snapshot point (see delta.go)
@@ -563,7 +563,7 @@ func (w *Window) joinsOpenSession(kid int32, t int64) bool {
 
 func (w *Window) newSlot(kid int32, start, end int64) int32 {
 	var s int32
-	info := slotInfo{kid: kid, start: start, end: end, next: -1, live: true}
+	info := slotInfo{kid: kid, start: start, end: end, next: -1, prev: -1, live: true}
 	if n := len(w.freeSlots); n > 0 {
 		s = w.freeSlots[n-1]
 		w.freeSlots = w.freeSlots[:n-1]
@@ -665,40 +665,57 @@ func (w *Window) freeSlot(s int32) {
 
 // fixedSlot returns the slot of (kid, [start, end)), creating it.
 func (w *Window) fixedSlot(kid int32, start, end int64) int32 {
-	if s, ok := w.findFixed(kid, start); ok {
+	p, s := w.seekFixed(kid, start)
+	if s >= 0 && w.slots[s].start == start {
 		return s
 	}
-	s := w.newSlot(kid, start, end)
-	ki := &w.keys[kid]
-	w.slots[s].next = ki.head
-	ki.head = s
-	return s
+	n := w.newSlot(kid, start, end)
+	ni := &w.slots[n]
+	ni.prev, ni.next = p, s
+	if s >= 0 {
+		w.slots[s].prev = n
+	}
+	if p >= 0 {
+		w.slots[p].next = n
+	} else {
+		w.keys[kid].head = n
+	}
+	return n
 }
 
 // findFixed returns the open tumbling/sliding slot of kid starting at start.
-// A key has few open slots (one per open window or slice), the newest first.
 func (w *Window) findFixed(kid int32, start int64) (int32, bool) {
-	for s := w.keys[kid].head; s >= 0; s = w.slots[s].next {
-		if w.slots[s].start == start {
-			return s, true
-		}
+	if _, s := w.seekFixed(kid, start); s >= 0 && w.slots[s].start == start {
+		return s, true
 	}
 	return -1, false
 }
 
+// seekFixed returns the first of kid's open slots (kept newest start
+// first) whose start is at most start, -1 if none, and the slot before it
+// (-1 when it is the head). Rows arrive roughly in event-time order, so the
+// answer is nearly always the head: a key's older slots, open until the
+// watermark passes them, are not visited.
+func (w *Window) seekFixed(kid int32, start int64) (prev, s int32) {
+	prev = -1
+	for s = w.keys[kid].head; s >= 0 && w.slots[s].start > start; s = w.slots[s].next {
+		prev = s
+	}
+	return prev, s
+}
+
 // unlinkSlot removes slot s from the open slots of its key ki.
 func (w *Window) unlinkSlot(ki *keyInfo, s int32) {
-	next := w.slots[s].next
-	w.slots[s].next = -1
-	if ki.head == s {
-		ki.head = next
-		return
+	info := &w.slots[s]
+	next, prev := info.next, info.prev
+	info.next, info.prev = -1, -1
+	if next >= 0 {
+		w.slots[next].prev = prev
 	}
-	for p := ki.head; p >= 0; p = w.slots[p].next {
-		if w.slots[p].next == s {
-			w.slots[p].next = next
-			return
-		}
+	if prev >= 0 {
+		w.slots[prev].next = next
+	} else {
+		ki.head = next
 	}
 }
 
