@@ -105,57 +105,83 @@ type radixEnt struct {
 const maxMajorRanks = 256
 
 // radixSortOrds writes into perm (len(ords) long) the order of ords by
-// cmpSlotOrd, as positions in ords, and returns it. It is a
-// least-significant-digit radix sort over bytes, first of the prefixes,
-// then of the majors (as their rank when there are at most maxMajorRanks:
-// usually a few window starts or key groups), skipping the bytes every
-// element has equal; then each run of equal (major, prefix), rare when keys
-// differ within their first 8 bytes after the common prefix, is sorted by
-// the full comparison. ords itself is not moved.
+// cmpSlotOrd, as positions in ords, and returns it. When there are at most
+// maxMajorRanks distinct majors (usually a few window starts or key
+// groups), it first places the elements by major rank (a counting sort),
+// then sorts each major's run by a least-significant-digit radix sort over
+// the prefixes' bytes: a run is small enough to stay in cache through its
+// passes, where passes over all elements would stream them through memory
+// once per byte. With more majors it radix-sorts by prefix and then by the
+// majors' bits. Bytes in which every element of a sort agrees are skipped.
+// Then each run of equal (major, prefix), rare when keys differ within
+// their first 8 bytes after the common prefix, is sorted by the full
+// comparison. ords itself is not moved.
 func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 	n := len(ords)
 	a := make([]radixEnt, n)
-	var b []radixEnt
-	var hist [8][256]int32
-	for i := range ords {
-		k := ords[i].pfx
-		a[i] = radixEnt{k: k, i: int32(i)}
-		for d := range 8 {
-			hist[d][byte(k>>(8*d))]++
-		}
-	}
-	a, b = radixPasses(a, b, &hist)
-	// The majors, by position: their rank or their bits with the sign
-	// flipped (so that unsigned order is signed order).
-	mk := make([]uint64, n)
+	b := make([]radixEnt, n)
 	if ranks := majorRanks(ords); ranks != nil {
+		// Count each major, then place each element in its major's run.
+		rk := make([]uint8, n)
+		var start [maxMajorRanks + 1]int32
 		last := ords[0].major
 		r, _ := slices.BinarySearch(ranks, last)
-		lastRank := uint64(r)
+		lastRank := uint8(r)
 		for i := range ords {
 			if m := ords[i].major; m != last {
 				r, _ := slices.BinarySearch(ranks, m)
-				last, lastRank = m, uint64(r)
+				last, lastRank = m, uint8(r)
 			}
-			mk[i] = lastRank
+			rk[i] = lastRank
+			start[int(lastRank)+1]++
+		}
+		for r := 1; r <= len(ranks); r++ {
+			start[r] += start[r-1]
+		}
+		next := start
+		for i := range ords {
+			r := rk[i]
+			a[next[r]] = radixEnt{k: ords[i].pfx, i: int32(i)}
+			next[r]++
+		}
+		for r := range ranks {
+			lo, hi := start[r], start[r+1]
+			run := a[lo:hi]
+			var hist [8][256]int32
+			for _, e := range run {
+				for d := range 8 {
+					hist[d][byte(e.k>>(8*d))]++
+				}
+			}
+			sorted, _ := radixPasses(run, b[lo:hi], &hist)
+			for j, e := range sorted {
+				perm[int(lo)+j] = e.i
+			}
 		}
 	} else {
+		var hist [8][256]int32
 		for i := range ords {
-			mk[i] = uint64(ords[i].major) ^ 1<<63
+			k := ords[i].pfx
+			a[i] = radixEnt{k: k, i: int32(i)}
+			for d := range 8 {
+				hist[d][byte(k>>(8*d))]++
+			}
 		}
-	}
-	hist = [8][256]int32{}
-	for _, k := range mk {
-		for d := range 8 {
-			hist[d][byte(k>>(8*d))]++
+		a, b = radixPasses(a, b, &hist)
+		// Then by the majors' bits with the sign flipped (so that
+		// unsigned order is signed order), stably.
+		hist = [8][256]int32{}
+		for j := range a {
+			k := uint64(ords[a[j].i].major) ^ 1<<63
+			a[j].k = k
+			for d := range 8 {
+				hist[d][byte(k>>(8*d))]++
+			}
 		}
-	}
-	for j := range a {
-		a[j].k = mk[a[j].i]
-	}
-	a, _ = radixPasses(a, b, &hist)
-	for j := range a {
-		perm[j] = a[j].i
+		a, _ = radixPasses(a, b, &hist)
+		for j := range a {
+			perm[j] = a[j].i
+		}
 	}
 	for lo := 0; lo < n; {
 		o := &ords[perm[lo]]
@@ -177,6 +203,9 @@ func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 // buffer; it returns the sorted elements and the other buffer.
 func radixPasses(a, b []radixEnt, hist *[8][256]int32) ([]radixEnt, []radixEnt) {
 	n := int32(len(a))
+	if n == 0 {
+		return a, b
+	}
 	for d := range 8 {
 		h := &hist[d]
 		shift := 8 * d

@@ -118,7 +118,7 @@ func (w *Window) findKey(h uint32, mk string) (kid int32, pos uint64, ok bool) {
 		}
 		if uint32(e>>32) == h {
 			k := int32(uint32(e) - 1)
-			if ki := &w.keys[k]; ki.bytes[ki.mkOff:] == mk {
+			if w.keys[k].hasMapKey(mk) {
 				return k, i, true
 			}
 		}
@@ -180,7 +180,7 @@ func (w *Window) prefetchHashes(hs []uint32) {
 	}
 	for _, kid := range kids[:m] {
 		ki := &w.keys[kid]
-		if n := len(ki.bytes); n > 0 {
+		if n := len(ki.bytes); ki.mkLen() > inlineKey {
 			sink += uint64(ki.bytes[n-1])
 		}
 		if ki.head >= 0 {

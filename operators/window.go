@@ -79,16 +79,38 @@ type WindowSpec struct {
 	Aggregates      []AggSpec     // in output order
 }
 
+// keyInfo is 64 bytes, one cache line: a lookup that finds a short key
+// (a map key of at most inlineKey bytes, kept in inl) reads nothing else.
 type keyInfo struct {
-	bytes  string // the key's encoding (SerializeKey)
+	bytes  string          // the key's encoding (SerializeKey)
+	inl    [inlineKey]byte // bytes[mkOff:] when at most inlineKey long
+	pfx    uint64          // prefix8(bytes, pfxAt): the key's sort prefix (see sortSlots)
 	kg     int32
 	refs   int32  // open slots of this key
 	head   int32  // tumbling/sliding: the key's open slots, newest start first, a list through slotInfo.next and prev; -1 when none
+	h      uint32 // the map key's hash in ktab
+	pfxAt  int32  // the Window's keyLCP when pfx was taken
 	mkOff  uint8  // bytes[mkOff:] is the key's map key (see mapKey)
 	queued bool   // in Window.idle
-	h      uint32 // the map key's hash in ktab
-	pfx    uint64 // prefix8(bytes, pfxAt): the key's sort prefix (see sortSlots)
-	pfxAt  int32  // the Window's keyLCP when pfx was taken
+}
+
+// inlineKey is the longest map key keyInfo holds inline.
+const inlineKey = 16
+
+// mkLen is the length of the key's map key.
+func (ki *keyInfo) mkLen() int { return len(ki.bytes) - int(ki.mkOff) }
+
+// hasMapKey reports whether the key's map key is mk, reading the key's
+// bytes only when they are not inline.
+func (ki *keyInfo) hasMapKey(mk string) bool {
+	n := ki.mkLen()
+	if n != len(mk) {
+		return false
+	}
+	if n <= inlineKey {
+		return string(ki.inl[:n]) == mk
+	}
+	return ki.bytes[ki.mkOff:] == mk
 }
 
 type slotInfo struct {
@@ -480,6 +502,7 @@ func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
 		w.evictIdle()
 	}
 	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
+	copy(ki.inl[:], key[mkOff:]) // used only when it fits (hasMapKey)
 	if !w.lcpSet {
 		w.lcpKey, w.keyLCP, w.lcpSet = ki.bytes, len(ki.bytes), true
 	} else {
