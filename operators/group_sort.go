@@ -43,6 +43,13 @@ func cmpSlotOrd(a, b slotOrd) int {
 // the prefix window is a prefix of any key it ties with, and the full
 // comparison then decides.
 func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64) (ords []slotOrd, perm []int32) {
+	return w.sortSlotsVisit(slots, major, minor, nil)
+}
+
+// sortSlotsVisit is sortSlots that also calls visit, when not nil, with
+// each slot in slots' order (before it sorts them) right after reading its
+// sort key, while the slot's key is in cache.
+func (w *Window) sortSlotsVisit(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64, visit func(s int32)) (ords []slotOrd, perm []int32) {
 	ords = slices.Grow(w.ords[:0], len(slots))[:len(slots)]
 	w.ords = ords
 	for lo := 0; lo < len(slots); lo += prefetchRows {
@@ -58,6 +65,9 @@ func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyI
 			info := &w.slots[s]
 			ki := &w.keys[info.kid]
 			ords[lo+j] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
+			if visit != nil {
+				visit(s)
+			}
 		}
 	}
 	perm = w.sortPerm(ords)

@@ -1019,26 +1019,17 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	order := slices.Clone(due)
-	ords, perm := w.sortSlots(order, slotStart, slotEnd)
+	// The slots are removed from the indexes (killSlot) in slot order as
+	// their sort keys are read, while their keys are in cache; their
+	// accumulators are reset (freeSlot) only once the output is built.
+	ords, perm := w.sortSlotsVisit(order, slotStart, slotEnd, w.killSlot)
 	rec, err := w.buildOrds(w.output, order, ords, perm)
 	w.releaseOrds()
+	for _, s := range due {
+		w.freeSlot(s)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
-	}
-	// Remove the slots in slot order (the slot table is read
-	// sequentially), loading the keys of prefetchRows slots ahead of
-	// removing them so that their cache misses overlap.
-	for lo := 0; lo < len(due); lo += prefetchRows {
-		group := due[lo:min(len(due), lo+prefetchRows)]
-		var sink int32
-		for _, s := range group {
-			sink += w.keys[w.slots[s].kid].head
-		}
-		w.sink += uint64(sink)
-		for _, s := range group {
-			w.killSlot(s)
-			w.freeSlot(s)
-		}
 	}
 	return rec, nil
 }
