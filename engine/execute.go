@@ -242,12 +242,14 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			})
 		}
 	}
+	writes := func(s int) bool { return out.changed[s] || w.state[s].base.Path == "" }
+	full := compactPlan(w.state, writes, func(s int) (int64, int64) { return dirtySize(r.subtasks[s], r.pendingRows(s)) })
 	for s, sub := range r.subtasks {
-		if !out.changed[s] && w.state[s].base.Path != "" {
+		if !writes(s) {
 			continue // unchanged: the previous files are shared
 		}
 		wg.Go(func() error {
-			st, err := r.writeState(wctx, att, s, sub, w.state[s])
+			st, err := r.writeState(wctx, att, s, sub, w.state[s], full[s])
 			if err != nil {
 				return err
 			}
@@ -310,10 +312,48 @@ type subState struct {
 }
 
 // Compaction policy: a subtask writes a new base instead of a delta when it
-// has no base in this layout, when it has maxDeltas deltas, when its deltas
-// add up to more than half its base, or when most of its windows changed
-// (a delta would be about as large as the base).
+// has no base in this layout, and every subtask of an operator that writes
+// state in an epoch does when the operator has a subtask with maxDeltas
+// deltas, when its deltas add up to more than half its bases, or when most
+// of its windows changed (a delta would be about as large as the base).
+// The decision is the operator's, not each subtask's: subtasks run in
+// parallel, so an epoch in which they all compact costs about one
+// subtask's compaction, while subtasks that each reach their own threshold
+// in a different epoch (their states differ slightly in size) would slow
+// several epochs down instead of one.
 const maxDeltas = 8
+
+// compactPlan decides which subtasks of one operator write a base this
+// epoch (see maxDeltas). prev are the subtasks' committed states, writes
+// reports whether subtask s writes state this epoch, and size its changed
+// and removed windows, its windows, and its base rows not restored yet.
+func compactPlan(prev []subState, writes func(s int) bool, size func(s int) (changed, live int64)) []bool {
+	full := make([]bool, len(prev))
+	var deltaBytes, baseBytes, changed, live int64
+	all := false
+	for s, st := range prev {
+		if !writes(s) {
+			continue
+		}
+		if st.base.Path == "" {
+			full[s] = true
+		}
+		if len(st.deltas) >= maxDeltas {
+			all = true
+		}
+		deltaBytes += st.deltaBytes()
+		baseBytes += st.base.Size
+		c, l := size(s)
+		changed += c
+		live += l
+	}
+	if all || deltaBytes > baseBytes/2 || changed >= max(1, live/2) {
+		for s := range full {
+			full[s] = writes(s)
+		}
+	}
+	return full
+}
 
 func (st subState) deltaBytes() int64 {
 	var n int64
@@ -326,20 +366,24 @@ func (st subState) deltaBytes() int64 {
 // writeState writes subtask s's changed state: a delta (tombstones, then
 // upserts) on top of prev, or a new base when the policy says so. The
 // window's change tracking is reset either way.
-func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState) (subState, error) {
-	return r.writeOpState(ctx, att, r.plan.window.ID, s, sub, prev, r.pendingRows(s), func() error { return r.loadAll(ctx, s) })
+func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState, full bool) (subState, error) {
+	return r.writeOpState(ctx, att, r.plan.window.ID, s, sub, prev, full, func() error { return r.loadAll(ctx, s) })
 }
 
-// writeOpState writes subtask s's changed state of operator opID: a delta
-// (tombstones, then upserts) on top of prev, or a new base when the policy
-// says so (pending: state rows restored but not decoded yet, which
-// loadRest decodes before a base is written). The operator's change
-// tracking is reset either way.
-func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev subState, pending int64, loadRest func() error) (subState, error) {
+// dirtySize is compactPlan's size of a stateful subtask: its changed and
+// removed windows, and its windows (pending: base rows restored but not
+// decoded yet).
+func dirtySize(sub operators.Stateful, pending int64) (changed, live int64) {
+	c, rm := sub.Dirty()
+	return int64(c + rm), int64(sub.Len()) + pending
+}
+
+// writeOpState writes subtask s's changed state of operator opID: a new
+// base when full (compactPlan; loadRest first decodes the state rows
+// restored but not decoded yet), else a delta (tombstones, then upserts)
+// on top of prev. The operator's change tracking is reset either way.
+func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev subState, full bool, loadRest func() error) (subState, error) {
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
-	changed, removed := sub.Dirty()
-	full := prev.base.Path == "" || len(prev.deltas) >= maxDeltas || prev.deltaBytes() > prev.base.Size/2 ||
-		int64(changed+removed) >= max(1, (int64(sub.Len())+pending)/2)
 	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
 		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: stateRowGroupRows,
 			Compression: "snappy", NoDictionary: true})

@@ -372,12 +372,15 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		states := append([]subState(nil), gs.state[nd.name]...)
 		w.graph[nd.name] = states
 		changed := out.graph.changed[nd.name]
-		for s, op := range gs.subs[nd.name] {
-			if (changed == nil || !changed[s]) && states[s].base.Path != "" {
+		subs := gs.subs[nd.name]
+		writes := func(s int) bool { return changed != nil && changed[s] || states[s].base.Path == "" }
+		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], 0) })
+		for s, op := range subs {
+			if !writes(s) {
 				continue
 			}
 			g.Go(func() error {
-				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], 0, func() error { return nil })
+				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], full[s], func() error { return nil })
 				if err != nil {
 					return fmt.Errorf("stage %s: %w", nd.name, err)
 				}

@@ -147,7 +147,18 @@ func TestSavepointClaim(t *testing.T) {
 	putGrowing(t, e, 10)
 	tmpl := strings.Replace(growingSpec, "parallelism: 2}", "parallelism: 2, retain_epochs: 2}", 1)
 	p := e.pipeline(t, tmpl)
-	run(t, p, engine.Options{})
+	// Run to an epoch that compacted (bases, no deltas), so that the first
+	// epoch restored from the savepoint writes deltas on top of its bases
+	// (it shares them) instead of compacting too.
+	for ep := int64(1); ; ep++ {
+		run(t, p, engine.Options{UntilEpoch: ep})
+		if m := headChain(t, p, 1)[0]; ep > 1 && len(m.Operators[0].Deltas) == 0 {
+			break
+		}
+		if ep >= 10 {
+			t.Fatalf("no epoch of 2..10 compacted")
+		}
+	}
 	for _, name := range []string{"a", "b"} {
 		if _, err := engine.CreateSavepoint(ctx, p, name, 0); err != nil {
 			t.Fatal(err)
