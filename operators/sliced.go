@@ -251,7 +251,7 @@ func (w *Window) stableByStart(slots []int32) []int32 {
 // outside the indexes (not live, not tracked): Advance combines slices into
 // it, builds its output row and frees it.
 func (w *Window) scratchSlot(kid int32, start, end int64) int32 {
-	info := slotInfo{kid: kid, start: start, end: end, next: -1}
+	info := slotInfo{kid: kid, start: start, end: end, next: -1, prev: -1}
 	var s int32
 	if n := len(w.freeSlots); n > 0 {
 		s = w.freeSlots[n-1]
