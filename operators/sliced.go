@@ -70,6 +70,11 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 		grouped[next[k]] = r
 		next[k]++
 	}
+	// The windows are combined in scratch slots appended past the slot
+	// table, one after another in output-building order (see scratchSlot),
+	// and dropped by truncating it once built.
+	base := len(w.slots)
+	defer w.dropScratch(base)
 	var out []int32
 	for i, kid := range kids {
 		run := grouped[pos[i]:pos[i+1]]
@@ -110,14 +115,8 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	if len(out) > 0 {
 		var err error
 		if rec, err = w.build(w.output, out, false); err != nil {
-			for _, r := range out {
-				w.freeSlot(r)
-			}
 			return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 		}
-	}
-	for _, r := range out {
-		w.freeSlot(r)
 	}
 	// Drop the slices whose last window is closed (after build: dropping
 	// may release their keys).
@@ -248,22 +247,30 @@ func (w *Window) stableByStart(slots []int32) []int32 {
 }
 
 // scratchSlot returns an empty slot holding window [start, end) of kid
-// outside the indexes (not live, not tracked): Advance combines slices into
-// it, builds its output row and frees it.
+// outside the indexes (not live, not tracked), appended past the slot table:
+// Advance combines slices into it, builds its output row, and then drops
+// every scratch slot at once (dropScratch). Appending, rather than reusing
+// freed slots scattered over the table, keeps the windows' accumulators in
+// the order the output reads them.
 func (w *Window) scratchSlot(kid int32, start, end int64) int32 {
-	info := slotInfo{kid: kid, start: start, end: end, next: -1, prev: -1}
-	var s int32
-	if n := len(w.freeSlots); n > 0 {
-		s = w.freeSlots[n-1]
-		w.freeSlots = w.freeSlots[:n-1]
-		info.listed = w.slots[s].listed
-		w.slots[s] = info
-	} else {
-		s = int32(len(w.slots))
-		w.slots = append(w.slots, info)
-	}
-	for _, a := range w.aggs {
-		a.grow(len(w.slots))
+	s := int32(len(w.slots))
+	w.slots = append(w.slots, slotInfo{kid: kid, start: start, end: end, next: -1, prev: -1})
+	if n := len(w.slots); n > w.aggLen {
+		w.aggLen = n + n/4 + 1024 // in steps: a grow per window would cost a call per accumulator
+		for _, a := range w.aggs {
+			a.grow(w.aggLen)
+		}
 	}
 	return s
+}
+
+// dropScratch empties the scratch slots from base on (scratchSlot) and
+// truncates the slot table back to base.
+func (w *Window) dropScratch(base int) {
+	for s := base; s < len(w.slots); s++ {
+		for _, a := range w.aggs {
+			a.reset(int32(s))
+		}
+	}
+	w.slots = w.slots[:base]
 }

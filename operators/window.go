@@ -161,6 +161,7 @@ type Window struct {
 	idleHead  int     // idle[:idleHead] were taken
 	slots     []slotInfo
 	freeSlots []int32
+	aggLen    int // the accumulators address slots [0, aggLen) at least (scratchSlot)
 	live      int
 
 	// change tracking since the last snapshot point (delta.go)
