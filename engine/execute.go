@@ -386,7 +386,7 @@ func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
 	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
 		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: stateRowGroupRows,
-			Compression: "snappy", NoDictionary: true})
+			Compression: "snappy", NoDictionary: true, IntStatsOnly: true})
 	}
 	if full {
 		// A base holds every window: decode what this run has not needed yet.

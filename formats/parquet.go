@@ -33,6 +33,11 @@ type EncodeOptions struct {
 	// default string columns are dictionary-encoded and others are not
 	// (dictionaries of numbers and timestamps rarely pay for their hashing).
 	NoDictionary bool
+	// IntStatsOnly writes column statistics only for top-level integer,
+	// date and timestamp columns: state files, whose readers prune row
+	// groups by key group and window bounds, and never by a string's or a
+	// list's min and max, which cost a comparison per value to keep.
+	IntStatsOnly bool
 	// RowGroupRows is the maximum number of rows per row group.
 	RowGroupRows int64
 	// Mem is the allocator used while writing (default memory.DefaultAllocator).

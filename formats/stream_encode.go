@@ -89,9 +89,18 @@ func parquetWriterProps(schema *arrow.Schema, opts EncodeOptions, first arrow.Re
 			}
 		}
 	}
+	wopts = append(wopts, parquet.WithStats(!opts.IntStatsOnly))
+	if opts.IntStatsOnly {
+		for _, f := range schema.Fields() {
+			switch f.Type.ID() {
+			case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+				arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP:
+				wopts = append(wopts, parquet.WithStatsPath(parquet.ColumnPath{f.Name}, true))
+			}
+		}
+	}
 	props := parquet.NewWriterProperties(append(wopts,
 		parquet.WithCompression(codec),
-		parquet.WithStats(true),
 		parquet.WithMaxRowGroupLength(rg),
 		parquet.WithAllocator(mem),
 	)...)
