@@ -57,6 +57,23 @@ func (d *valueDict) bytes(id uint32) []byte {
 	return d.chunks[r.chunk][r.off : r.off+r.n : r.off+r.n]
 }
 
+// ranks returns, indexed by id, each live value's rank in the order of the
+// values' bytes (free ids get any rank), reusing buf.
+func (d *valueDict) ranks(buf []uint32) []uint32 {
+	ids := make([]uint32, 0, d.n)
+	for id, c := range d.counts {
+		if c > 0 {
+			ids = append(ids, uint32(id))
+		}
+	}
+	slices.SortFunc(ids, func(x, y uint32) int { return bytes.Compare(d.bytes(x), d.bytes(y)) })
+	buf = slices.Grow(buf[:0], len(d.refs))[:len(d.refs)]
+	for r, id := range ids {
+		buf[id] = uint32(r)
+	}
+	return buf
+}
+
 func (d *valueDict) hash(v []byte) uint32 { return uint32(maphash.Bytes(d.seed, v)) }
 
 // intern returns the id of v, adding it (with no reference yet) if new.
@@ -254,6 +271,8 @@ type distinctAcc struct {
 	buf     []byte
 	scratch []uint32
 	vals    [][]byte
+	rank    []uint32 // appendState's ranks of the dictionary's values
+	sink    uint32   // appendState's loads ahead
 }
 
 func newDistinctAcc(kind byte) *distinctAcc {
@@ -324,7 +343,10 @@ func (a *distinctAcc) stateFields(name string) []arrow.Field {
 	return []arrow.Field{{Name: name + ".values", Type: arrow.ListOf(arrow.BinaryTypes.Binary)}}
 }
 
-// appendState writes each slot's values sorted by their bytes.
+// appendState writes each slot's values sorted by their bytes. When the
+// slots hold at least as many values as the dictionary has, it ranks the
+// dictionary's values by their bytes once and orders each slot's ids by
+// rank, an integer sort, instead of comparing the values' bytes slot by slot.
 func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
 	lb, ok := bs[0].(*array.ListBuilder)
 	if !ok {
@@ -333,6 +355,49 @@ func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
 	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
 	if !ok {
 		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	}
+	total := 0
+	for _, s := range slots {
+		total += int(a.sets[s].n)
+	}
+	vb.Reserve(total)
+	if live := a.dict.n; live > 0 {
+		vb.ReserveData(total * (a.dict.live/live + 1))
+	}
+	if live := a.dict.n; live > 0 && live <= total {
+		rank := a.dict.ranks(a.rank)
+		a.rank = rank
+		var keyed []uint64
+		for lo := 0; lo < len(slots); lo += prefetchRows {
+			group := slots[lo:min(len(slots), lo+prefetchRows)]
+			// The slots come in state order, scattered over the table,
+			// and each set's ids are an allocation of their own: load
+			// the group's sets, then their ids, before reading any, so
+			// that the cache misses overlap.
+			var sink uint32
+			for _, s := range group {
+				sink += uint32(a.sets[s].n)
+			}
+			for _, s := range group {
+				if ids := a.sets[s].ids; len(ids) > 0 {
+					sink += ids[0]
+				}
+			}
+			a.sink += sink
+			for _, s := range group {
+				lb.Append(true)
+				a.scratch = a.sets[s].appendIDs(a.scratch[:0])
+				keyed = keyed[:0]
+				for _, id := range a.scratch {
+					keyed = append(keyed, uint64(rank[id])<<32|uint64(id))
+				}
+				slices.Sort(keyed)
+				for _, k := range keyed {
+					vb.Append(a.dict.bytes(uint32(k)))
+				}
+			}
+		}
+		return nil
 	}
 	for _, s := range slots {
 		lb.Append(true)
