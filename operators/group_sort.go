@@ -167,31 +167,44 @@ func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 			for j, e := range sorted {
 				perm[int(lo)+j] = e.i
 			}
-		}
-	} else {
-		var hist [8][256]int32
-		for i := range ords {
-			k := ords[i].pfx
-			a[i] = radixEnt{k: k, i: int32(i)}
-			for d := range 8 {
-				hist[d][byte(k>>(8*d))]++
+			// Ties of the prefix within the major, found on the sorted
+			// words (reading ords in sorted order would be a cache
+			// miss per element), are sorted by the full comparison.
+			for i := 0; i < len(sorted); {
+				j := i + 1
+				for j < len(sorted) && sorted[j].k == sorted[i].k {
+					j++
+				}
+				if j-i > 1 {
+					sortTies(ords, perm[int(lo)+i:int(lo)+j])
+				}
+				i = j
 			}
 		}
-		a, b = radixPasses(a, b, &hist)
-		// Then by the majors' bits with the sign flipped (so that
-		// unsigned order is signed order), stably.
-		hist = [8][256]int32{}
-		for j := range a {
-			k := uint64(ords[a[j].i].major) ^ 1<<63
-			a[j].k = k
-			for d := range 8 {
-				hist[d][byte(k>>(8*d))]++
-			}
+		return perm
+	}
+	var hist [8][256]int32
+	for i := range ords {
+		k := ords[i].pfx
+		a[i] = radixEnt{k: k, i: int32(i)}
+		for d := range 8 {
+			hist[d][byte(k>>(8*d))]++
 		}
-		a, _ = radixPasses(a, b, &hist)
-		for j := range a {
-			perm[j] = a[j].i
+	}
+	a, b = radixPasses(a, b, &hist)
+	// Then by the majors' bits with the sign flipped (so that
+	// unsigned order is signed order), stably.
+	hist = [8][256]int32{}
+	for j := range a {
+		k := uint64(ords[a[j].i].major) ^ 1<<63
+		a[j].k = k
+		for d := range 8 {
+			hist[d][byte(k>>(8*d))]++
 		}
+	}
+	a, _ = radixPasses(a, b, &hist)
+	for j := range a {
+		perm[j] = a[j].i
 	}
 	for lo := 0; lo < n; {
 		o := &ords[perm[lo]]
@@ -200,11 +213,17 @@ func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 			hi++
 		}
 		if hi-lo > 1 {
-			slices.SortFunc(perm[lo:hi], func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
+			sortTies(ords, perm[lo:hi])
 		}
 		lo = hi
 	}
 	return perm
+}
+
+// sortTies sorts a run of perm whose elements tie on (major, prefix) by the
+// full comparison.
+func sortTies(ords []slotOrd, run []int32) {
+	slices.SortFunc(run, func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
 }
 
 // radixPasses stably sorts a by the bytes of its sort words, least
