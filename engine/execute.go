@@ -312,11 +312,11 @@ type subState struct {
 }
 
 // Compaction policy: a subtask writes a new base instead of a delta when it
-// has no base in this layout, and every subtask of an operator that writes
-// state in an epoch does when the operator has a subtask with maxDeltas
-// deltas, when its deltas add up to more than half its bases, or when most
-// of its windows changed (a delta would be about as large as the base).
-// The decision is the operator's, not each subtask's: subtasks run in
+// has no base in this layout. Besides, every subtask of an operator that
+// writes state in an epoch writes a new base when one of them has
+// maxDeltas deltas, when their deltas add up to more than half their bases,
+// or when most of their windows changed (a delta would be about as large as
+// the base). The decision is the operator's, not each subtask's: subtasks run in
 // parallel, so an epoch in which they all compact costs about one
 // subtask's compaction, while subtasks that each reach their own threshold
 // in a different epoch (their states differ slightly in size) would slow
@@ -363,9 +363,8 @@ func (st subState) deltaBytes() int64 {
 	return n
 }
 
-// writeState writes subtask s's changed state: a delta (tombstones, then
-// upserts) on top of prev, or a new base when the policy says so. The
-// window's change tracking is reset either way.
+// writeState writes subtask s's changed state of the linear pipeline's
+// window: see writeOpState.
 func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState, full bool) (subState, error) {
 	return r.writeOpState(ctx, att, r.plan.window.ID, s, sub, prev, full, func() error { return r.loadAll(ctx, s) })
 }
