@@ -292,22 +292,24 @@ func BenchmarkSortOrds(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 450_000
 	src := make([]slotOrd, n)
+	keys := make([]keyInfo, n)
 	for i := range src {
 		k := fmt.Sprintf("\x04\x07u%d", int(1e6*rng.Float64()*rng.Float64()))
-		src[i] = slotOrd{major: int64(rng.IntN(6))*60e6 + 1704067200000000, pfx: prefix8(k, 1), key: k, slot: int32(i)}
+		keys[i].bytes = k
+		src[i] = slotOrd{major: int64(rng.IntN(6))*60e6 + 1704067200000000, pfx: prefix8(k, 1), slot: int32(i), kid: int32(i)}
 	}
 	ords := make([]slotOrd, n)
 	perm := make([]int32, n)
 	b.Run("radix", func(b *testing.B) {
 		for b.Loop() {
 			copy(ords, src)
-			radixSortOrds(ords, perm)
+			radixSortOrds(ords, perm, keys)
 		}
 	})
 	b.Run("pdqsort", func(b *testing.B) {
 		for b.Loop() {
 			copy(ords, src)
-			slices.SortFunc(ords, cmpSlotOrd)
+			slices.SortFunc(ords, func(x, y slotOrd) int { return cmpSlotOrd(keys, &x, &y) })
 		}
 	})
 }

@@ -12,23 +12,36 @@ import (
 // prefix every key of the sort shares, big-endian and zero-padded, so most
 // comparisons are three integer compares and never touch the key bytes
 // (keys of one workload often share a long prefix, such as "user-").
+//
+// A slotOrd holds no pointer (its key is the key id kid, whose bytes are
+// keys[kid].bytes), so that the collector never scans an Advance's worth of
+// them. When the Window's key is one string column and the value fits
+// inline, the value itself is copied out too (inl[:inlN]; inlN is -1
+// otherwise), so that Advance writes the output's key column from the slotOrd
+// it reads anyway instead of reading each key's bytes at random.
 type slotOrd struct {
 	major int64
 	pfx   uint64
 	minor int64
-	key   string
 	slot  int32
+	kid   int32
+	inlN  int8
+	inl   [inlineKey]byte
 }
 
-func cmpSlotOrd(a, b slotOrd) int {
+// cmpSlotOrd compares a and b by (major, key bytes, minor); keys holds their
+// keys (keyInfo.bytes of their kid).
+func cmpSlotOrd(keys []keyInfo, a, b *slotOrd) int {
 	if a.major != b.major {
 		return cmp.Compare(a.major, b.major)
 	}
 	if a.pfx != b.pfx {
 		return cmp.Compare(a.pfx, b.pfx)
 	}
-	if c := strings.Compare(a.key, b.key); c != 0 {
-		return c
+	if a.kid != b.kid {
+		if c := strings.Compare(keys[a.kid].bytes, keys[b.kid].bytes); c != 0 {
+			return c
+		}
 	}
 	return cmp.Compare(a.minor, b.minor)
 }
@@ -52,6 +65,7 @@ func (w *Window) sortSlots(slots []int32, major, minor func(s *slotInfo, k *keyI
 func (w *Window) sortSlotsVisit(slots []int32, major, minor func(s *slotInfo, k *keyInfo) int64, visit func(s int32)) (ords []slotOrd, perm []int32) {
 	ords = slices.Grow(w.ords[:0], len(slots))[:len(slots)]
 	w.ords = ords
+	keyBytes := 0
 	for lo := 0; lo < len(slots); lo += prefetchRows {
 		// Load prefetchRows keys before reading them, so that their cache
 		// misses overlap.
@@ -64,12 +78,18 @@ func (w *Window) sortSlotsVisit(slots []int32, major, minor func(s *slotInfo, k 
 		for j, s := range group {
 			info := &w.slots[s]
 			ki := &w.keys[info.kid]
-			ords[lo+j] = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), key: ki.bytes, slot: s}
+			o := &ords[lo+j]
+			*o = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), slot: s, kid: info.kid, inlN: -1}
+			if n := ki.mkLen(); w.strKey && n <= inlineKey && info.kid != w.nullKid {
+				o.inlN, o.inl = int8(n), ki.inl
+			}
+			keyBytes += len(ki.bytes)
 			if visit != nil {
 				visit(s)
 			}
 		}
 	}
+	w.ordKeyBytes = keyBytes
 	perm = w.sortPerm(ords)
 	for j, i := range perm {
 		slots[j] = ords[i].slot
@@ -83,12 +103,12 @@ func (w *Window) sortPerm(ords []slotOrd) []int32 {
 	perm := slices.Grow(w.perm[:0], len(ords))[:len(ords)]
 	w.perm = perm
 	if len(ords) >= radixMinOrds {
-		return radixSortOrds(ords, perm)
+		return radixSortOrds(ords, perm, w.keys)
 	}
 	for i := range perm {
 		perm[i] = int32(i)
 	}
-	slices.SortFunc(perm, func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
+	sortTies(w.keys, ords, perm)
 	return perm
 }
 
@@ -126,7 +146,7 @@ const maxMajorRanks = 256
 // Then each run of equal (major, prefix), rare when keys differ within
 // their first 8 bytes after the common prefix, is sorted by the full
 // comparison. ords itself is not moved.
-func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
+func radixSortOrds(ords []slotOrd, perm []int32, keys []keyInfo) []int32 {
 	n := len(ords)
 	a := make([]radixEnt, n)
 	b := make([]radixEnt, n)
@@ -176,7 +196,7 @@ func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 					j++
 				}
 				if j-i > 1 {
-					sortTies(ords, perm[int(lo)+i:int(lo)+j])
+					sortTies(keys, ords, perm[int(lo)+i:int(lo)+j])
 				}
 				i = j
 			}
@@ -213,17 +233,17 @@ func radixSortOrds(ords []slotOrd, perm []int32) []int32 {
 			hi++
 		}
 		if hi-lo > 1 {
-			sortTies(ords, perm[lo:hi])
+			sortTies(keys, ords, perm[lo:hi])
 		}
 		lo = hi
 	}
 	return perm
 }
 
-// sortTies sorts a run of perm whose elements tie on (major, prefix) by the
-// full comparison.
-func sortTies(ords []slotOrd, run []int32) {
-	slices.SortFunc(run, func(x, y int32) int { return cmpSlotOrd(ords[x], ords[y]) })
+// sortTies sorts a run of perm (positions in ords) by the full comparison:
+// one whose elements tie on (major, prefix), or any small sort.
+func sortTies(keys []keyInfo, ords []slotOrd, run []int32) {
+	slices.SortFunc(run, func(x, y int32) int { return cmpSlotOrd(keys, &ords[x], &ords[y]) })
 }
 
 // radixPasses stably sorts a by the bytes of its sort words, least
@@ -301,7 +321,7 @@ func (w *Window) sortKeys(kids []int32) {
 	w.ords = ords
 	for i, k := range kids {
 		ki := &w.keys[k]
-		ords[i] = slotOrd{pfx: w.keyPfx(ki), key: ki.bytes, slot: k}
+		ords[i] = slotOrd{pfx: w.keyPfx(ki), slot: k, kid: k, inlN: -1}
 	}
 	for j, i := range w.sortPerm(ords) {
 		kids[j] = ords[i].slot
@@ -309,10 +329,9 @@ func (w *Window) sortKeys(kids []int32) {
 	w.releaseOrds()
 }
 
-// releaseOrds clears sortSlots's scratch (dropping the key strings' references) and
-// lets the garbage collector have it when it is large.
+// releaseOrds lets the garbage collector have sortSlots's scratch when it is
+// large.
 func (w *Window) releaseOrds() {
-	clear(w.ords)
 	if cap(w.ords) > 1<<16 {
 		w.ords, w.perm = nil, nil
 	}

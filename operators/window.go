@@ -146,23 +146,24 @@ type Window struct {
 	seq      int64 // arrival sequence number of the next row
 	mem      memory.Allocator
 
-	ktab      keyIndex // key ids by map key (see mapKey)
-	strKey    bool     // one string key column: ktab is keyed by the raw string
-	nullKid   int32    // strKey: id of the null key, -1 when none
-	keys      []keyInfo
-	sessions  [][]int32 // Session: each key's open session slots, sorted by start
-	freeKeys  []int32
-	lcpKey    string  // the first key's bytes
-	keyLCP    int     // the length of the prefix every key so far shares with lcpKey
-	lcpSet    bool    // lcpKey is set
-	active    int     // keys with open slots (refs > 0)
-	activeMax int     // the most keys ever active at once
-	idle      []int32 // keys that were left without open slots, oldest first (see newKey)
-	idleHead  int     // idle[:idleHead] were taken
-	slots     []slotInfo
-	freeSlots []int32
-	aggLen    int // the accumulators address slots [0, aggLen) at least (scratchSlot)
-	live      int
+	ktab        keyIndex // key ids by map key (see mapKey)
+	strKey      bool     // one string key column: ktab is keyed by the raw string
+	ordKeyBytes int      // the total length of the keys of the last sortSlots
+	nullKid     int32    // strKey: id of the null key, -1 when none
+	keys        []keyInfo
+	sessions    [][]int32 // Session: each key's open session slots, sorted by start
+	freeKeys    []int32
+	lcpKey      string  // the first key's bytes
+	keyLCP      int     // the length of the prefix every key so far shares with lcpKey
+	lcpSet      bool    // lcpKey is set
+	active      int     // keys with open slots (refs > 0)
+	activeMax   int     // the most keys ever active at once
+	idle        []int32 // keys that were left without open slots, oldest first (see newKey)
+	idleHead    int     // idle[:idleHead] were taken
+	slots       []slotInfo
+	freeSlots   []int32
+	aggLen      int // the accumulators address slots [0, aggLen) at least (scratchSlot)
+	live        int
 
 	// change tracking since the last snapshot point (delta.go)
 	dirty []int32            // listed slots: created or changed
@@ -1050,22 +1051,65 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
 		keyBytes += len(ki.bytes)
 	}
-	return w.buildGathered(schema, slots, state, keyBytes)
+	return w.buildGathered(schema, slots, state, keyBytes, func(kbs []array.Builder) error {
+		// The keys' bytes lie scattered over the heap: load prefetchRows
+		// of them before decoding them, so that their cache misses overlap.
+		for lo := 0; lo < len(g.keys); lo += prefetchRows {
+			group := g.keys[lo:min(len(g.keys), lo+prefetchRows)]
+			var sink byte
+			for _, k := range group {
+				if len(k) > 0 {
+					sink += k[len(k)-1]
+				}
+			}
+			w.sink += uint64(sink)
+			for _, k := range group {
+				if err := decodeKey(k, kbs); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // buildOrds is build in output layout of slots sorted by sortSlots(slots,
 // slotStart, slotEnd) into ords and perm, whose keys and bounds it takes
-// instead of reading the slot and key tables again.
+// instead of reading the slot and key tables again: one random read of a
+// slotOrd per row, plus the key's bytes only when they are not inline.
 func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, perm []int32) (arrow.RecordBatch, error) {
 	g := w.gatherScratch(len(ords))
-	keyBytes := 0
-	for i, p := range perm {
-		o := &ords[p]
-		g.keys[i] = o.key
-		g.starts[i], g.ends[i] = arrow.Timestamp(o.major), arrow.Timestamp(o.minor)
-		keyBytes += len(o.key)
-	}
-	return w.buildGathered(schema, slots, false, keyBytes)
+	return w.buildGathered(schema, slots, false, w.ordKeyBytes, func(kbs []array.Builder) error {
+		sb, raw := kbs[0].(*array.StringBuilder)
+		raw = raw && w.strKey
+		for lo := 0; lo < len(perm); lo += prefetchRows {
+			// Load the group's slotOrds (and keys not inline) before
+			// reading them, so that their cache misses overlap.
+			group := perm[lo:min(len(perm), lo+prefetchRows)]
+			var sink byte
+			for _, p := range group {
+				o := &ords[p]
+				if o.inlN >= 0 {
+					sink += o.inl[0]
+				} else if k := w.keys[o.kid].bytes; len(k) > 0 {
+					sink += k[len(k)-1]
+				}
+			}
+			w.sink += uint64(sink)
+			for j, p := range group {
+				o := &ords[p]
+				g.starts[lo+j], g.ends[lo+j] = arrow.Timestamp(o.major), arrow.Timestamp(o.minor)
+				if raw && o.inlN >= 0 {
+					sb.BinaryBuilder.Append(o.inl[:o.inlN])
+					continue
+				}
+				if err := decodeKey(w.keys[o.kid].bytes, kbs); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // gatherScratch sizes w.gather for n slots.
@@ -1077,8 +1121,10 @@ func (w *Window) gatherScratch(n int) *gathered {
 }
 
 // buildGathered makes the batch of slots from w.gather (the slots' key
-// groups, keys and bounds; keyBytes is the keys' total length).
-func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, keyBytes int) (arrow.RecordBatch, error) {
+// groups and bounds; keyBytes bounds the keys' total length): appendKeys
+// appends the slots' keys to the key columns' builders (and may fill the
+// bounds in w.gather first).
+func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, keyBytes int, appendKeys func(kbs []array.Builder) error) (arrow.RecordBatch, error) {
 	b := array.NewRecordBuilder(w.mem, schema)
 	defer b.Release()
 	b.Reserve(len(slots))
@@ -1101,22 +1147,8 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, 
 		// once instead of growing the buffer by doubling.
 		sb.ReserveData(keyBytes)
 	}
-	// The keys' bytes lie scattered over the heap: load prefetchRows of
-	// them before decoding them, so that their cache misses overlap.
-	for lo := 0; lo < len(g.keys); lo += prefetchRows {
-		group := g.keys[lo:min(len(g.keys), lo+prefetchRows)]
-		var sink byte
-		for _, k := range group {
-			if len(k) > 0 {
-				sink += k[len(k)-1]
-			}
-		}
-		w.sink += uint64(sink)
-		for _, k := range group {
-			if err := decodeKey(k, kbs); err != nil {
-				return nil, err
-			}
-		}
+	if err := appendKeys(kbs); err != nil {
+		return nil, err
 	}
 	col += nk
 	b.Field(col).(*array.TimestampBuilder).AppendValues(g.starts, nil)
