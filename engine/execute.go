@@ -355,6 +355,24 @@ func compactPlan(prev []subState, writes func(s int) bool, size func(s int) (cha
 	return full
 }
 
+// applyDelta applies one decoded delta file of kind (manifest.DeltaUpserts,
+// DeltaTombstones or DeltaMerges) to op, restricted to key groups
+// [lo, hi).
+func applyDelta(op operators.Stateful, kind string, recs []arrow.RecordBatch, lo, hi int) error {
+	switch kind {
+	case manifest.DeltaTombstones:
+		return op.ApplyDelta(nil, recs, lo, hi)
+	case manifest.DeltaMerges:
+		m, ok := op.(operators.DeltaMerger)
+		if !ok {
+			return fmt.Errorf("operator %s has no merge rows, but a merges delta names it: %w", op.ID(), manifest.ErrCorrupt)
+		}
+		return m.ApplyMerges(recs, lo, hi)
+	default:
+		return op.ApplyDelta(recs, nil, lo, hi)
+	}
+}
+
 func (st subState) deltaBytes() int64 {
 	var n int64
 	for _, d := range st.deltas {
@@ -406,16 +424,23 @@ func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 		}
 		return subState{base: ref}, nil
 	}
-	ups, tombs, err := sub.SnapshotDelta()
+	var ups, merges, tombs []arrow.RecordBatch
+	var err error
+	if m, ok := sub.(operators.DeltaMerger); ok {
+		ups, merges, tombs, err = m.SnapshotDeltaMerges()
+	} else {
+		ups, tombs, err = sub.SnapshotDelta()
+	}
 	if err != nil {
 		return subState{}, err
 	}
 	next := subState{base: prev.base, deltas: append([]manifest.FileRef(nil), prev.deltas...)}
+	// In the order a restore applies them (applyDelta).
 	for _, part := range []struct {
 		kind   string
 		schema *arrow.Schema
 		bs     []arrow.RecordBatch
-	}{{manifest.DeltaTombstones, sub.TombstoneSchema(), tombs}, {manifest.DeltaUpserts, sub.StateSchema(), ups}} {
+	}{{manifest.DeltaTombstones, sub.TombstoneSchema(), tombs}, {manifest.DeltaUpserts, sub.StateSchema(), ups}, {manifest.DeltaMerges, sub.StateSchema(), merges}} {
 		if countRows(part.bs) == 0 {
 			continue
 		}

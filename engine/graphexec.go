@@ -86,11 +86,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 					if err != nil {
 						return err
 					}
-					if d.Kind == manifest.DeltaTombstones {
-						err = op.ApplyDelta(nil, recs, sr.lo, sr.hi)
-					} else {
-						err = op.ApplyDelta(recs, nil, sr.lo, sr.hi)
-					}
+					err = applyDelta(op, d.Kind, recs, sr.lo, sr.hi)
 					releaseBatches(recs)
 					if err != nil {
 						return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.name, s, d.Path, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -30,12 +32,18 @@ sink:  {type: files, url: "{{sink}}", format: parquet}
 state: {url: "{{state}}", parallelism: 2}
 `
 
-// putGrowing writes files files; file i touches 4 of 120 users.
+// putGrowing writes files files; file i touches 4 of 120 users: three
+// spread over all of them, one of 10 hot users (u000, u012, ...) seen again
+// every 10 files, whose open windows later epochs change again (merge
+// deltas of their count_distinct sets).
 func putGrowing(t *testing.T, e *env, files int) {
 	for i := range files {
 		var lines []string
 		for j := range 4 {
 			u := (i*7 + j*31) % 120
+			if j == 3 {
+				u = (i % 10) * 12
+			}
 			lines = append(lines, fmt.Sprintf(`{"event_time":"2024-01-01T%02d:%02d:00Z","user_id":"u%03d","page":"/p%d","bytes":%d}`,
 				i/60, i%60, u, (i+j)%5, i+j))
 		}
@@ -85,13 +93,15 @@ func TestIncrementalState(t *testing.T) {
 	putGrowing(t, e, 40)
 	p := e.pipeline(t, growingSpec)
 	run(t, p, engine.Options{UntilEpoch: 15})
-	var deltas, upserts int64
+	var deltas, upserts, merges int64
 	for _, m := range headChain(t, p, 10) {
 		for _, d := range m.Operators[0].Deltas {
 			deltas++
-			if d.Kind == manifest.DeltaUpserts && d.Rows > 4 {
-				// Only what the epochs since the base touched: at most 4
-				// users per epoch, MaxDeltas epochs.
+			if d.Kind == manifest.DeltaMerges {
+				merges++
+			}
+			if d.Kind != manifest.DeltaTombstones {
+				// Only what the epoch touched: at most 4 users.
 				upserts = max(upserts, d.Rows)
 			}
 		}
@@ -99,8 +109,11 @@ func TestIncrementalState(t *testing.T) {
 	if deltas == 0 {
 		t.Fatal("no delta files in the last 10 epochs: every epoch rewrote the whole state")
 	}
+	if merges == 0 {
+		t.Fatal("no merges delta in the last 10 epochs: windows that existed before were rewritten whole")
+	}
 	if upserts > 4 {
-		t.Fatalf("a delta holds %d upserted windows; an epoch touches at most 4", upserts)
+		t.Fatalf("a delta holds %d upserted or merged windows; an epoch touches at most 4", upserts)
 	}
 	run(t, p, engine.Options{UntilEpoch: 25, Parallelism: 5})
 	run(t, p, engine.Options{UntilEpoch: 32, Parallelism: 3})
@@ -147,5 +160,68 @@ func TestIncrementalState(t *testing.T) {
 		if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
 			t.Fatalf("crash at state call %d: %d rows, want %d", at, len(got), len(want))
 		}
+	}
+}
+
+// TestRestoreDistinctUpsertDeltas continues a count_distinct pipeline whose
+// base and upsert deltas (whole sets) were written by the release before
+// merge deltas (testdata/compat/distinct-v2): the current release applies
+// them, writes merge deltas on top, restores those in later runs, and ends
+// with exactly the rows of a fresh run, also after a rescale.
+func TestRestoreDistinctUpsertDeltas(t *testing.T) {
+	const fixture = "../testdata/compat/distinct-v2"
+	dir := t.TempDir()
+	for _, sub := range []string{"state", "sink"} {
+		if err := os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(fixture, sub))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := filepath.Abs(filepath.Join(fixture, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(state, sink string) *spec.Pipeline {
+		p, err := spec.Load(filepath.Join(fixture, "pipeline.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Source.URL, p.State.URL, p.Sink.URL = fileURL(in), fileURL(state), fileURL(sink)
+		return p
+	}
+	p := load(filepath.Join(dir, "state"), filepath.Join(dir, "sink"))
+	old := headChain(t, p, 1)[0]
+	var oldUpserts int
+	for _, d := range old.Operators[0].Deltas {
+		if d.Kind == manifest.DeltaUpserts {
+			oldUpserts++
+		}
+	}
+	if old.Epoch != 12 || oldUpserts == 0 {
+		t.Fatalf("fixture head: epoch %d with %d upsert deltas; want epoch 12 with some", old.Epoch, oldUpserts)
+	}
+	// One epoch per run: each run restores the head's base and deltas,
+	// the fixture's upserts first, then the merges this release wrote.
+	restoredMerges := 0
+	for ep := int64(13); ep <= 36; ep++ {
+		for _, d := range headChain(t, p, 1)[0].Operators[0].Deltas {
+			if d.Kind == manifest.DeltaMerges {
+				restoredMerges++
+			}
+		}
+		res := run(t, p, engine.Options{UntilEpoch: ep})
+		if res.Generation != 1 || res.FirstEpoch != ep {
+			t.Fatalf("continued in generation %d from epoch %d; want generation 1, epoch %d", res.Generation, res.FirstEpoch, ep)
+		}
+	}
+	if restoredMerges == 0 {
+		t.Fatal("no run restored a merges delta")
+	}
+	run(t, p, engine.Options{Drain: true, Parallelism: 3})
+	rd := t.TempDir()
+	ref := load(filepath.Join(rd, "state"), filepath.Join(rd, "sink"))
+	run(t, ref, engine.Options{Drain: true})
+	if got, want := committedRows(t, p), committedRows(t, ref); !reflect.DeepEqual(got, want) {
+		t.Fatalf("continued pipeline: %d rows, a fresh run: %d\n%s", len(got), len(want),
+			diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
 }

@@ -77,7 +77,7 @@ type stateUnit struct {
 // group is loaded.
 type pendingDelta struct {
 	path string
-	tomb bool
+	kind string // manifest.DeltaUpserts, DeltaTombstones or DeltaMerges
 	recs []arrow.RecordBatch
 }
 
@@ -112,9 +112,9 @@ func (ps *pendingState) addBase(f manifest.FileRef, data []byte) error {
 
 // addDelta keeps a decoded delta and notes when its upserted windows fall due.
 func (ps *pendingState) addDelta(d manifest.FileRef, recs []arrow.RecordBatch) error {
-	pd := pendingDelta{path: d.Path, tomb: d.Kind == manifest.DeltaTombstones, recs: recs}
+	pd := pendingDelta{path: d.Path, kind: d.Kind, recs: recs}
 	ps.deltas = append(ps.deltas, pd)
-	if pd.tomb {
+	if pd.kind == manifest.DeltaTombstones {
 		return nil
 	}
 	for _, rec := range recs {
@@ -260,13 +260,7 @@ func (ps *pendingState) load(ctx context.Context, w *operators.Window, r *runner
 			b++
 		}
 		for _, d := range ps.deltas {
-			var err error
-			if d.tomb {
-				err = w.ApplyDelta(nil, d.recs, ps.lo+a, ps.lo+b)
-			} else {
-				err = w.ApplyDelta(d.recs, nil, ps.lo+a, ps.lo+b)
-			}
-			if err != nil {
+			if err := applyDelta(w, d.kind, d.recs, ps.lo+a, ps.lo+b); err != nil {
 				return 0, fmt.Errorf("restore subtask %d: delta %s: %w", s, d.path, err)
 			}
 		}

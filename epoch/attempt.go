@@ -138,7 +138,7 @@ func (a *Attempt) WriteState(ctx context.Context, opID string, subtask, kgLo, kg
 }
 
 // WriteDelta writes one subtask's state delta file of operator opID (kind
-// manifest.DeltaUpserts or manifest.DeltaTombstones).
+// manifest.DeltaUpserts, manifest.DeltaTombstones or manifest.DeltaMerges).
 func (a *Attempt) WriteDelta(ctx context.Context, opID string, subtask, kgLo, kgHi int, kind string, data []byte, rows int64) (manifest.FileRef, error) {
 	key := manifest.DeltaPath(a.Generation, a.Epoch, a.ID, opID, subtask, kind)
 	if err := a.put(ctx, a.c.Store, key, data); err != nil {

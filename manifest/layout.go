@@ -69,7 +69,7 @@ func StatePath(gen, epoch int64, attempt, opID string, subtask int) string {
 }
 
 // DeltaPath returns the key of a state delta file of one subtask, kind
-// DeltaUpserts or DeltaTombstones:
+// DeltaUpserts, DeltaTombstones or DeltaMerges:
 // ".../<attempt>/op=<opID>/s=0001.upserts.parquet".
 func DeltaPath(gen, epoch int64, attempt, opID string, subtask int, kind string) string {
 	return fmt.Sprintf("%sop=%s/s=%0*d.%s.parquet", AttemptDir(gen, epoch, attempt), opID, SubtaskDigits, subtask, kind)

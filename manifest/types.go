@@ -194,17 +194,24 @@ type OperatorState struct {
 	Files []FileRef `json:"files"`
 	// Deltas (format 2) are changes on top of the bases, in the order they
 	// are applied: per epoch and subtask that changed, a DeltaTombstones
-	// file (windows removed since) then a DeltaUpserts file (windows created
-	// or changed, whole). A restore reads the bases overlapping its
+	// file (windows removed since), a DeltaUpserts file (windows created
+	// or changed, whole), then a DeltaMerges file (windows that existed
+	// before and kept their bounds, whose count_distinct values are only
+	// those added since: they are added to the window's set, its other
+	// aggregates replaced). A restore reads the bases overlapping its
 	// key-group range, then applies the overlapping deltas in order. A
 	// compaction writes a new base and drops that subtask's deltas.
 	Deltas []FileRef `json:"deltas,omitempty"`
 }
 
-// Kinds of operator delta files.
+// Kinds of operator delta files. DeltaMerges files appeared after format
+// version 2 was set; a release from before them refuses a manifest that
+// lists one (its validation names the unknown kind) rather than misreading
+// it.
 const (
 	DeltaUpserts    = "upserts"
 	DeltaTombstones = "tombstones"
+	DeltaMerges     = "merges"
 )
 
 // FileRef names one file a manifest depends on.

@@ -288,8 +288,8 @@ func (v *validator) fileRef(field string, r FileRef, kind refKind) {
 	}
 	switch kind {
 	case refDelta:
-		if r.Kind != DeltaUpserts && r.Kind != DeltaTombstones {
-			v.fail(field+".kind", "delta kind %q must be %q or %q", r.Kind, DeltaUpserts, DeltaTombstones)
+		if r.Kind != DeltaUpserts && r.Kind != DeltaTombstones && r.Kind != DeltaMerges {
+			v.fail(field+".kind", "delta kind %q must be %q, %q or %q", r.Kind, DeltaUpserts, DeltaTombstones, DeltaMerges)
 		}
 	case refSide:
 		if r.Kind != SideOutputLate && r.Kind != SideOutputRejected {

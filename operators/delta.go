@@ -78,6 +78,11 @@ func (w *Window) resetTracking() {
 	w.dirty = w.dirty[:0]
 	w.tombs = nil
 	clear(w.moved)
+	for _, a := range w.aggs {
+		if m, ok := a.(freshTracker); ok {
+			m.clearFresh()
+		}
+	}
 }
 
 // TombstoneSchema is the schema of SnapshotDelta's tombstone batches: the
@@ -117,13 +122,39 @@ func (w *Window) Dirty() (changed, removed int) {
 // Snapshot would give now. It costs O(changed windows), not O(state). On
 // error nothing is reset: the next call returns the same changes.
 func (w *Window) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error) {
+	upserts, _, tombstones, err = w.snapshotDelta(false)
+	return upserts, tombstones, err
+}
+
+// SnapshotDeltaMerges is SnapshotDelta that writes a changed window which
+// existed at the last point, with the same bounds, as a merge row instead of
+// an upsert when the window has an aggregate whose state grows with its
+// input (count_distinct): a merge row (StateSchema, sorted like upserts)
+// holds the full state of the other aggregates but only the count_distinct
+// values added since the last point, so that a window's delta costs what
+// the epoch added to it, not the whole set it holds. ApplyMerges applies
+// them after the delta's tombstones and upserts. Without such an aggregate
+// merges is empty and the delta is SnapshotDelta's.
+func (w *Window) SnapshotDeltaMerges() (upserts, merges, tombstones []arrow.RecordBatch, err error) {
+	return w.snapshotDelta(w.merging)
+}
+
+func (w *Window) snapshotDelta(merge bool) (upserts, merges, tombstones []arrow.RecordBatch, err error) {
 	ups := make([]int32, 0, len(w.dirty))
+	var mrg []int32
 	for _, s := range w.dirty {
-		if w.slots[s].live {
+		info := &w.slots[s]
+		if !info.live {
+			continue
+		}
+		if _, moved := w.moved[s]; merge && info.inBase && !moved {
+			mrg = append(mrg, s)
+		} else {
 			ups = append(ups, s)
 		}
 	}
 	w.sortStateOrder(ups)
+	w.sortStateOrder(mrg)
 	tombs := slices.Clone(w.tombs)
 	for s, b := range w.moved {
 		ki := &w.keys[w.slots[s].kid]
@@ -132,17 +163,24 @@ func (w *Window) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err e
 	slices.SortFunc(tombs, func(a, b tomb) int {
 		return cmp.Or(cmp.Compare(a.kg, b.kg), strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
 	})
-	fail := func(err error) ([]arrow.RecordBatch, []arrow.RecordBatch, error) {
+	fail := func(err error) ([]arrow.RecordBatch, []arrow.RecordBatch, []arrow.RecordBatch, error) {
 		releaseBatches(upserts)
+		releaseBatches(merges)
 		releaseBatches(tombstones)
-		return nil, nil, fmt.Errorf("window %s: snapshot delta: %w", w.id, err)
+		return nil, nil, nil, fmt.Errorf("window %s: snapshot delta: %w", w.id, err)
 	}
-	for lo := 0; lo < len(ups); lo += snapshotChunkRows {
-		rec, err := w.build(w.state, ups[lo:min(len(ups), lo+snapshotChunkRows)], true)
-		if err != nil {
-			return fail(err)
+	for _, part := range []struct {
+		slots  []int32
+		layout rowLayout
+		out    *[]arrow.RecordBatch
+	}{{ups, stateRows, &upserts}, {mrg, mergeRows, &merges}} {
+		for lo := 0; lo < len(part.slots); lo += snapshotChunkRows {
+			rec, err := w.build(w.state, part.slots[lo:min(len(part.slots), lo+snapshotChunkRows)], part.layout)
+			if err != nil {
+				return fail(err)
+			}
+			*part.out = append(*part.out, rec)
 		}
-		upserts = append(upserts, rec)
 	}
 	ts := w.TombstoneSchema()
 	for lo := 0; lo < len(tombs); lo += snapshotChunkRows {
@@ -153,7 +191,7 @@ func (w *Window) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err e
 		tombstones = append(tombstones, rec)
 	}
 	w.resetTracking()
-	return upserts, tombstones, nil
+	return upserts, merges, tombstones, nil
 }
 
 func (w *Window) buildTombstones(schema *arrow.Schema, tombs []tomb) (arrow.RecordBatch, error) {
@@ -258,6 +296,64 @@ func (w *Window) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi 
 		}
 		if err := w.restoreAggs(rec, rows, slots); err != nil {
 			return fmt.Errorf("window %s: apply delta: upsert batch %d: %w", w.id, bi, err)
+		}
+	}
+	w.resetTracking()
+	return nil
+}
+
+// ApplyMerges applies the merge rows of one SnapshotDeltaMerges, after that
+// delta's ApplyDelta: each row's window must be open (it existed when the
+// delta was taken); its count_distinct values are added to the window's set
+// and its other aggregates are replaced. Rows whose key_group is outside
+// [kgLo, kgHi) are skipped. A merge of a window that is not open, or of one
+// window twice, is an error (deltas applied out of order or state corrupt);
+// schemas and key groups are validated before any state changes, and after
+// a later error the Window must be discarded. Like ApplyDelta, ApplyMerges
+// starts change tracking anew.
+func (w *Window) ApplyMerges(merges []arrow.RecordBatch, kgLo, kgHi int) error {
+	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
+		return fmt.Errorf("window %s: apply merges: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
+	}
+	var buf []byte
+	picks := make([][]statePick, len(merges))
+	for bi, rec := range merges {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), w.state) {
+			return fmt.Errorf("window %s: apply merges: batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
+		}
+		var err error
+		if picks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
+			return fmt.Errorf("window %s: apply merges: batch %d %w", w.id, bi, err)
+		}
+	}
+	seen := map[int32]bool{}
+	for bi, rec := range merges {
+		if len(picks[bi]) == 0 {
+			continue
+		}
+		rows := make([]int32, len(picks[bi]))
+		slots := make([]int32, len(picks[bi]))
+		for j, p := range picks[bi] {
+			s, ok := w.findSlot([]byte(p.key), p.start, p.end)
+			switch {
+			case !ok:
+				return fmt.Errorf("window %s: apply merges: batch %d row %d: window [%d,%d) is not open (deltas out of order or state corrupt)", w.id, bi, p.row, p.start, p.end)
+			case seen[s]:
+				return fmt.Errorf("window %s: apply merges: batch %d row %d: window [%d,%d) merged twice", w.id, bi, p.row, p.start, p.end)
+			}
+			for _, a := range w.aggs {
+				if _, adds := a.(freshTracker); !adds {
+					a.reset(s)
+				}
+			}
+			seen[s] = true
+			rows[j], slots[j] = p.row, s
+		}
+		if err := w.restoreAggs(rec, rows, slots); err != nil {
+			return fmt.Errorf("window %s: apply merges: batch %d: %w", w.id, bi, err)
 		}
 	}
 	w.resetTracking()

@@ -19,15 +19,19 @@ import (
 // after it, in order, and the watermark of the last one.
 type persisted struct {
 	base   []arrow.RecordBatch
-	deltas [][2][]arrow.RecordBatch // upserts, tombstones
+	deltas []persistedDelta
 	wm     int64
 }
+
+// persistedDelta is one SnapshotDelta (merges nil) or SnapshotDeltaMerges.
+type persistedDelta struct{ ups, merges, tombs []arrow.RecordBatch }
 
 func (p *persisted) release() {
 	release(p.base...)
 	for _, d := range p.deltas {
-		release(d[0]...)
-		release(d[1]...)
+		release(d.ups...)
+		release(d.merges...)
+		release(d.tombs...)
 	}
 	p.base, p.deltas = nil, nil
 }
@@ -40,8 +44,11 @@ func (p *persisted) rebuild(t *testing.T, spec WindowSpec, lo, hi int) *Window {
 		t.Fatal(err)
 	}
 	for i, d := range p.deltas {
-		if err := w.ApplyDelta(d[0], d[1], lo, hi); err != nil {
+		if err := w.ApplyDelta(d.ups, d.tombs, lo, hi); err != nil {
 			t.Fatalf("delta %d: %v", i, err)
+		}
+		if err := w.ApplyMerges(d.merges, lo, hi); err != nil {
+			t.Fatalf("delta %d merges: %v", i, err)
 		}
 	}
 	return w
@@ -98,7 +105,7 @@ func TestDeltaProperty(t *testing.T) {
 			live := newWin(t, spec)
 			p := &persisted{wm: math.MinInt64}
 			defer p.release()
-			checkpoints := 0
+			checkpoints, mergeRows := 0, 0
 			for i, o := range randomStream(rng, steps) {
 				switch {
 				case o.advance:
@@ -123,15 +130,24 @@ func TestDeltaProperty(t *testing.T) {
 						break
 					}
 					changed, removed := live.Dirty()
-					ups, tombs, err := live.SnapshotDelta()
+					var d persistedDelta
+					var err error
+					if rng.IntN(3) == 0 {
+						d.ups, d.tombs, err = live.SnapshotDelta()
+					} else {
+						// Changed windows of the last point whose
+						// count_distinct sets only grew are merge rows.
+						d.ups, d.merges, d.tombs, err = live.SnapshotDeltaMerges()
+						mergeRows += countRows(d.merges)
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					if countRows(ups) != changed || countRows(tombs) != removed {
-						t.Fatalf("step %d: Dirty() = %d, %d; delta has %d upserts, %d tombstones", i, changed, removed, countRows(ups), countRows(tombs))
+					if countRows(d.ups)+countRows(d.merges) != changed || countRows(d.tombs) != removed {
+						t.Fatalf("step %d: Dirty() = %d, %d; delta has %d upserts, %d merges, %d tombstones", i, changed, removed, countRows(d.ups), countRows(d.merges), countRows(d.tombs))
 					}
-					checkDeltaBatches(t, live, ups, tombs)
-					p.deltas = append(p.deltas, [2][]arrow.RecordBatch{ups, tombs})
+					checkDeltaBatches(t, live, append(slices.Clone(d.ups), d.merges...), d.tombs)
+					p.deltas = append(p.deltas, d)
 					p.wm = live.Watermark()
 					want := snapRows(t, live) // a Snapshot right after a delta changes nothing
 					eqLines(t, fmt.Sprintf("step %d: base + %d deltas", i, len(p.deltas)), snapRows(t, p.rebuild(t, spec, 0, 128)), want)
@@ -154,6 +170,11 @@ func TestDeltaProperty(t *testing.T) {
 			}
 			if checkpoints < 10 {
 				t.Fatalf("only %d checkpoints", checkpoints)
+			}
+			if mergeRows == 0 && spec.Kind != Session {
+				// (A session's new row usually moves its bounds: a
+				// tombstone and an upsert.)
+				t.Fatal("no delta held a merge row: the merge path went untested")
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package operators
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -263,6 +264,29 @@ func (s *idSet) appendIDs(dst []uint32) []uint32 {
 	return dst
 }
 
+// freshTracker is an accumulator whose state grows with its input (a
+// count_distinct set) and that can write, for a window that existed at the
+// last snapshot point, only what was added to it since: the merge rows of
+// Window.SnapshotDeltaMerges. Restoring such a row adds to the window's
+// state instead of replacing it.
+type freshTracker interface {
+	// trackSlots gives the Window's slot table, whose inBase says which
+	// slots' additions to log.
+	trackSlots(slots *[]slotInfo)
+	// clearFresh forgets the additions logged (a snapshot point).
+	clearFresh()
+	// appendFresh is appendState of only what was added to each slot
+	// since the last snapshot point.
+	appendFresh(bs []array.Builder, slots []int32) error
+}
+
+// freshID is a value added to a slot whose window existed at the last
+// snapshot point.
+type freshID struct {
+	slot int32
+	id   uint32
+}
+
 // distinctAcc is count_distinct's accumulator.
 type distinctAcc struct {
 	kind    byte
@@ -273,6 +297,13 @@ type distinctAcc struct {
 	vals    [][]byte
 	rank    []uint32 // appendState's ranks of the dictionary's values
 	sink    uint32   // appendState's loads ahead
+
+	// Merge deltas: the Window's slot table (trackSlots), the values added
+	// since the last snapshot point to slots then inBase, in order of
+	// addition, and, once appendFresh sorted them by slot, each slot's run.
+	slots   *[]slotInfo
+	fresh   []freshID
+	freshAt map[int32][2]int32
 }
 
 func newDistinctAcc(kind byte) *distinctAcc {
@@ -300,7 +331,59 @@ func (a *distinctAcc) reset(slot int32) {
 func (a *distinctAcc) addID(slot int32, id uint32) {
 	if a.sets[slot].add(id) {
 		a.dict.retain(id)
+		if a.slots != nil && int(slot) < len(*a.slots) && (*a.slots)[slot].inBase {
+			a.fresh = append(a.fresh, freshID{slot, id})
+		}
 	}
+}
+
+func (a *distinctAcc) trackSlots(slots *[]slotInfo) { a.slots = slots }
+
+func (a *distinctAcc) clearFresh() {
+	a.fresh, a.freshAt = a.fresh[:0], nil
+	if cap(a.fresh) > 1<<16 {
+		a.fresh = nil
+	}
+}
+
+// appendFresh writes each slot's values added since the last snapshot
+// point (a slot whose window existed then: its ids are live, each logged
+// once, as add reports a value new to the set once), sorted by their bytes
+// like appendState's.
+func (a *distinctAcc) appendFresh(bs []array.Builder, slots []int32) error {
+	lb, ok := bs[0].(*array.ListBuilder)
+	if !ok {
+		return fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
+	}
+	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
+	if !ok {
+		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	}
+	if a.freshAt == nil {
+		slices.SortStableFunc(a.fresh, func(x, y freshID) int { return cmp.Compare(x.slot, y.slot) })
+		a.freshAt = make(map[int32][2]int32)
+		for i := 0; i < len(a.fresh); {
+			j := i + 1
+			for j < len(a.fresh) && a.fresh[j].slot == a.fresh[i].slot {
+				j++
+			}
+			a.freshAt[a.fresh[i].slot] = [2]int32{int32(i), int32(j)}
+			i = j
+		}
+	}
+	for _, s := range slots {
+		lb.Append(true)
+		run := a.freshAt[s]
+		a.vals = a.vals[:0]
+		for _, f := range a.fresh[run[0]:run[1]] {
+			a.vals = append(a.vals, a.dict.bytes(f.id))
+		}
+		slices.SortFunc(a.vals, bytes.Compare)
+		for _, v := range a.vals {
+			vb.Append(v)
+		}
+	}
+	return nil
 }
 
 // add puts encoded value v into slot's set.

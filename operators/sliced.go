@@ -114,7 +114,7 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	var rec arrow.RecordBatch
 	if len(out) > 0 {
 		var err error
-		if rec, err = w.build(w.output, out, false); err != nil {
+		if rec, err = w.build(w.output, out, outputRows); err != nil {
 			return nil, fmt.Errorf("window %s: advance to %d: %w", w.id, wm, err)
 		}
 	}

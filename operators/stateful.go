@@ -65,8 +65,22 @@ type Stateful interface {
 	ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi int) error
 }
 
+// DeltaMerger is a Stateful operator whose deltas may also hold merge rows:
+// changed state rows that restore by adding to the open row they name
+// rather than replacing it, so that a delta costs what an epoch added, not
+// what the row holds (a window's count_distinct set). SnapshotDeltaMerges
+// is SnapshotDelta plus the merge rows (StateSchema); ApplyMerges applies
+// them after the same delta's ApplyDelta.
+type DeltaMerger interface {
+	SnapshotDeltaMerges() (upserts, merges, tombstones []arrow.RecordBatch, err error)
+	ApplyMerges(merges []arrow.RecordBatch, kgLo, kgHi int) error
+}
+
 // Window is a Stateful operator of one input.
-var _ Stateful = (*Window)(nil)
+var (
+	_ Stateful    = (*Window)(nil)
+	_ DeltaMerger = (*Window)(nil)
+)
 
 // ID returns the window operator's id.
 func (w *Window) ID() string { return w.id }

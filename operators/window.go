@@ -149,6 +149,7 @@ type Window struct {
 	ktab        keyIndex // key ids by map key (see mapKey)
 	strKey      bool     // one string key column: ktab is keyed by the raw string
 	ordKeyBytes int      // the total length of the keys of the last sortSlots
+	merging     bool     // an aggregate tracks what it added since the last snapshot point (freshTracker): deltas may hold merge rows
 	nullKid     int32    // strKey: id of the null key, -1 when none
 	keys        []keyInfo
 	sessions    [][]int32 // Session: each key's open session slots, sorted by start
@@ -325,6 +326,10 @@ func NewWindow(spec WindowSpec, input *arrow.Schema, maxParallelism int) (*Windo
 			return fail("%v", err)
 		}
 		w.aggs = append(w.aggs, acc)
+		if m, ok := acc.(freshTracker); ok {
+			m.trackSlots(&w.slots)
+			w.merging = true
+		}
 		w.aggCols = append(w.aggCols, c)
 		outFields = append(outFields, arrow.Field{Name: a.Name, Type: acc.resultType(), Nullable: true})
 		w.aggState = append(w.aggState, len(stateFields))
@@ -1036,8 +1041,19 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
-// build makes a batch of the given slots in output or state layout.
-func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.RecordBatch, error) {
+// build makes a batch of the given slots in output, state or merge layout.
+// rowLayout is what build writes: output rows, state rows, or merge rows
+// (state rows whose count_distinct values are those added since the last
+// snapshot point; see SnapshotDeltaMerges).
+type rowLayout int
+
+const (
+	outputRows rowLayout = iota
+	stateRows
+	mergeRows
+)
+
+func (w *Window) build(schema *arrow.Schema, slots []int32, layout rowLayout) (arrow.RecordBatch, error) {
 	// Read each slot's key and bounds once, in one pass: the slots are in
 	// output order, so these reads are random accesses, which one pass
 	// makes once instead of once per column.
@@ -1051,7 +1067,7 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
 		keyBytes += len(ki.bytes)
 	}
-	return w.buildGathered(schema, slots, state, keyBytes, func(kbs []array.Builder) error {
+	return w.buildGathered(schema, slots, layout, keyBytes, func(kbs []array.Builder) error {
 		// The keys' bytes lie scattered over the heap: load prefetchRows
 		// of them before decoding them, so that their cache misses overlap.
 		for lo := 0; lo < len(g.keys); lo += prefetchRows {
@@ -1079,7 +1095,7 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, state bool) (arrow.R
 // slotOrd per row, plus the key's bytes only when they are not inline.
 func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, perm []int32) (arrow.RecordBatch, error) {
 	g := w.gatherScratch(len(ords))
-	return w.buildGathered(schema, slots, false, w.ordKeyBytes, func(kbs []array.Builder) error {
+	return w.buildGathered(schema, slots, outputRows, w.ordKeyBytes, func(kbs []array.Builder) error {
 		sb, raw := kbs[0].(*array.StringBuilder)
 		raw = raw && w.strKey
 		for lo := 0; lo < len(perm); lo += prefetchRows {
@@ -1124,7 +1140,8 @@ func (w *Window) gatherScratch(n int) *gathered {
 // groups and bounds; keyBytes bounds the keys' total length): appendKeys
 // appends the slots' keys to the key columns' builders (and may fill the
 // bounds in w.gather first).
-func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, keyBytes int, appendKeys func(kbs []array.Builder) error) (arrow.RecordBatch, error) {
+func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, layout rowLayout, keyBytes int, appendKeys func(kbs []array.Builder) error) (arrow.RecordBatch, error) {
+	state := layout != outputRows
 	b := array.NewRecordBuilder(w.mem, schema)
 	defer b.Release()
 	b.Reserve(len(slots))
@@ -1157,7 +1174,11 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, state bool, 
 	for j, a := range w.aggs {
 		if state {
 			nf := len(a.stateFields(w.spec.Aggregates[j].Name))
-			if err := a.appendState(b.Fields()[col:col+nf], slots); err != nil {
+			appendState := a.appendState
+			if m, ok := a.(freshTracker); ok && layout == mergeRows {
+				appendState = m.appendFresh
+			}
+			if err := appendState(b.Fields()[col:col+nf], slots); err != nil {
 				return nil, fmt.Errorf("aggregate %s state: %w", w.spec.Aggregates[j].Name, err)
 			}
 			col += nf
@@ -1186,7 +1207,7 @@ func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
 	w.sortStateOrder(all)
 	var out []arrow.RecordBatch
 	for lo := 0; lo < len(all); lo += snapshotChunkRows {
-		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], true)
+		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], stateRows)
 		if err != nil {
 			for _, r := range out {
 				r.Release()
