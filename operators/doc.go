@@ -57,9 +57,10 @@
 //     window_end), independent of batch boundaries, arrival interleaving of
 //     different keys, snapshots and rescales. (Aggregates over float64 sum in
 //     arrival order, so float sums may differ in the last bits across merges.)
-//  5. Restore(base) then ApplyDelta of every SnapshotDelta since, in order,
-//     gives exactly the state Snapshot would give (delta.go); change
-//     tracking costs O(windows changed), never O(state).
+//  5. Restore(base) then ApplyDelta of every SnapshotDelta since, in order
+//     (for SnapshotDeltaMerges, ApplyDelta then ApplyMerges), gives exactly
+//     the state Snapshot would give (delta.go); change tracking costs
+//     O(windows changed), never O(state), and a merge row O(values added).
 //  6. State evolution (evolve.go) is exact: state of spec A migrated by
 //     PlanStateEvolution(A, B).Migrate, restored at RestoreWatermark and
 //     fed the rest of a stream emits, for every aggregate B keeps from A,
