@@ -292,24 +292,25 @@ func BenchmarkSortOrds(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 450_000
 	src := make([]slotOrd, n)
-	keys := make([]keyInfo, n)
+	keys := make([]string, n)
 	for i := range src {
 		k := fmt.Sprintf("\x04\x07u%d", int(1e6*rng.Float64()*rng.Float64()))
-		keys[i].bytes = k
+		keys[i] = k
 		src[i] = slotOrd{major: int64(rng.IntN(6))*60e6 + 1704067200000000, pfx: prefix8(k, 1), slot: int32(i), kid: int32(i)}
 	}
+	key := func(kid int32) string { return keys[kid] }
 	ords := make([]slotOrd, n)
 	perm := make([]int32, n)
 	b.Run("radix", func(b *testing.B) {
 		for b.Loop() {
 			copy(ords, src)
-			radixSortOrds(ords, perm, keys)
+			radixSortOrds(ords, perm, key)
 		}
 	})
 	b.Run("pdqsort", func(b *testing.B) {
 		for b.Loop() {
 			copy(ords, src)
-			slices.SortFunc(ords, func(x, y slotOrd) int { return cmpSlotOrd(keys, &x, &y) })
+			slices.SortFunc(ords, func(x, y slotOrd) int { return cmpSlotOrd(key, &x, &y) })
 		}
 	})
 }

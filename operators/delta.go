@@ -55,7 +55,7 @@ func (w *Window) removed(s int32, ki *keyInfo) {
 		start, end = b[0], b[1]
 		delete(w.moved, s)
 	}
-	w.tombs = append(w.tombs, tomb{key: ki.bytes, kg: ki.kg, start: start, end: end})
+	w.tombs = append(w.tombs, tomb{key: w.keyStr(ki), kg: ki.kg, start: start, end: end})
 	info.inBase = false
 }
 
@@ -158,7 +158,7 @@ func (w *Window) snapshotDelta(merge bool) (upserts, merges, tombstones []arrow.
 	tombs := slices.Clone(w.tombs)
 	for s, b := range w.moved {
 		ki := &w.keys[w.slots[s].kid]
-		tombs = append(tombs, tomb{key: ki.bytes, kg: ki.kg, start: b[0], end: b[1]})
+		tombs = append(tombs, tomb{key: w.keyStr(ki), kg: ki.kg, start: b[0], end: b[1]})
 	}
 	slices.SortFunc(tombs, func(a, b tomb) int {
 		return cmp.Or(cmp.Compare(a.kg, b.kg), strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))

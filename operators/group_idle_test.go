@@ -16,6 +16,30 @@ import (
 // are not free, each found under its own bytes, and the key ids must stay
 // within keyBound (at most twice the most keys active at once, or minKeys).
 func TestIdleKeysEvictedAndReused(t *testing.T) {
+	w := churnKeys(t, 3*minKeys, func(i int) string { return fmt.Sprintf("u%d", i) })
+	if w.karena.compactions != 0 {
+		t.Fatalf("%d key-arena compactions for short keys", w.karena.compactions)
+	}
+}
+
+// TestKeyArenaCompacts: with long keys (not inline, 105 bytes) churned
+// through eviction, the key arena's dead bytes pass its live ones and it
+// compacts, more than once; every window is still emitted with its key and
+// aggregates, and every key is found under its bytes.
+func TestKeyArenaCompacts(t *testing.T) {
+	w := churnKeys(t, 60000, func(i int) string { return fmt.Sprintf("user-%0100d", i) })
+	if w.karena.compactions < 2 {
+		t.Fatalf("%d key-arena compactions; the churn should force several", w.karena.compactions)
+	}
+	if held := len(w.karena.chunks) * keyChunk; held > 4*max(w.karena.live, keyChunk) {
+		t.Fatalf("arena holds %d chunks for %d live bytes", len(w.karena.chunks), w.karena.live)
+	}
+}
+
+// churnKeys runs the eviction churn of TestIdleKeysEvictedAndReused over
+// keys name(0..space) and returns the window.
+func churnKeys(t *testing.T, space int, name func(int) string) *Window {
+	t.Helper()
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 8))
@@ -31,7 +55,7 @@ func TestIdleKeysEvictedAndReused(t *testing.T) {
 			e := ev{ts: start + rng.Int64N(minute), n: ip(rng.Int64N(100))}
 			user := "null"
 			if rng.IntN(50) > 0 {
-				u := fmt.Sprintf("u%d", rng.IntN(3*minKeys))
+				u := name(rng.IntN(space))
 				e.user, user = &u, fmt.Sprintf("%q", u)
 			}
 			rows = append(rows, e)
@@ -76,6 +100,7 @@ func TestIdleKeysEvictedAndReused(t *testing.T) {
 	if len(w.keys) >= len(seen) {
 		t.Fatalf("%d key ids for %d distinct keys: no key was evicted, the test does not exercise eviction", len(w.keys), len(seen))
 	}
+	return w
 }
 
 // checkKeyIndex checks that w.ktab indexes exactly the keys that are not
@@ -103,9 +128,9 @@ func checkKeyIndex(t *testing.T, w *Window) {
 			continue
 		}
 		indexed++
-		mk := ki.bytes[ki.mkOff:]
+		mk := w.keyStr(ki)[ki.mkOff:]
 		if got, _, ok := w.findKey(w.ktab.hash(mk), mk); !ok || got != int32(kid) {
-			t.Fatalf("key %q (id %d) not found in the index (got %d, %v)", ki.bytes, kid, got, ok)
+			t.Fatalf("key %q (id %d) not found in the index (got %d, %v)", w.keyStr(ki), kid, got, ok)
 		}
 	}
 	if indexed != w.ktab.n {

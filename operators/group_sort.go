@@ -14,7 +14,7 @@ import (
 // (keys of one workload often share a long prefix, such as "user-").
 //
 // A slotOrd holds no pointer (its key is the key id kid, whose bytes are
-// keys[kid].bytes), so that the collector never scans an Advance's worth of
+// Window.keyStr), so that the collector never scans an Advance's worth of
 // them. When the Window's key is one string column and the value fits
 // inline, the value itself is copied out too (inl[:inlN]; inlN is -1
 // otherwise), so that Advance writes the output's key column from the slotOrd
@@ -29,9 +29,9 @@ type slotOrd struct {
 	inl   [inlineKey]byte
 }
 
-// cmpSlotOrd compares a and b by (major, key bytes, minor); keys holds their
-// keys (keyInfo.bytes of their kid).
-func cmpSlotOrd(keys []keyInfo, a, b *slotOrd) int {
+// cmpSlotOrd compares a and b by (major, key bytes, minor); key returns the
+// bytes of a key id.
+func cmpSlotOrd(key func(kid int32) string, a, b *slotOrd) int {
 	if a.major != b.major {
 		return cmp.Compare(a.major, b.major)
 	}
@@ -39,7 +39,7 @@ func cmpSlotOrd(keys []keyInfo, a, b *slotOrd) int {
 		return cmp.Compare(a.pfx, b.pfx)
 	}
 	if a.kid != b.kid {
-		if c := strings.Compare(keys[a.kid].bytes, keys[b.kid].bytes); c != 0 {
+		if c := strings.Compare(key(a.kid), key(b.kid)); c != 0 {
 			return c
 		}
 	}
@@ -83,7 +83,7 @@ func (w *Window) sortSlotsVisit(slots []int32, major, minor func(s *slotInfo, k 
 			if n := ki.mkLen(); w.strKey && n <= inlineKey && info.kid != w.nullKid {
 				o.inlN, o.inl = int8(n), ki.inl
 			}
-			keyBytes += len(ki.bytes)
+			keyBytes += int(ki.kn)
 			if visit != nil {
 				visit(s)
 			}
@@ -103,12 +103,12 @@ func (w *Window) sortPerm(ords []slotOrd) []int32 {
 	perm := slices.Grow(w.perm[:0], len(ords))[:len(ords)]
 	w.perm = perm
 	if len(ords) >= radixMinOrds {
-		return radixSortOrds(ords, perm, w.keys)
+		return radixSortOrds(ords, perm, w.keyOfID)
 	}
 	for i := range perm {
 		perm[i] = int32(i)
 	}
-	sortTies(w.keys, ords, perm)
+	sortTies(w.keyOfID, ords, perm)
 	return perm
 }
 
@@ -116,7 +116,7 @@ func (w *Window) sortPerm(ords []slotOrd) []int32 {
 // w's keys share (w.keyLCP), cached in ki until that prefix shortens.
 func (w *Window) keyPfx(ki *keyInfo) uint64 {
 	if int(ki.pfxAt) != w.keyLCP {
-		ki.pfx, ki.pfxAt = prefix8(ki.bytes, w.keyLCP), int32(w.keyLCP)
+		ki.pfx, ki.pfxAt = prefix8(w.keyStr(ki), w.keyLCP), int32(w.keyLCP)
 	}
 	return ki.pfx
 }
@@ -146,7 +146,7 @@ const maxMajorRanks = 256
 // Then each run of equal (major, prefix), rare when keys differ within
 // their first 8 bytes after the common prefix, is sorted by the full
 // comparison. ords itself is not moved.
-func radixSortOrds(ords []slotOrd, perm []int32, keys []keyInfo) []int32 {
+func radixSortOrds(ords []slotOrd, perm []int32, key func(kid int32) string) []int32 {
 	n := len(ords)
 	a := make([]radixEnt, n)
 	b := make([]radixEnt, n)
@@ -196,7 +196,7 @@ func radixSortOrds(ords []slotOrd, perm []int32, keys []keyInfo) []int32 {
 					j++
 				}
 				if j-i > 1 {
-					sortTies(keys, ords, perm[int(lo)+i:int(lo)+j])
+					sortTies(key, ords, perm[int(lo)+i:int(lo)+j])
 				}
 				i = j
 			}
@@ -233,7 +233,7 @@ func radixSortOrds(ords []slotOrd, perm []int32, keys []keyInfo) []int32 {
 			hi++
 		}
 		if hi-lo > 1 {
-			sortTies(keys, ords, perm[lo:hi])
+			sortTies(key, ords, perm[lo:hi])
 		}
 		lo = hi
 	}
@@ -242,9 +242,12 @@ func radixSortOrds(ords []slotOrd, perm []int32, keys []keyInfo) []int32 {
 
 // sortTies sorts a run of perm (positions in ords) by the full comparison:
 // one whose elements tie on (major, prefix), or any small sort.
-func sortTies(keys []keyInfo, ords []slotOrd, run []int32) {
-	slices.SortFunc(run, func(x, y int32) int { return cmpSlotOrd(keys, &ords[x], &ords[y]) })
+func sortTies(key func(kid int32) string, ords []slotOrd, run []int32) {
+	slices.SortFunc(run, func(x, y int32) int { return cmpSlotOrd(key, &ords[x], &ords[y]) })
 }
+
+// keyOfID returns the bytes of key id kid.
+func (w *Window) keyOfID(kid int32) string { return w.keyStr(&w.keys[kid]) }
 
 // radixPasses stably sorts a by the bytes of its sort words, least
 // significant first, skipping bytes in which every element agrees (hist

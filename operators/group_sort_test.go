@@ -68,7 +68,7 @@ func TestSortSlotsMatchesReference(t *testing.T) {
 					slices.SortStableFunc(out, func(a, b int32) int {
 						sa, sb := &w.slots[a], &w.slots[b]
 						ka, kb := &w.keys[sa.kid], &w.keys[sb.kid]
-						return cmp.Or(cmp.Compare(major(sa, ka), major(sb, kb)), strings.Compare(ka.bytes, kb.bytes), cmp.Compare(minor(sa, ka), minor(sb, kb)))
+						return cmp.Or(cmp.Compare(major(sa, ka), major(sb, kb)), strings.Compare(w.keyStr(ka), w.keyStr(kb)), cmp.Compare(minor(sa, ka), minor(sb, kb)))
 					})
 					return out
 				}

@@ -118,7 +118,7 @@ func (w *Window) findKey(h uint32, mk string) (kid int32, pos uint64, ok bool) {
 		}
 		if uint32(e>>32) == h {
 			k := int32(uint32(e) - 1)
-			if w.keys[k].hasMapKey(mk) {
+			if w.hasMapKey(&w.keys[k], mk) {
 				return k, i, true
 			}
 		}
@@ -180,8 +180,8 @@ func (w *Window) prefetchHashes(hs []uint32) {
 	}
 	for _, kid := range kids[:m] {
 		ki := &w.keys[kid]
-		if n := len(ki.bytes); ki.mkLen() > inlineKey {
-			sink += uint64(ki.bytes[n-1])
+		if ki.mkLen() > inlineKey {
+			sink += uint64(w.karena.chunks[ki.kc][ki.ko+ki.kn-1])
 		}
 		if ki.head >= 0 {
 			sink += uint64(w.slots[ki.head].start)

@@ -34,7 +34,8 @@ func TestKeyIndexMatchesMap(t *testing.T) {
 					}
 					ki := &w.keys[kid]
 					w.ktab.remove(ki.h, kid)
-					ki.bytes = ""
+					w.karena.release(ki.kn)
+					ki.kn = 0
 					w.freeKeys = append(w.freeKeys, kid)
 					delete(ref, string(key))
 				} else {

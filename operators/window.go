@@ -82,27 +82,30 @@ type WindowSpec struct {
 // keyInfo is 64 bytes, one cache line: a lookup that finds a short key
 // (a map key of at most inlineKey bytes, kept in inl) reads nothing else.
 type keyInfo struct {
-	bytes  string          // the key's encoding (SerializeKey)
-	inl    [inlineKey]byte // bytes[mkOff:] when at most inlineKey long
-	pfx    uint64          // prefix8(bytes, pfxAt): the key's sort prefix (see sortSlots)
-	kg     int32
-	refs   int32  // open slots of this key
-	head   int32  // tumbling/sliding: the key's open slots, newest start first, a list through slotInfo.next and prev; -1 when none
-	h      uint32 // the map key's hash in ktab
-	pfxAt  int32  // the Window's keyLCP when pfx was taken
-	mkOff  uint8  // bytes[mkOff:] is the key's map key (see mapKey)
-	queued bool   // in Window.idle
+	kc, ko, kn uint32          // the key's encoding (SerializeKey): kn bytes at chunk kc, offset ko of the Window's keyArena (keyStr); kn 0 once evicted
+	inl        [inlineKey]byte // bytes[mkOff:] when at most inlineKey long
+	pfx        uint64          // prefix8(bytes, pfxAt): the key's sort prefix (see sortSlots)
+	kg         int32
+	refs       int32  // open slots of this key
+	head       int32  // tumbling/sliding: the key's open slots, newest start first, a list through slotInfo.next and prev; -1 when none
+	h          uint32 // the map key's hash in ktab
+	pfxAt      int32  // the Window's keyLCP when pfx was taken
+	mkOff      uint8  // bytes[mkOff:] is the key's map key (see mapKey)
+	queued     bool   // in Window.idle
 }
 
 // inlineKey is the longest map key keyInfo holds inline.
 const inlineKey = 16
 
 // mkLen is the length of the key's map key.
-func (ki *keyInfo) mkLen() int { return len(ki.bytes) - int(ki.mkOff) }
+func (ki *keyInfo) mkLen() int { return int(ki.kn) - int(ki.mkOff) }
 
-// hasMapKey reports whether the key's map key is mk, reading the key's
-// bytes only when they are not inline.
-func (ki *keyInfo) hasMapKey(mk string) bool {
+// keyStr returns the encoding of key ki (its bytes in w's arena).
+func (w *Window) keyStr(ki *keyInfo) string { return w.karena.str(ki.kc, ki.ko, ki.kn) }
+
+// hasMapKey reports whether key ki's map key is mk, reading the key's bytes
+// only when they are not inline.
+func (w *Window) hasMapKey(ki *keyInfo, mk string) bool {
 	n := ki.mkLen()
 	if n != len(mk) {
 		return false
@@ -110,7 +113,7 @@ func (ki *keyInfo) hasMapKey(mk string) bool {
 	if n <= inlineKey {
 		return string(ki.inl[:n]) == mk
 	}
-	return ki.bytes[ki.mkOff:] == mk
+	return w.keyStr(ki)[ki.mkOff:] == mk
 }
 
 type slotInfo struct {
@@ -154,13 +157,14 @@ type Window struct {
 	keys        []keyInfo
 	sessions    [][]int32 // Session: each key's open session slots, sorted by start
 	freeKeys    []int32
-	lcpKey      string  // the first key's bytes
-	keyLCP      int     // the length of the prefix every key so far shares with lcpKey
-	lcpSet      bool    // lcpKey is set
-	active      int     // keys with open slots (refs > 0)
-	activeMax   int     // the most keys ever active at once
-	idle        []int32 // keys that were left without open slots, oldest first (see newKey)
-	idleHead    int     // idle[:idleHead] were taken
+	karena      keyArena // the keys' bytes (keyInfo.kc, ko, kn)
+	lcpKey      string   // the first key's bytes
+	keyLCP      int      // the length of the prefix every key so far shares with lcpKey
+	lcpSet      bool     // lcpKey is set
+	active      int      // keys with open slots (refs > 0)
+	activeMax   int      // the most keys ever active at once
+	idle        []int32  // keys that were left without open slots, oldest first (see newKey)
+	idleHead    int      // idle[:idleHead] were taken
 	slots       []slotInfo
 	freeSlots   []int32
 	aggLen      int // the accumulators address slots [0, aggLen) at least (scratchSlot)
@@ -508,14 +512,19 @@ func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
 	if len(w.freeKeys) == 0 && len(w.keys) >= w.keyBound() {
 		w.evictIdle()
 	}
-	ki := keyInfo{bytes: string(key), kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h}
-	copy(ki.inl[:], key[mkOff:]) // used only when it fits (hasMapKey)
-	if !w.lcpSet {
-		w.lcpKey, w.keyLCP, w.lcpSet = ki.bytes, len(ki.bytes), true
-	} else {
-		w.keyLCP = commonPrefix(w.lcpKey[:w.keyLCP], ki.bytes)
+	if w.karena.wasteful() {
+		w.compactKeys()
 	}
-	ki.pfx, ki.pfxAt = prefix8(ki.bytes, w.keyLCP), int32(w.keyLCP)
+	ki := keyInfo{kg: int32(keygroup.Of(key, w.k)), head: -1, mkOff: uint8(mkOff), h: h, kn: uint32(len(key))}
+	ki.kc, ki.ko = w.karena.put(key)
+	copy(ki.inl[:], key[mkOff:]) // used only when it fits (hasMapKey)
+	bs := w.keyStr(&ki)
+	if !w.lcpSet {
+		w.lcpKey, w.keyLCP, w.lcpSet = bs, len(bs), true
+	} else {
+		w.keyLCP = commonPrefix(w.lcpKey[:w.keyLCP], bs)
+	}
+	ki.pfx, ki.pfxAt = prefix8(bs, w.keyLCP), int32(w.keyLCP)
 	var kid int32
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
@@ -646,7 +655,8 @@ func (w *Window) evictIdle() {
 			} else {
 				t.remove(ki.h, kid)
 			}
-			ki.bytes = ""
+			w.karena.release(ki.kn)
+			ki.kn = 0
 			w.freeKeys = append(w.freeKeys, kid)
 			freed = true
 		}
@@ -1063,9 +1073,9 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, layout rowLayout) (a
 	for i, s := range slots {
 		info := &w.slots[s]
 		ki := &w.keys[info.kid]
-		g.kgs[i], g.keys[i] = ki.kg, ki.bytes
+		g.kgs[i], g.keys[i] = ki.kg, w.keyStr(ki)
 		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
-		keyBytes += len(ki.bytes)
+		keyBytes += int(ki.kn)
 	}
 	return w.buildGathered(schema, slots, layout, keyBytes, func(kbs []array.Builder) error {
 		// The keys' bytes lie scattered over the heap: load prefetchRows
@@ -1107,7 +1117,7 @@ func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, 
 				o := &ords[p]
 				if o.inlN >= 0 {
 					sink += o.inl[0]
-				} else if k := w.keys[o.kid].bytes; len(k) > 0 {
+				} else if k := w.keyStr(&w.keys[o.kid]); len(k) > 0 {
 					sink += k[len(k)-1]
 				}
 			}
@@ -1119,7 +1129,7 @@ func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, 
 					sb.BinaryBuilder.Append(o.inl[:o.inlN])
 					continue
 				}
-				if err := decodeKey(w.keys[o.kid].bytes, kbs); err != nil {
+				if err := decodeKey(w.keyStr(&w.keys[o.kid]), kbs); err != nil {
 					return err
 				}
 			}
@@ -1395,4 +1405,18 @@ func (w *Window) restoreAggs(rec arrow.RecordBatch, rows, slots []int32) error {
 		w.seq = max(w.seq, maxSeq+1)
 	}
 	return nil
+}
+
+// compactKeys copies the bytes of the keys not evicted into a fresh arena
+// (keyArena): strings over the old chunks stay valid while held.
+func (w *Window) compactKeys() {
+	fresh := keyArena{compactions: w.karena.compactions + 1}
+	for i := range w.keys {
+		ki := &w.keys[i]
+		if ki.kn == 0 {
+			continue
+		}
+		ki.kc, ki.ko = fresh.put([]byte(w.keyStr(ki)))
+	}
+	w.karena = fresh
 }

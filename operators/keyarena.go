@@ -1,0 +1,63 @@
+package operators
+
+import "unsafe"
+
+// keyArena holds a Window's encoded keys' bytes in large chunks that hold
+// no pointers, so that a million keys are a few chunks the garbage
+// collector never scans instead of a million string objects it marks on
+// every cycle, referenced from a key table it would scan too (keyInfo then
+// holds no pointer either).
+//
+// Bytes are written once and never changed: a chunk only grows within its
+// capacity, so strings handed out over it (keyStr) stay valid as long as
+// anyone holds them, also after the arena moved on. An evicted key's bytes
+// become dead; when the dead bytes outweigh the live ones, compact copies
+// the live keys into fresh chunks and the collector frees the old ones once
+// no string refers to them.
+type keyArena struct {
+	chunks      [][]byte
+	live, dead  int
+	compactions int // times the Window compacted its keys (tests)
+}
+
+// keyChunk is the capacity of an arena chunk; a key longer than a quarter
+// of it gets a chunk of its own.
+const keyChunk = 1 << 20
+
+// put stores b and returns where.
+func (a *keyArena) put(b []byte) (chunk, off uint32) {
+	a.live += len(b)
+	n := len(a.chunks)
+	if len(b) > keyChunk/4 {
+		// A chunk of its own, full: the next small key starts a new one.
+		a.chunks = append(a.chunks, append(make([]byte, 0, len(b)), b...))
+		return uint32(n), 0
+	}
+	if n == 0 || cap(a.chunks[n-1])-len(a.chunks[n-1]) < len(b) {
+		a.chunks = append(a.chunks, make([]byte, 0, keyChunk))
+		n++
+	}
+	c := a.chunks[n-1]
+	off = uint32(len(c))
+	a.chunks[n-1] = append(c, b...) // within capacity: c's bytes do not move
+	return uint32(n - 1), off
+}
+
+// str returns the n bytes at (chunk, off) as a string sharing the chunk.
+func (a *keyArena) str(chunk, off, n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&a.chunks[chunk][off], int(n))
+}
+
+// release marks n bytes dead.
+func (a *keyArena) release(n uint32) {
+	a.live -= int(n)
+	a.dead += int(n)
+}
+
+// wasteful reports whether compacting would free more than it copies.
+func (a *keyArena) wasteful() bool {
+	return a.dead > keyChunk && a.dead > a.live
+}
