@@ -157,7 +157,7 @@ func (w *Window) snapshotDelta(merge bool) (upserts, merges, tombstones []arrow.
 	w.sortStateOrder(mrg)
 	tombs := slices.Clone(w.tombs)
 	for s, b := range w.moved {
-		ki := &w.keys[w.slots[s].kid]
+		ki := w.keys.at(w.slots[s].kid)
 		tombs = append(tombs, tomb{key: w.keyStr(ki), kg: ki.kg, start: b[0], end: b[1]})
 	}
 	slices.SortFunc(tombs, func(a, b tomb) int {

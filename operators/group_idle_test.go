@@ -97,8 +97,8 @@ func churnKeys(t *testing.T, space int, name func(int) string) *Window {
 			seen[u] = true
 		}
 	}
-	if len(w.keys) >= len(seen) {
-		t.Fatalf("%d key ids for %d distinct keys: no key was evicted, the test does not exercise eviction", len(w.keys), len(seen))
+	if w.keys.len() >= len(seen) {
+		t.Fatalf("%d key ids for %d distinct keys: no key was evicted, the test does not exercise eviction", w.keys.len(), len(seen))
 	}
 	return w
 }
@@ -111,13 +111,13 @@ func checkKeyIndex(t *testing.T, w *Window) {
 	for _, k := range w.freeKeys {
 		free[k] = true
 	}
-	if bound := w.keyBound(); len(w.keys) > bound || bound < w.activeMax || bound > 2*max(minKeys, w.activeMax) {
-		t.Fatalf("%d key ids, bound %d, most active %d", len(w.keys), bound, w.activeMax)
+	if bound := w.keyBound(); w.keys.len() > bound || bound < w.activeMax || bound > 2*max(minKeys, w.activeMax) {
+		t.Fatalf("%d key ids, bound %d, most active %d", w.keys.len(), bound, w.activeMax)
 	}
 	indexed := 0
 	active := 0
-	for kid := range w.keys {
-		ki := &w.keys[kid]
+	for kid := range int32(w.keys.len()) {
+		ki := w.keys.at(kid)
 		if free[int32(kid)] {
 			continue
 		}

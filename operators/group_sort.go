@@ -72,12 +72,12 @@ func (w *Window) sortSlotsVisit(slots []int32, major, minor func(s *slotInfo, k 
 		group := slots[lo:min(len(slots), lo+prefetchRows)]
 		var sink uint64
 		for _, s := range group {
-			sink += w.keys[w.slots[s].kid].pfx
+			sink += w.keys.at(w.slots[s].kid).pfx
 		}
 		w.sink += sink
 		for j, s := range group {
 			info := &w.slots[s]
-			ki := &w.keys[info.kid]
+			ki := w.keys.at(info.kid)
 			o := &ords[lo+j]
 			*o = slotOrd{major: major(info, ki), pfx: w.keyPfx(ki), minor: minor(info, ki), slot: s, kid: info.kid, inlN: -1}
 			if n := ki.mkLen(); w.strKey && n <= inlineKey && info.kid != w.nullKid {
@@ -247,7 +247,7 @@ func sortTies(key func(kid int32) string, ords []slotOrd, run []int32) {
 }
 
 // keyOfID returns the bytes of key id kid.
-func (w *Window) keyOfID(kid int32) string { return w.keyStr(&w.keys[kid]) }
+func (w *Window) keyOfID(kid int32) string { return w.keyStr(w.keys.at(kid)) }
 
 // radixPasses stably sorts a by the bytes of its sort words, least
 // significant first, skipping bytes in which every element agrees (hist
@@ -323,7 +323,7 @@ func (w *Window) sortKeys(kids []int32) {
 	ords := slices.Grow(w.ords[:0], len(kids))[:len(kids)]
 	w.ords = ords
 	for i, k := range kids {
-		ki := &w.keys[k]
+		ki := w.keys.at(k)
 		ords[i] = slotOrd{pfx: w.keyPfx(ki), slot: k, kid: k, inlN: -1}
 	}
 	for j, i := range w.sortPerm(ords) {

@@ -67,7 +67,7 @@ func TestSortSlotsMatchesReference(t *testing.T) {
 					out := slices.Clone(slots)
 					slices.SortStableFunc(out, func(a, b int32) int {
 						sa, sb := &w.slots[a], &w.slots[b]
-						ka, kb := &w.keys[sa.kid], &w.keys[sb.kid]
+						ka, kb := w.keys.at(sa.kid), w.keys.at(sb.kid)
 						return cmp.Or(cmp.Compare(major(sa, ka), major(sb, kb)), strings.Compare(w.keyStr(ka), w.keyStr(kb)), cmp.Compare(minor(sa, ka), minor(sb, kb)))
 					})
 					return out

@@ -6,7 +6,7 @@ import "hash/maphash"
 // hash table with linear probing whose entries are one uint64 each, the low
 // 32 bits of the key's hash above kid+1 (0 is an empty entry). The key
 // bytes themselves are not stored here: a probe that matches the hash bits
-// compares the key against Window.keys[kid], so a key costs 8 bytes of
+// compares the key against Windo(*w.keys.at(kid)), so a key costs 8 bytes of
 // index at most 50% load, no per-key map entry and no hashing of a Go
 // string header. Deletion shifts later entries back (no tombstones), which
 // the stored hash bits allow without rehashing a key.
@@ -118,7 +118,7 @@ func (w *Window) findKey(h uint32, mk string) (kid int32, pos uint64, ok bool) {
 		}
 		if uint32(e>>32) == h {
 			k := int32(uint32(e) - 1)
-			if w.hasMapKey(&w.keys[k], mk) {
+			if w.hasMapKey(w.keys.at(k), mk) {
 				return k, i, true
 			}
 		}
@@ -175,11 +175,11 @@ func (w *Window) prefetchHashes(hs []uint32) {
 			kid := int32(uint32(e) - 1)
 			kids[m] = kid
 			m++
-			sink += uint64(w.keys[kid].head)
+			sink += uint64((*w.keys.at(kid)).head)
 		}
 	}
 	for _, kid := range kids[:m] {
-		ki := &w.keys[kid]
+		ki := w.keys.at(kid)
 		if ki.mkLen() > inlineKey {
 			sink += uint64(w.karena.chunks[ki.kc][ki.ko+ki.kn-1])
 		}

@@ -32,7 +32,7 @@ func TestKeyIndexMatchesMap(t *testing.T) {
 					if !ok {
 						continue
 					}
-					ki := &w.keys[kid]
+					ki := w.keys.at(kid)
 					w.ktab.remove(ki.h, kid)
 					w.karena.release(ki.kn)
 					ki.kn = 0

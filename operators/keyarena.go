@@ -1,6 +1,9 @@
 package operators
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // keyArena holds a Window's encoded keys' bytes in large chunks that hold
 // no pointers, so that a million keys are a few chunks the garbage
@@ -60,4 +63,53 @@ func (a *keyArena) release(n uint32) {
 // wasteful reports whether compacting would free more than it copies.
 func (a *keyArena) wasteful() bool {
 	return a.dead > keyChunk && a.dead > a.live
+}
+
+// keyTable holds a Window's key entries in pages of keyPage entries, so
+// that it grows without copying: a slice of a million 64-byte entries
+// grown by append would copy (and fault in) about five times its final
+// size on the way. Only the last page grows, by append, up to keyPage (a
+// Window of few keys holds a small page).
+type keyTable struct {
+	pages [][]keyInfo
+	n     int
+}
+
+const (
+	keyPageBits = 14
+	keyPage     = 1 << keyPageBits // 1 MiB of keyInfo
+)
+
+// at returns the entry of key id kid (< len).
+func (t *keyTable) at(kid int32) *keyInfo {
+	return &t.pages[kid>>keyPageBits][kid&(keyPage-1)]
+}
+
+// len is the number of key ids.
+func (t *keyTable) len() int { return t.n }
+
+// push appends ki and returns its id.
+func (t *keyTable) push(ki keyInfo) int32 {
+	last := t.open(64)
+	if len(*last) == cap(*last) {
+		*last = slices.Grow(*last, min(keyPage, 2*cap(*last))-len(*last))
+	}
+	*last = append(*last, ki)
+	t.n++
+	return int32(t.n - 1)
+}
+
+// reserve makes room for n more entries, within the last page.
+func (t *keyTable) reserve(n int) {
+	last := t.open(min(max(n, 64), keyPage))
+	*last = slices.Grow(*last, min(n, keyPage-len(*last)))
+}
+
+// open returns the last page, starting one of capacity c when there is
+// none or it is full (every page but the last holds exactly keyPage).
+func (t *keyTable) open(c int) *[]keyInfo {
+	if len(t.pages) == 0 || len(t.pages[len(t.pages)-1]) == keyPage {
+		t.pages = append(t.pages, make([]keyInfo, 0, c))
+	}
+	return &t.pages[len(t.pages)-1]
 }

@@ -31,8 +31,8 @@ func TestKeyGroupMatchesStdlibFNV(t *testing.T) {
 	}
 }
 
-// keyTable returns the pinned keys: a description and the encoded key.
-func keyTable(t *testing.T) [][2]string {
+// pinnedKeys returns the pinned keys: a description and the encoded key.
+func pinnedKeys(t *testing.T) [][2]string {
 	t.Helper()
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -97,7 +97,7 @@ func cellKey(rec arrow.RecordBatch, r int, cols []int) string {
 func TestKeyGroupTable(t *testing.T) {
 	path := filepath.Join("testdata", "keygroups_k128.txt")
 	var lines []string
-	for _, kv := range keyTable(t) {
+	for _, kv := range pinnedKeys(t) {
 		lines = append(lines, fmt.Sprintf("%s\t%x\t%d", kv[0], kv[1], keygroup.Of([]byte(kv[1]), 128)))
 	}
 	if *update {

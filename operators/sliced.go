@@ -37,7 +37,7 @@ func (w *Window) advanceSliding(wm int64) (arrow.RecordBatch, error) {
 	// slots are chased through memory.
 	var kids []int32
 	refs := w.sref[:0]
-	rank := w.rankScratch(len(w.keys))
+	rank := w.rankScratch(w.keys.len())
 	for s := range w.slots {
 		if info := &w.slots[s]; info.live && w.closed(info.end) {
 			refs = append(refs, sliceRef{start: info.start, slot: int32(s), kid: info.kid})

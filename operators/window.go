@@ -154,7 +154,7 @@ type Window struct {
 	ordKeyBytes int      // the total length of the keys of the last sortSlots
 	merging     bool     // an aggregate tracks what it added since the last snapshot point (freshTracker): deltas may hold merge rows
 	nullKid     int32    // strKey: id of the null key, -1 when none
-	keys        []keyInfo
+	keys        keyTable
 	sessions    [][]int32 // Session: each key's open session slots, sorted by start
 	freeKeys    []int32
 	karena      keyArena // the keys' bytes (keyInfo.kc, ko, kn)
@@ -509,7 +509,7 @@ const minKeys = 1 << 12
 // make room for a new key once the key ids reach the most keys ever active
 // at once (a size the key table and slices had to reach anyway).
 func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
-	if len(w.freeKeys) == 0 && len(w.keys) >= w.keyBound() {
+	if len(w.freeKeys) == 0 && w.keys.len() >= w.keyBound() {
 		w.evictIdle()
 	}
 	if w.karena.wasteful() {
@@ -529,10 +529,9 @@ func (w *Window) newKey(key []byte, mkOff int, h uint32) int32 {
 	if n := len(w.freeKeys); n > 0 {
 		kid = w.freeKeys[n-1]
 		w.freeKeys = w.freeKeys[:n-1]
-		w.keys[kid] = ki
+		*w.keys.at(kid) = ki
 	} else {
-		kid = int32(len(w.keys))
-		w.keys = append(w.keys, ki)
+		kid = w.keys.push(ki)
 	}
 	if w.spec.Kind == Session {
 		if int(kid) < len(w.sessions) {
@@ -612,11 +611,11 @@ func (w *Window) newSlot(kid int32, start, end int64) int32 {
 		s = int32(len(w.slots))
 		w.slots = append(w.slots, info)
 	}
-	if ki := &w.keys[kid]; ki.refs == 0 {
+	if ki := w.keys.at(kid); ki.refs == 0 {
 		w.active++
 		w.activeMax = max(w.activeMax, w.active)
 	}
-	w.keys[kid].refs++
+	(*w.keys.at(kid)).refs++
 	w.live++
 	return s
 }
@@ -638,14 +637,14 @@ func (w *Window) evictIdle() {
 		w.idleHead += len(cand)
 		var sink uint64
 		for _, kid := range cand {
-			sink += uint64(w.keys[kid].h)
+			sink += uint64((*w.keys.at(kid)).h)
 		}
 		for _, kid := range cand {
-			sink += t.ents[uint64(w.keys[kid].h)&t.mask]
+			sink += t.ents[uint64((*w.keys.at(kid)).h)&t.mask]
 		}
 		w.sink += sink
 		for _, kid := range cand {
-			ki := &w.keys[kid]
+			ki := w.keys.at(kid)
 			ki.queued = false
 			if ki.refs > 0 {
 				continue // it came back
@@ -675,7 +674,7 @@ func (w *Window) killSlot(s int32) {
 	info := &w.slots[s]
 	info.live = false
 	w.live--
-	ki := &w.keys[info.kid]
+	ki := w.keys.at(info.kid)
 	if info.inBase {
 		w.removed(s, ki)
 	}
@@ -718,7 +717,7 @@ func (w *Window) fixedSlot(kid int32, start, end int64) int32 {
 	if p >= 0 {
 		w.slots[p].next = n
 	} else {
-		w.keys[kid].head = n
+		(*w.keys.at(kid)).head = n
 	}
 	return n
 }
@@ -738,7 +737,7 @@ func (w *Window) findFixed(kid int32, start int64) (int32, bool) {
 // watermark passes them, are not visited.
 func (w *Window) seekFixed(kid int32, start int64) (prev, s int32) {
 	prev = -1
-	for s = w.keys[kid].head; s >= 0 && w.slots[s].start > start; s = w.slots[s].next {
+	for s = (*w.keys.at(kid)).head; s >= 0 && w.slots[s].start > start; s = w.slots[s].next {
 		prev = s
 	}
 	return prev, s
@@ -1072,7 +1071,7 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, layout rowLayout) (a
 	keyBytes := 0
 	for i, s := range slots {
 		info := &w.slots[s]
-		ki := &w.keys[info.kid]
+		ki := w.keys.at(info.kid)
 		g.kgs[i], g.keys[i] = ki.kg, w.keyStr(ki)
 		g.starts[i], g.ends[i] = arrow.Timestamp(info.start), arrow.Timestamp(info.end)
 		keyBytes += int(ki.kn)
@@ -1117,7 +1116,7 @@ func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, 
 				o := &ords[p]
 				if o.inlN >= 0 {
 					sink += o.inl[0]
-				} else if k := w.keyStr(&w.keys[o.kid]); len(k) > 0 {
+				} else if k := w.keyStr(w.keys.at(o.kid)); len(k) > 0 {
 					sink += k[len(k)-1]
 				}
 			}
@@ -1129,7 +1128,7 @@ func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, 
 					sb.BinaryBuilder.Append(o.inl[:o.inlN])
 					continue
 				}
-				if err := decodeKey(w.keyStr(&w.keys[o.kid]), kbs); err != nil {
+				if err := decodeKey(w.keyStr(w.keys.at(o.kid)), kbs); err != nil {
 					return err
 				}
 			}
@@ -1253,7 +1252,7 @@ func (w *Window) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark in
 	}
 	if est := int(total * int64(kgHi-kgLo) / int64(max(w.k, 1))); est > 1024 && w.live == 0 {
 		w.ktab.presize(est)
-		w.keys = slices.Grow(w.keys, est)
+		w.keys.reserve(est)
 		w.slots = slices.Grow(w.slots, est)
 	}
 	var buf []byte
@@ -1411,8 +1410,8 @@ func (w *Window) restoreAggs(rec arrow.RecordBatch, rows, slots []int32) error {
 // (keyArena): strings over the old chunks stay valid while held.
 func (w *Window) compactKeys() {
 	fresh := keyArena{compactions: w.karena.compactions + 1}
-	for i := range w.keys {
-		ki := &w.keys[i]
+	for i := range int32(w.keys.len()) {
+		ki := w.keys.at(i)
 		if ki.kn == 0 {
 			continue
 		}
