@@ -227,33 +227,13 @@ func (w *Window) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi 
 	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
 		return fmt.Errorf("window %s: apply delta: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
 	}
-	ts := w.TombstoneSchema()
-	var buf []byte
-	tpicks := make([][]statePick, len(tombstones))
-	for bi, rec := range tombstones {
-		if rec == nil {
-			continue
-		}
-		if !sameFields(rec.Schema(), ts) {
-			return fmt.Errorf("window %s: apply delta: tombstone batch %d schema %s does not match tombstone schema %s", w.id, bi, rec.Schema(), ts)
-		}
-		var err error
-		if tpicks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
-			return fmt.Errorf("window %s: apply delta: tombstone batch %d %w", w.id, bi, err)
-		}
+	tpicks, buf, err := w.pickBatches(tombstones, w.TombstoneSchema(), "tombstone", kgLo, kgHi, "apply delta: tombstone batch", nil)
+	if err != nil {
+		return err
 	}
-	upicks := make([][]statePick, len(upserts))
-	for bi, rec := range upserts {
-		if rec == nil {
-			continue
-		}
-		if !sameFields(rec.Schema(), w.state) {
-			return fmt.Errorf("window %s: apply delta: upsert batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
-		}
-		var err error
-		if upicks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
-			return fmt.Errorf("window %s: apply delta: upsert batch %d %w", w.id, bi, err)
-		}
+	upicks, _, err := w.pickBatches(upserts, w.state, "state", kgLo, kgHi, "apply delta: upsert batch", buf)
+	if err != nil {
+		return err
 	}
 	for bi, picks := range tpicks {
 		for _, p := range picks {
@@ -315,19 +295,9 @@ func (w *Window) ApplyMerges(merges []arrow.RecordBatch, kgLo, kgHi int) error {
 	if kgLo < 0 || kgHi > w.k || kgLo > kgHi {
 		return fmt.Errorf("window %s: apply merges: key-group range [%d,%d) outside [0,%d)", w.id, kgLo, kgHi, w.k)
 	}
-	var buf []byte
-	picks := make([][]statePick, len(merges))
-	for bi, rec := range merges {
-		if rec == nil {
-			continue
-		}
-		if !sameFields(rec.Schema(), w.state) {
-			return fmt.Errorf("window %s: apply merges: batch %d schema %s does not match state schema %s", w.id, bi, rec.Schema(), w.state)
-		}
-		var err error
-		if picks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
-			return fmt.Errorf("window %s: apply merges: batch %d %w", w.id, bi, err)
-		}
+	picks, _, err := w.pickBatches(merges, w.state, "state", kgLo, kgHi, "apply merges: batch", nil)
+	if err != nil {
+		return err
 	}
 	seen := map[int32]bool{}
 	for bi, rec := range merges {
@@ -358,6 +328,26 @@ func (w *Window) ApplyMerges(merges []arrow.RecordBatch, kgLo, kgHi int) error {
 	}
 	w.resetTracking()
 	return nil
+}
+
+// pickBatches checks that every batch of recs (nil ones skipped) has
+// schema (named schemaName in errors) and picks its rows of key groups
+// [kgLo, kgHi) (pickRows, reusing buf); what names the batches in errors.
+func (w *Window) pickBatches(recs []arrow.RecordBatch, schema *arrow.Schema, schemaName string, kgLo, kgHi int, what string, buf []byte) ([][]statePick, []byte, error) {
+	picks := make([][]statePick, len(recs))
+	for bi, rec := range recs {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), schema) {
+			return nil, buf, fmt.Errorf("window %s: %s %d schema %s does not match %s schema %s", w.id, what, bi, rec.Schema(), schemaName, schema)
+		}
+		var err error
+		if picks[bi], buf, err = w.pickRows(rec, kgLo, kgHi, buf); err != nil {
+			return nil, buf, fmt.Errorf("window %s: %s %d %w", w.id, what, bi, err)
+		}
+	}
+	return picks, buf, nil
 }
 
 // releaseBatches releases record batches built by this package.

@@ -351,13 +351,9 @@ func (a *distinctAcc) clearFresh() {
 // once, as add reports a value new to the set once), sorted by their bytes
 // like appendState's.
 func (a *distinctAcc) appendFresh(bs []array.Builder, slots []int32) error {
-	lb, ok := bs[0].(*array.ListBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
-	}
-	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	lb, vb, err := stateBuilders(bs)
+	if err != nil {
+		return err
 	}
 	if a.freshAt == nil {
 		slices.SortStableFunc(a.fresh, func(x, y freshID) int { return cmp.Compare(x.slot, y.slot) })
@@ -372,18 +368,41 @@ func (a *distinctAcc) appendFresh(bs []array.Builder, slots []int32) error {
 		}
 	}
 	for _, s := range slots {
-		lb.Append(true)
 		run := a.freshAt[s]
-		a.vals = a.vals[:0]
+		a.scratch = a.scratch[:0]
 		for _, f := range a.fresh[run[0]:run[1]] {
-			a.vals = append(a.vals, a.dict.bytes(f.id))
+			a.scratch = append(a.scratch, f.id)
 		}
-		slices.SortFunc(a.vals, bytes.Compare)
-		for _, v := range a.vals {
-			vb.Append(v)
-		}
+		a.appendSorted(lb, vb, a.scratch)
 	}
 	return nil
+}
+
+// stateBuilders returns the list and value builders of a count_distinct
+// state column.
+func stateBuilders(bs []array.Builder) (*array.ListBuilder, *array.BinaryBuilder, error) {
+	lb, ok := bs[0].(*array.ListBuilder)
+	if !ok {
+		return nil, nil, fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
+	}
+	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
+	if !ok {
+		return nil, nil, fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	}
+	return lb, vb, nil
+}
+
+// appendSorted appends one list of the values of ids, sorted by their bytes.
+func (a *distinctAcc) appendSorted(lb *array.ListBuilder, vb *array.BinaryBuilder, ids []uint32) {
+	lb.Append(true)
+	a.vals = a.vals[:0]
+	for _, id := range ids {
+		a.vals = append(a.vals, a.dict.bytes(id))
+	}
+	slices.SortFunc(a.vals, bytes.Compare)
+	for _, v := range a.vals {
+		vb.Append(v)
+	}
 }
 
 // add puts encoded value v into slot's set.
@@ -431,13 +450,9 @@ func (a *distinctAcc) stateFields(name string) []arrow.Field {
 // dictionary's values by their bytes once and orders each slot's ids by
 // rank, an integer sort, instead of comparing the values' bytes slot by slot.
 func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
-	lb, ok := bs[0].(*array.ListBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: cannot append state to %T", bs[0])
-	}
-	vb, ok := lb.ValueBuilder().(*array.BinaryBuilder)
-	if !ok {
-		return fmt.Errorf("count_distinct: list values builder is %T", lb.ValueBuilder())
+	lb, vb, err := stateBuilders(bs)
+	if err != nil {
+		return err
 	}
 	total := 0
 	for _, s := range slots {
@@ -483,16 +498,8 @@ func (a *distinctAcc) appendState(bs []array.Builder, slots []int32) error {
 		return nil
 	}
 	for _, s := range slots {
-		lb.Append(true)
 		a.scratch = a.sets[s].appendIDs(a.scratch[:0])
-		a.vals = a.vals[:0]
-		for _, id := range a.scratch {
-			a.vals = append(a.vals, a.dict.bytes(id))
-		}
-		slices.SortFunc(a.vals, bytes.Compare)
-		for _, v := range a.vals {
-			vb.Append(v)
-		}
+		a.appendSorted(lb, vb, a.scratch)
 	}
 	return nil
 }
