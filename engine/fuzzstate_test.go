@@ -37,8 +37,8 @@ func fuzzWindow(t testing.TB) (*operators.Window, *arrow.Schema) {
 }
 
 // FuzzStateFile feeds arbitrary bytes to the path a restore takes with a
-// state file (Parquet decode filtered by key group, then Window.Restore and
-// ApplyDelta): it may refuse, never panic.
+// state file (Parquet decode filtered by key group, then Window.Restore,
+// ApplyDelta and ApplyMerges): it may refuse, never panic.
 func FuzzStateFile(f *testing.F) {
 	w, in := fuzzWindow(f)
 	mem := memory.DefaultAllocator
@@ -63,6 +63,18 @@ func FuzzStateFile(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte("PAR1"))
+	// A merges file: rows into the windows the snapshot holds.
+	if _, err := w.Process(rec); err != nil {
+		f.Fatal(err)
+	}
+	_, merges, _, err := w.SnapshotDeltaMerges()
+	if err != nil || len(merges) == 0 {
+		f.Fatalf("no merge rows (%v)", err)
+	}
+	if data, err = formats.EncodeParquet(w.StateSchema(), merges, formats.EncodeOptions{NoDictionary: true}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, recs, err := formats.ReadParquetFiltered(data, mem, operators.ColKeyGroup, 0, 128)
 		if err != nil {
@@ -72,7 +84,10 @@ func FuzzStateFile(f *testing.F) {
 		if err := w.Restore(recs, 0, 128, manifest.NoWatermark); err != nil {
 			return
 		}
+		_ = w.ApplyMerges(recs, 0, 128) // into the windows just restored
 		w2, _ := fuzzWindow(t)
 		_ = w2.ApplyDelta(recs, nil, 0, 128)
+		w3, _ := fuzzWindow(t)
+		_ = w3.ApplyMerges(recs, 0, 128) // none open: refused
 	})
 }
