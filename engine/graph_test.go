@@ -17,6 +17,7 @@ import (
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -557,5 +558,59 @@ func TestGraphReplay(t *testing.T) {
 	}
 	if _, err := engine.VerifyReplay(context.Background(), lp, engine.ReplayOptions{Epoch: lres.FirstEpoch}); err == nil || !strings.Contains(err.Error(), "lookup table version") {
 		t.Fatalf("replay after the lookup table changed: %v, want a refusal naming the table version", err)
+	}
+}
+
+// TestGraphMergeDeltas: a graph window stage with count_distinct, one file
+// per epoch and one epoch per run, so that every run restores the stage
+// from its base and deltas, merges among them (bids come back to the open
+// windows of recent auctions); the sink ends equal to one drained run's,
+// also after a rescale.
+func TestGraphMergeDeltas(t *testing.T) {
+	const spec = `
+name: bidders
+sources:
+  bids:
+    type: files
+    url: "{{bids}}"
+    format: jsonl
+    schema: {auction: int64, bidder: int64, price: int64, ts: timestamp}
+    event_time: ts
+    max_files_per_epoch: 1
+    watermark: {max_out_of_orderness: 2s}
+stages:
+  - {name: per-auction, input: bids, window: {key: [auction], tumbling: 1h, aggregates: {bids: "count()", bidders: "count_distinct(bidder)", top: "max(price)"}}}
+sinks:
+  out: {input: per-auction, type: files, url: "{{sink}}", format: jsonl}
+state: {url: "{{state}}", parallelism: 2}
+`
+	ref := newGraphEnv(t)
+	ref.putAuctions(t, 24)
+	run(t, ref.pipelineFrom(t, spec), engine.Options{Drain: true})
+	want := graphSinkLines(t, ref.sink)
+	if len(want) < 50 {
+		t.Fatalf("reference has %d windows; too few to keep most unchanged per epoch", len(want))
+	}
+
+	e := newGraphEnv(t)
+	e.putAuctions(t, 24)
+	p := e.pipelineFrom(t, spec)
+	merges := 0
+	for ep := int64(1); ep <= 16; ep++ {
+		run(t, p, engine.Options{UntilEpoch: ep}) // restores what the last run committed
+		for _, op := range headChain(t, p, 1)[0].Operators {
+			for _, d := range op.Deltas {
+				if d.Kind == manifest.DeltaMerges && ep < 16 {
+					merges++
+				}
+			}
+		}
+	}
+	if merges == 0 {
+		t.Fatal("no run restored a merges delta of the stage")
+	}
+	run(t, p, engine.Options{Drain: true, Parallelism: 3})
+	if got := graphSinkLines(t, e.sink); !reflect.DeepEqual(got, want) {
+		t.Fatalf("run by run: %d rows, one drained run: %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
 }
