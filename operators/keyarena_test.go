@@ -83,3 +83,36 @@ func TestWindowManyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputKeysInlineBoundary: Advance writes short keys from its sort
+// entries and others from the key arena; keys at the inline limit (16
+// bytes), just past it, empty and null all come out as they went in, in
+// the order of their encodings (null first, then strings by length and
+// bytes).
+func TestOutputKeysInlineBoundary(t *testing.T) {
+	w := newWin(t, WindowSpec{Kind: Tumbling, Size: 10 * us, Aggregates: mustAggs(t, "c", "count()")})
+	users := []string{"", "a", "0123456789abcdef", "0123456789abcdefg", "0123456789abcde", "\x00\x01"}
+	var rows []ev
+	for i, u := range users {
+		u := u
+		rows = append(rows, ev{ts: int64(i), user: &u, n: ip(1)})
+	}
+	rows = append(rows, ev{ts: 3, n: ip(1)}) // null key
+	rec := batch(t, rows...)
+	if _, err := w.Process(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	out, err := w.Advance(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rowsOf(out)
+	release(out)
+	var want []string
+	for _, u := range []string{"", "a", "\x00\x01", "0123456789abcde", "0123456789abcdef", "0123456789abcdefg"} {
+		want = append(want, fmt.Sprintf("%q 0 10 1", u))
+	}
+	want = append([]string{"null 0 10 1"}, want...)
+	eqLines(t, "output", got, want)
+}
