@@ -333,6 +333,7 @@ func (a *distinctAcc) addID(slot int32, id uint32) {
 		a.dict.retain(id)
 		if a.slots != nil && int(slot) < len(*a.slots) && (*a.slots)[slot].inBase {
 			a.fresh = append(a.fresh, freshID{slot, id})
+			a.freshAt = nil // appendFresh indexes the log anew
 		}
 	}
 }
