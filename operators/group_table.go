@@ -6,7 +6,7 @@ import "hash/maphash"
 // hash table with linear probing whose entries are one uint64 each, the low
 // 32 bits of the key's hash above kid+1 (0 is an empty entry). The key
 // bytes themselves are not stored here: a probe that matches the hash bits
-// compares the key against Windo(*w.keys.at(kid)), so a key costs 8 bytes of
+// compares the key against the key entry Window.keys.at(kid), so a key costs 8 bytes of
 // index at most 50% load, no per-key map entry and no hashing of a Go
 // string header. Deletion shifts later entries back (no tombstones), which
 // the stored hash bits allow without rehashing a key.
@@ -175,7 +175,7 @@ func (w *Window) prefetchHashes(hs []uint32) {
 			kid := int32(uint32(e) - 1)
 			kids[m] = kid
 			m++
-			sink += uint64((*w.keys.at(kid)).head)
+			sink += uint64(w.keys.at(kid).head)
 		}
 	}
 	for _, kid := range kids[:m] {

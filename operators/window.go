@@ -615,7 +615,7 @@ func (w *Window) newSlot(kid int32, start, end int64) int32 {
 		w.active++
 		w.activeMax = max(w.activeMax, w.active)
 	}
-	(*w.keys.at(kid)).refs++
+	w.keys.at(kid).refs++
 	w.live++
 	return s
 }
@@ -637,10 +637,10 @@ func (w *Window) evictIdle() {
 		w.idleHead += len(cand)
 		var sink uint64
 		for _, kid := range cand {
-			sink += uint64((*w.keys.at(kid)).h)
+			sink += uint64(w.keys.at(kid).h)
 		}
 		for _, kid := range cand {
-			sink += t.ents[uint64((*w.keys.at(kid)).h)&t.mask]
+			sink += t.ents[uint64(w.keys.at(kid).h)&t.mask]
 		}
 		w.sink += sink
 		for _, kid := range cand {
@@ -717,7 +717,7 @@ func (w *Window) fixedSlot(kid int32, start, end int64) int32 {
 	if p >= 0 {
 		w.slots[p].next = n
 	} else {
-		(*w.keys.at(kid)).head = n
+		w.keys.at(kid).head = n
 	}
 	return n
 }
@@ -737,7 +737,7 @@ func (w *Window) findFixed(kid int32, start int64) (int32, bool) {
 // watermark passes them, are not visited.
 func (w *Window) seekFixed(kid int32, start int64) (prev, s int32) {
 	prev = -1
-	for s = (*w.keys.at(kid)).head; s >= 0 && w.slots[s].start > start; s = w.slots[s].next {
+	for s = w.keys.at(kid).head; s >= 0 && w.slots[s].start > start; s = w.slots[s].next {
 		prev = s
 	}
 	return prev, s
@@ -1050,7 +1050,6 @@ func (w *Window) Advance(wm int64) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
-// build makes a batch of the given slots in output, state or merge layout.
 // rowLayout is what build writes: output rows, state rows, or merge rows
 // (state rows whose count_distinct values are those added since the last
 // snapshot point; see SnapshotDeltaMerges).
@@ -1062,6 +1061,7 @@ const (
 	mergeRows
 )
 
+// build makes a batch of the given slots in output, state or merge layout.
 func (w *Window) build(schema *arrow.Schema, slots []int32, layout rowLayout) (arrow.RecordBatch, error) {
 	// Read each slot's key and bounds once, in one pass: the slots are in
 	// output order, so these reads are random accesses, which one pass
