@@ -163,65 +163,78 @@ func TestIncrementalState(t *testing.T) {
 	}
 }
 
-// TestRestoreDistinctUpsertDeltas continues a count_distinct pipeline whose
-// base and upsert deltas (whole sets) were written by the release before
-// merge deltas (testdata/compat/distinct-v2): the current release applies
-// them, writes merge deltas on top, restores those in later runs, and ends
-// with exactly the rows of a fresh run, also after a rescale.
-func TestRestoreDistinctUpsertDeltas(t *testing.T) {
-	const fixture = "../testdata/compat/distinct-v2"
-	dir := t.TempDir()
-	for _, sub := range []string{"state", "sink"} {
-		if err := os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(fixture, sub))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	in, err := filepath.Abs(filepath.Join(fixture, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := func(state, sink string) *spec.Pipeline {
-		p, err := spec.Load(filepath.Join(fixture, "pipeline.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Source.URL, p.State.URL, p.Sink.URL = fileURL(in), fileURL(state), fileURL(sink)
-		return p
-	}
-	p := load(filepath.Join(dir, "state"), filepath.Join(dir, "sink"))
-	old := headChain(t, p, 1)[0]
-	var oldUpserts int
-	for _, d := range old.Operators[0].Deltas {
-		if d.Kind == manifest.DeltaUpserts {
-			oldUpserts++
-		}
-	}
-	if old.Epoch != 12 || oldUpserts == 0 {
-		t.Fatalf("fixture head: epoch %d with %d upsert deltas; want epoch 12 with some", old.Epoch, oldUpserts)
-	}
-	// One epoch per run: each run restores the head's base and deltas,
-	// the fixture's upserts first, then the merges this release wrote.
-	restoredMerges := 0
-	for ep := int64(13); ep <= 36; ep++ {
-		for _, d := range headChain(t, p, 1)[0].Operators[0].Deltas {
-			if d.Kind == manifest.DeltaMerges {
-				restoredMerges++
+// TestRestoreDistinctDeltas continues count_distinct pipelines from
+// checked-in state: testdata/compat/distinct-v2, whose base and upsert
+// deltas (whole sets) were written by the release before merge deltas, and
+// testdata/compat/distinct-merges, whose head holds merge deltas. The
+// current release applies them, writes merge deltas on top, restores those
+// in later runs, and ends with exactly the rows of a fresh run, also after a
+// rescale.
+func TestRestoreDistinctDeltas(t *testing.T) {
+	for _, c := range []struct {
+		fixture, in string
+		head        int64
+		kind        string // a delta kind the fixture's head must list
+		until       int64  // run one epoch per run up to here
+	}{
+		{"distinct-v2", "in", 12, manifest.DeltaUpserts, 36},
+		{"distinct-merges", "../distinct-v2/in", 34, manifest.DeltaMerges, 39},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			fixture := filepath.Join("../testdata/compat", c.fixture)
+			dir := t.TempDir()
+			for _, sub := range []string{"state", "sink"} {
+				if err := os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(fixture, sub))); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		res := run(t, p, engine.Options{UntilEpoch: ep})
-		if res.Generation != 1 || res.FirstEpoch != ep {
-			t.Fatalf("continued in generation %d from epoch %d; want generation 1, epoch %d", res.Generation, res.FirstEpoch, ep)
-		}
-	}
-	if restoredMerges == 0 {
-		t.Fatal("no run restored a merges delta")
-	}
-	run(t, p, engine.Options{Drain: true, Parallelism: 3})
-	rd := t.TempDir()
-	ref := load(filepath.Join(rd, "state"), filepath.Join(rd, "sink"))
-	run(t, ref, engine.Options{Drain: true})
-	if got, want := committedRows(t, p), committedRows(t, ref); !reflect.DeepEqual(got, want) {
-		t.Fatalf("continued pipeline: %d rows, a fresh run: %d\n%s", len(got), len(want),
-			diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+			in, err := filepath.Abs(filepath.Join(fixture, c.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			load := func(state, sink string) *spec.Pipeline {
+				p, err := spec.Load(filepath.Join(fixture, "pipeline.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Source.URL, p.State.URL, p.Sink.URL = fileURL(in), fileURL(state), fileURL(sink)
+				return p
+			}
+			p := load(filepath.Join(dir, "state"), filepath.Join(dir, "sink"))
+			countKind := func(m *manifest.Manifest, kind string) int {
+				n := 0
+				for _, d := range m.Operators[0].Deltas {
+					if d.Kind == kind {
+						n++
+					}
+				}
+				return n
+			}
+			if old := headChain(t, p, 1)[0]; old.Epoch != c.head || countKind(old, c.kind) == 0 {
+				t.Fatalf("fixture head: epoch %d with %d %s deltas; want epoch %d with some", old.Epoch, countKind(old, c.kind), c.kind, c.head)
+			}
+			// One epoch per run: each run restores the head's base and
+			// deltas, the fixture's first, then the merges this release
+			// wrote.
+			restoredMerges := 0
+			for ep := c.head + 1; ep <= c.until; ep++ {
+				restoredMerges += countKind(headChain(t, p, 1)[0], manifest.DeltaMerges)
+				res := run(t, p, engine.Options{UntilEpoch: ep})
+				if res.Generation != 1 || res.FirstEpoch != ep {
+					t.Fatalf("continued in generation %d from epoch %d; want generation 1, epoch %d", res.Generation, res.FirstEpoch, ep)
+				}
+			}
+			if restoredMerges == 0 {
+				t.Fatal("no run restored a merges delta")
+			}
+			run(t, p, engine.Options{Drain: true, Parallelism: 3})
+			rd := t.TempDir()
+			ref := load(filepath.Join(rd, "state"), filepath.Join(rd, "sink"))
+			run(t, ref, engine.Options{Drain: true})
+			if got, want := committedRows(t, p), committedRows(t, ref); !reflect.DeepEqual(got, want) {
+				t.Fatalf("continued pipeline: %d rows, a fresh run: %d\n%s", len(got), len(want),
+					diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+			}
+		})
 	}
 }
