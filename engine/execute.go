@@ -315,8 +315,9 @@ type subState struct {
 // has no base in this layout. Besides, every subtask of an operator that
 // writes state in an epoch writes a new base when one of them has
 // maxDeltas deltas, when their deltas add up to more than half their bases,
-// or when most of their windows changed (a delta would be about as large as
-// the base). The decision is the operator's, not each subtask's: subtasks run in
+// or when most of their windows changed whole (a delta would be about as
+// large as the base; windows written as merge rows do not count, see
+// dirtySize). The decision is the operator's, not each subtask's: subtasks run in
 // parallel, so an epoch in which they all compact costs about one
 // subtask's compaction, while subtasks that each reach their own threshold
 // in a different epoch (their states differ slightly in size) would slow
@@ -389,9 +390,15 @@ func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub 
 
 // dirtySize is compactPlan's size of a stateful subtask: its changed and
 // removed windows, and its windows (pending: base rows restored but not
-// decoded yet).
+// decoded yet). Windows its delta writes as merge rows are not counted as
+// changed: a merge row holds what the epoch added, not the window's whole
+// state, so that most windows having changed no longer means a delta about
+// as large as a base (the deltas' bytes still bound them).
 func dirtySize(sub operators.Stateful, pending int64) (changed, live int64) {
 	c, rm := sub.Dirty()
+	if m, ok := sub.(operators.DeltaMerger); ok {
+		c -= m.DirtyMerges()
+	}
 	return int64(c + rm), int64(sub.Len()) + pending
 }
 

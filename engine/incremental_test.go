@@ -238,3 +238,53 @@ func TestRestoreDistinctDeltas(t *testing.T) {
 		})
 	}
 }
+
+// TestMergesDoNotForceCompaction: when every window of a count_distinct
+// window changes every epoch (a few users, all active), the deltas are
+// merge rows holding what each epoch added, so the epochs write deltas
+// until their bytes pass half the bases, instead of a whole base every
+// epoch; the result equals a single run's.
+func TestMergesDoNotForceCompaction(t *testing.T) {
+	put := func(e *env) {
+		for i := range 12 {
+			var lines []string
+			for u := range 4 {
+				lines = append(lines, fmt.Sprintf(`{"event_time":"2024-01-01T00:%02d:00Z","user_id":"u%d","page":"/p%d","bytes":%d}`, i, u, i*4+u, i))
+			}
+			e.put(t, fmt.Sprintf("f-%03d.jsonl", i), jsonl(lines...))
+		}
+	}
+	ref := fileEnv(t)
+	put(ref)
+	pref := ref.pipeline(t, strings.Replace(growingSpec, "max_files_per_epoch: 1", "max_files_per_epoch: 100", 1))
+	run(t, pref, engine.Options{Drain: true})
+
+	e := fileEnv(t)
+	put(e)
+	p := e.pipeline(t, growingSpec)
+	run(t, p, engine.Options{UntilEpoch: 12})
+	bases, merges := 0, 0
+	for _, m := range headChain(t, p, 11) {
+		if m.Epoch == 1 {
+			continue
+		}
+		for _, f := range m.Operators[0].Files {
+			if strings.Contains(f.Path, fmt.Sprintf("epoch=%010d/", m.Epoch)) {
+				bases++ // written by this epoch, not shared from an earlier one
+			}
+		}
+		for _, d := range m.Operators[0].Deltas {
+			if d.Kind == manifest.DeltaMerges && strings.Contains(d.Path, fmt.Sprintf("epoch=%010d/", m.Epoch)) {
+				merges++
+			}
+		}
+	}
+	t.Logf("epochs 2-12: %d bases, %d merges files", bases, merges)
+	if merges == 0 || bases >= 2*10 {
+		t.Fatalf("epochs 2-12 wrote %d bases and %d merges files; with every window changed each epoch, merges should spare most bases", bases, merges)
+	}
+	run(t, p, engine.Options{Drain: true})
+	if got, want := committedRows(t, p), committedRows(t, pref); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d rows, a single run: %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+}

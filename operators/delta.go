@@ -106,6 +106,28 @@ func (w *Window) Dirty() (changed, removed int) {
 	return changed, len(w.tombs) + len(w.moved)
 }
 
+// DirtyMerges returns how many of the windows Dirty counts as changed the
+// next SnapshotDeltaMerges writes as merge rows (mergeable: see
+// snapshotDelta). It costs O(changed).
+func (w *Window) DirtyMerges() int {
+	n := 0
+	for _, s := range w.dirty {
+		if w.mergeable(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// mergeable reports whether changed slot s is written as a merge row by
+// SnapshotDeltaMerges: a live window that existed at the last snapshot
+// point with the same bounds, of a Window with a count_distinct.
+func (w *Window) mergeable(s int32) bool {
+	info := &w.slots[s]
+	_, moved := w.moved[s]
+	return w.merging && info.live && info.inBase && !moved
+}
+
 // SnapshotDelta returns what changed since the last Snapshot, SnapshotDelta,
 // Restore or ApplyDelta, and makes now the new point of comparison:
 //
@@ -143,13 +165,11 @@ func (w *Window) snapshotDelta(merge bool) (upserts, merges, tombstones []arrow.
 	ups := make([]int32, 0, len(w.dirty))
 	var mrg []int32
 	for _, s := range w.dirty {
-		info := &w.slots[s]
-		if !info.live {
-			continue
-		}
-		if _, moved := w.moved[s]; merge && info.inBase && !moved {
+		switch {
+		case !w.slots[s].live:
+		case merge && w.mergeable(s):
 			mrg = append(mrg, s)
-		} else {
+		default:
 			ups = append(ups, s)
 		}
 	}

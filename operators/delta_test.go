@@ -137,8 +137,12 @@ func TestDeltaProperty(t *testing.T) {
 					} else {
 						// Changed windows of the last point whose
 						// count_distinct sets only grew are merge rows.
+						dm := live.DirtyMerges()
 						d.ups, d.merges, d.tombs, err = live.SnapshotDeltaMerges()
 						mergeRows += countRows(d.merges)
+						if err == nil && dm != countRows(d.merges) {
+							t.Fatalf("step %d: DirtyMerges() = %d; the delta has %d merge rows", i, dm, countRows(d.merges))
+						}
 					}
 					if err != nil {
 						t.Fatal(err)

@@ -74,6 +74,9 @@ type Stateful interface {
 type DeltaMerger interface {
 	SnapshotDeltaMerges() (upserts, merges, tombstones []arrow.RecordBatch, err error)
 	ApplyMerges(merges []arrow.RecordBatch, kgLo, kgHi int) error
+	// DirtyMerges is how many of Dirty's changed rows the next
+	// SnapshotDeltaMerges writes as merge rows.
+	DirtyMerges() int
 }
 
 // Window is a Stateful operator of one input.
