@@ -45,6 +45,9 @@ type runPlan struct {
 	// chain migrates restored window state through registered steps
 	// between state format versions (nil: none).
 	chain []StateMigration
+	// tableChanges says how an iceberg sink's table schema evolves for the
+	// plan's output (columns added, renamed, widened, dropped).
+	tableChanges []string
 }
 
 type subtaskRestore struct {
@@ -136,6 +139,13 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	}
 	if rp.refusal == nil {
 		rp.refusal = rp.identity.refusal
+	}
+	if rp.refusal == nil && p.Sink.Type == spec.SinkIceberg {
+		changes, err := tableSchemaChanges(ctx, p, st, rp.plan.output)
+		if err != nil {
+			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
+		}
+		rp.tableChanges = changes
 	}
 	if rp.refusal == nil && p.Sink.Type == spec.SinkIceberg && (from.kind == manifest.RestoreSavepoint || from.kind == manifest.RestoreRollback) {
 		rp.refusal = fmt.Errorf("%s on an iceberg sink is not supported yet: the table has published the epochs it would abandon", from.describe())

@@ -240,7 +240,10 @@ type PlanReport struct {
 	Incompatible    string `json:"incompatible,omitempty"`
 	// StateChanges says how the restored state is migrated to an edited
 	// plan (an aggregate added, renamed, widened ...).
-	StateChanges []string      `json:"state_changes,omitempty"`
+	StateChanges []string `json:"state_changes,omitempty"`
+	// TableChanges says how an iceberg sink's table schema evolves in the
+	// commit of the first epoch written by the new plan.
+	TableChanges []string      `json:"table_changes,omitempty"`
 	Subtasks     []SubtaskPlan `json:"subtasks,omitempty"`
 	PendingFiles int           `json:"pending_files"`
 	// Graph draws a graph-form pipeline: its sources, stages (kind, keys,
@@ -268,6 +271,12 @@ func (r *PlanReport) Print(w io.Writer) {
 	default:
 		fmt.Fprintln(w, "state: compatible (migrates automatically):")
 		for _, c := range r.StateChanges {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
+	}
+	if len(r.TableChanges) > 0 {
+		fmt.Fprintln(w, "iceberg table: the schema evolves with the first epoch of this plan:")
+		for _, c := range r.TableChanges {
 			fmt.Fprintf(w, "  %s\n", c)
 		}
 	}
@@ -389,13 +398,16 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 // a failure is shown, not returned.
 func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.Head) *TableStatus {
 	ts := &TableStatus{Location: identityOf(p.Sink.URL)}
-	t, err := iceberg.Open(ctx, st.sink, ts.Location, iceberg.Options{})
+	t, err := iceberg.Open(ctx, st.sink, ts.Location, iceberg.Options{Renames: renamedColumns(p)})
 	if err == nil {
 		id := p.Name
 		if g := head.Generation; g.Identity != nil {
 			id = g.Identity.ID
 		}
 		ts.PublishedEpoch, err = t.PublishedEpoch(ctx, id)
+	}
+	if err == nil && ts.PublishedEpoch < head.Epoch() {
+		err = checkUnpublished(ctx, p, st, head, t, ts.PublishedEpoch)
 	}
 	if err == nil {
 		var h *iceberg.Head
@@ -408,6 +420,32 @@ func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.
 		ts.Error = oneLine(err.Error())
 	}
 	return ts
+}
+
+// checkUnpublished tells why the first committed epoch after published
+// cannot be added to the table, if it cannot (its files' schema is one the
+// table cannot evolve to); nil when it can, and the next run will.
+func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.Head, t *iceberg.Table, published int64) error {
+	chain, err := epoch.NewCommitter(st.state, nil, p.Name, nil).Chain(ctx, head, int(head.Epoch()-published))
+	if err != nil {
+		return err
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		m := chain[i]
+		if m.Epoch <= published {
+			continue
+		}
+		for _, o := range m.Outputs {
+			if sink, _ := splitSinkPath(o.Path); sink != "" {
+				continue
+			}
+			if _, err := t.CheckDataFile(ctx, o.Path); err != nil {
+				return fmt.Errorf("epoch %d is committed but cannot be published: %w", m.Epoch, err)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // pending lists the source and counts the files not processed yet. A
@@ -582,6 +620,9 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	if rp.chain != nil && rp.refusal == nil {
 		rep.StateChanges = append(rep.StateChanges, describeChain(rp.chain))
+	}
+	if rp.refusal == nil {
+		rep.TableChanges = rp.tableChanges
 	}
 	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -55,6 +56,60 @@ func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, error) 
 	return pb, idx[0], nil
 }
 
+// openIceberg opens the table of p's iceberg sink for data files of schema
+// out.
+func openIceberg(ctx context.Context, p *spec.Pipeline, st *stores, partitionBy string, out *arrow.Schema, log *slog.Logger) (*iceberg.Table, error) {
+	t, err := iceberg.Open(ctx, st.sink, identityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: renamedColumns(p), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("iceberg sink %s: %w", identityOf(p.Sink.URL), err)
+	}
+	return t, nil
+}
+
+// tableSchemaChanges says how the schema of p's iceberg table evolves when
+// the plan's output is added to it (nothing when it fits or there is no
+// table yet), or why it cannot: decided before anything is written, so a
+// plan change the table cannot take is refused by `floe plan` and before a
+// run commits an epoch it could not publish.
+func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *stores, out *arrow.Schema) ([]string, error) {
+	pb, _, err := icebergPartition(p, out)
+	if err != nil {
+		return nil, err
+	}
+	t, err := openIceberg(ctx, p, st, pb, out, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	changes, err := t.CheckSchema(ctx, out)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg sink %s: %w", identityOf(p.Sink.URL), err)
+	}
+	return changes, nil
+}
+
+// renamedColumns maps every aggregate with renamed_from to its previous
+// name: the table column of the previous name is renamed, not replaced.
+func renamedColumns(p *spec.Pipeline) map[string]string {
+	out := map[string]string{}
+	add := func(w *spec.Window) {
+		if w == nil {
+			return
+		}
+		for _, a := range w.Aggregates {
+			if a.RenamedFrom != "" {
+				out[a.Name] = a.RenamedFrom
+			}
+		}
+	}
+	for _, op := range p.Operators {
+		add(op.Window)
+	}
+	for _, st := range p.Stages {
+		add(st.Window)
+	}
+	return out
+}
+
 func fieldNames(s *arrow.Schema) []string {
 	out := make([]string, s.NumFields())
 	for i, f := range s.Fields() {
@@ -73,9 +128,9 @@ func (r *runner) openTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := iceberg.Open(ctx, r.st.sink, identityOf(r.p.Sink.URL), iceberg.Options{Schema: r.plan.output, PartitionBy: pb, Logger: r.log})
+	t, err := openIceberg(ctx, r.p, r.st, pb, r.plan.output, r.log)
 	if err != nil {
-		return fmt.Errorf("iceberg sink %s: %w", identityOf(r.p.Sink.URL), err)
+		return err
 	}
 	id := r.p.Name
 	if r.gen.Identity != nil {

@@ -161,3 +161,88 @@ func uniqueEpochs(epochs []string) bool {
 	}
 	return true
 }
+
+// TestIcebergSchemaEvolves: an aggregate renamed with renamed_from and a
+// new count_distinct on an iceberg sink evolve the table's schema in the
+// commit of the first epoch of the new plan (floe plan says how); the
+// renamed column keeps the values of epochs published before it, and the
+// rows are those of a run that never changed. A change the table cannot
+// take (sum turned avg: long to double) is refused by plan and run before
+// anything is written.
+func TestIcebergSchemaEvolves(t *testing.T) {
+	ctx := context.Background()
+	ref := fileEnv(t)
+	genData(t, ref, tableGen)
+	pref := ref.pipeline(t, strings.Replace(windowSpec, "tumbling: 1m", "tumbling: 1h", 1))
+	run(t, pref, engine.Options{Drain: true})
+	var want []string
+	for _, r := range committedRows(t, pref) {
+		want = append(want, strings.Replace(r, "clicks=", "events=", 1))
+	}
+	sort.Strings(want)
+
+	e := fileEnv(t)
+	genData(t, e, tableGen)
+	p := e.pipeline(t, icebergSpec)
+	run(t, p, engine.Options{UntilEpoch: 2})
+	renamed := strings.Replace(icebergSpec, `aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}`,
+		`aggregates: {events: {expr: "count()", renamed_from: clicks}, total_bytes: "sum(bytes)", pages: "count_distinct(page)"}`, 1)
+	if renamed == icebergSpec {
+		t.Fatal("spec edit did not apply")
+	}
+	p2 := e.pipeline(t, renamed)
+	rep, err := engine.Plan(ctx, p2, engine.Options{})
+	must(t, err)
+	if !rep.Compatible || !reflect.DeepEqual(rep.TableChanges, []string{"rename column clicks to events", "add column pages long"}) {
+		t.Fatalf("plan: compatible %v (%s), table changes %q", rep.Compatible, rep.Incompatible, rep.TableChanges)
+	}
+	var buf strings.Builder
+	rep.Print(&buf)
+	if !strings.Contains(buf.String(), "iceberg table: the schema evolves with the first epoch of this plan:\n  rename column clicks to events\n") {
+		t.Fatalf("plan output does not say how the table evolves:\n%s", buf.String())
+	}
+	run(t, p2, engine.Options{Drain: true})
+	got, epochs := tableRows(t, strings.TrimPrefix(e.sink, "file://"))
+	if !uniqueEpochs(epochs) {
+		t.Fatalf("snapshot epochs %v", epochs)
+	}
+	var noPages []string
+	withPages := 0
+	for _, r := range got {
+		before, after, ok := strings.Cut(r, ",pages=")
+		if !ok {
+			t.Fatalf("row without pages: %s", r)
+		}
+		if after == "(null)" {
+			noPages = append(noPages, before)
+		} else {
+			withPages++
+			noPages = append(noPages, before)
+		}
+	}
+	sort.Strings(noPages)
+	if !reflect.DeepEqual(noPages, want) {
+		t.Fatalf("table rows (without pages) differ from an unchanged run:\n%s", diffLines(strings.Join(want, "\n"), strings.Join(noPages, "\n")))
+	}
+	if withPages == 0 || withPages == len(got) {
+		t.Fatalf("%d of %d rows have pages: want the new plan's rows only", withPages, len(got))
+	}
+
+	// sum -> avg migrates the state but would turn a long column double.
+	avg := strings.Replace(renamed, `total_bytes: "sum(bytes)"`, `total_bytes: "avg(bytes)"`, 1)
+	p3 := e.pipeline(t, avg)
+	e.put(t, "events-99999.jsonl", []byte(`{"event_time":"2024-01-05T00:00:00Z","user_id":"u1","page":"/a","bytes":10}`+"\n"))
+	rep, err = engine.Plan(ctx, p3, engine.Options{})
+	must(t, err)
+	if rep.Compatible || !strings.Contains(rep.Incompatible, `column "total_bytes" is long in the table and double in the output`) {
+		t.Fatalf("plan of sum -> avg on an iceberg sink: compatible %v, %q", rep.Compatible, rep.Incompatible)
+	}
+	stateDir := strings.TrimPrefix(e.state, "file://")
+	before := treeOf(t, stateDir) + treeOf(t, strings.TrimPrefix(e.sink, "file://"))
+	if _, err := engine.Run(ctx, p3, engine.Options{Drain: true}); err == nil || !strings.Contains(err.Error(), "refused before anything was written") {
+		t.Fatalf("run of sum -> avg: %v, want a refusal", err)
+	}
+	if after := treeOf(t, stateDir) + treeOf(t, strings.TrimPrefix(e.sink, "file://")); after != before {
+		t.Fatalf("a refused run wrote files:\n%s", diffLines(before, after))
+	}
+}

@@ -82,6 +82,8 @@ type tableMeta struct {
 	lastUpdatedMs int64
 	lastSeq       int64
 	schema        *iceberg.Schema // the current schema
+	maxSchemaID   int             // the highest schema-id among "schemas"
+	lastColumnID  int             // "last-column-id"
 	spec          iceberg.PartitionSpec
 	props         iceberg.Properties
 	currentID     int64 // noSnapshot when none
@@ -161,9 +163,15 @@ func parseMeta(data []byte) (m *tableMeta, err error) {
 		if s != nil && s.ID == schemaID {
 			m.schema = s
 		}
+		if s != nil {
+			m.maxSchemaID = max(m.maxSchemaID, s.ID)
+		}
 	}
 	if m.schema == nil {
 		return nil, fmt.Errorf("current-schema-id %d is not among the schemas", schemaID)
+	}
+	if err := m.member("last-column-id", &m.lastColumnID, true); err != nil {
+		return nil, err
 	}
 	var specs []iceberg.PartitionSpec
 	if err := m.member("partition-specs", &specs, true); err != nil {
@@ -282,6 +290,7 @@ func newMeta(sc *iceberg.Schema, spec iceberg.PartitionSpec, location string, pr
 // change is what one commit does to a metadata version.
 type change struct {
 	props    iceberg.Properties // set (merged over the existing ones)
+	schema   *iceberg.Schema    // added to "schemas" and made current, when not nil
 	add      *snapshot          // appended and made current on main
 	expire   map[int64]bool     // snapshot IDs removed
 	nowMs    int64
@@ -305,6 +314,24 @@ func (m *tableMeta) apply(c change) (*tableMeta, error) {
 		snapshotByID:  map[int64]int{},
 	}
 	maps.Copy(n.props, c.props)
+	if c.schema != nil {
+		var schemas []json.RawMessage
+		if err := json.Unmarshal(m.raw["schemas"], &schemas); err != nil {
+			return nil, fmt.Errorf("schemas: %w", err)
+		}
+		sch, err := json.Marshal(c.schema)
+		if err != nil {
+			return nil, fmt.Errorf("encode schema: %w", err)
+		}
+		all, err := json.Marshal(append(schemas, sch))
+		if err != nil {
+			return nil, fmt.Errorf("encode schemas: %w", err)
+		}
+		n.raw["schemas"] = all
+		n.raw["current-schema-id"] = json.RawMessage(strconv.Itoa(c.schema.ID))
+		n.raw["last-column-id"] = json.RawMessage(strconv.Itoa(max(m.lastColumnID, c.schema.HighestFieldID())))
+		n.schema = c.schema
+	}
 	for _, s := range m.snapshots {
 		if c.expire[s.ID] {
 			if s.ID == m.currentID {

@@ -57,6 +57,12 @@ type Options struct {
 	// day of the timestamp column col. Used only to create the table. With
 	// day(col) each data file must hold rows of one day.
 	PartitionBy string
+	// Renames maps a column to its previous name (an aggregate's
+	// renamed_from): when an epoch's files have the column and not the
+	// previous one, the table's field of the previous name is renamed
+	// (keeping its field id, so older files' values stay in it) instead
+	// of a new field being added. See evolve.go.
+	Renames map[string]string
 	// AllowForeignWriters lets floe commit to a table whose current metadata
 	// another writer wrote. Maintain then deletes only metadata files floe
 	// provably wrote (its metadata JSON) and leaves manifests alone.
@@ -359,7 +365,7 @@ func (t *Table) publishOnce(ctx context.Context, pipelineID string, epoch int64,
 	if have >= epoch {
 		return true, nil
 	}
-	dfs, err := cache.get(ctx, t, s, files)
+	ev, err := cache.get(ctx, t, s, files)
 	if err != nil {
 		return false, err
 	}
@@ -370,24 +376,35 @@ func (t *Table) publishOnce(ctx context.Context, pipelineID string, epoch int64,
 		}
 	}
 	var snap *snapshot
-	if len(dfs) > 0 {
-		if _, ok := s.meta.props[propNameMappingDefault]; !ok {
-			nm, err := json.Marshal(s.meta.schema.NameMapping())
+	var newSchema *iceberg.Schema
+	if len(ev.dfs) > 0 {
+		if _, ok := s.meta.props[propNameMappingDefault]; !ok || len(ev.changes) > 0 {
+			nm, err := json.Marshal(ev.mapping)
 			if err != nil {
 				return false, fmt.Errorf("name mapping: %w", err)
 			}
 			props[propNameMappingDefault] = string(nm)
 		}
+		base := s.meta
+		if len(ev.changes) > 0 {
+			// The snapshot and its manifests are written under the
+			// evolved schema, which the same commit makes current.
+			newSchema = ev.schema
+			evolved := *s.meta
+			evolved.schema = newSchema
+			base = &evolved
+			t.log.Info("iceberg: evolving the table schema", "table", t.loc, "epoch", epoch, "schema_id", newSchema.ID, "changes", strings.Join(ev.changes, "; "))
+		}
 		all := maps.Clone(s.meta.props)
 		maps.Copy(all, props)
-		if snap, err = appendSnapshot(newStoreIO(ctx, t.st, t.loc), s.meta, dfs, snapProps, all, time.Now()); err != nil {
+		if snap, err = appendSnapshot(newStoreIO(ctx, t.st, t.loc), base, ev.dfs, snapProps, all, time.Now()); err != nil {
 			return false, fmt.Errorf("add data files: %w", err)
 		}
 	}
-	if _, err := t.commit(ctx, s, change{props: props, add: snap}); err != nil {
+	if _, err := t.commit(ctx, s, change{props: props, add: snap, schema: newSchema}); err != nil {
 		return false, err
 	}
-	t.log.Debug("iceberg: published epoch", "table", t.loc, "pipeline", pipelineID, "epoch", epoch, "files", len(dfs), "version", s.version+1)
+	t.log.Debug("iceberg: published epoch", "table", t.loc, "pipeline", pipelineID, "epoch", epoch, "files", len(ev.dfs), "version", s.version+1)
 	return false, nil
 }
 
@@ -448,15 +465,22 @@ func (t *Table) create(ctx context.Context) error {
 // long as the schema and partition spec they were built for stay current.
 type dataFileCache struct {
 	schemaID, specID int
-	dfs              []iceberg.DataFile
+	ev               *evolvedFiles
 }
 
-func (c *dataFileCache) get(ctx context.Context, t *Table, s *state, files []DataFile) ([]iceberg.DataFile, error) {
+// evolvedFiles are an epoch's data files as written under the schema
+// evolveSchema chose for them.
+type evolvedFiles struct {
+	*schemaChange
+	dfs []iceberg.DataFile
+}
+
+func (c *dataFileCache) get(ctx context.Context, t *Table, s *state, files []DataFile) (*evolvedFiles, error) {
 	sc, spec := s.meta.schema, s.meta.spec
-	if c.dfs != nil && c.schemaID == sc.ID && c.specID == spec.ID() {
-		return c.dfs, nil
+	if c.ev != nil && c.schemaID == sc.ID && c.specID == spec.ID() {
+		return c.ev, nil
 	}
-	dfs := make([]iceberg.DataFile, len(files))
+	datas := make([][]byte, len(files))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for i, f := range files {
@@ -465,7 +489,31 @@ func (c *dataFileCache) get(ctx context.Context, t *Table, s *state, files []Dat
 			if err != nil {
 				return fmt.Errorf("data file %s: %w", f.Path, err)
 			}
-			df, err := dataFileFromParquet(data, t.loc+"/"+f.Path, sc, spec)
+			datas[i] = data
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	ev := &evolvedFiles{schemaChange: &schemaChange{schema: sc}}
+	if len(files) > 0 {
+		// An epoch's files share its plan's columns: the first says
+		// which schema they are written under.
+		out, err := parquetArrowSchema(datas[0])
+		if err != nil {
+			return nil, fmt.Errorf("data file %s: %w", files[0].Path, err)
+		}
+		if ev.schemaChange, err = evolveSchema(s.meta, out, t.opts.Renames); err != nil {
+			return nil, fmt.Errorf("data file %s: %w", files[0].Path, err)
+		}
+	}
+	ev.dfs = make([]iceberg.DataFile, len(files))
+	g = &errgroup.Group{}
+	g.SetLimit(4)
+	for i, f := range files {
+		g.Go(func() error {
+			df, err := dataFileFromParquet(datas[i], t.loc+"/"+f.Path, ev.schema, spec)
 			if err != nil {
 				return fmt.Errorf("data file %s: %w", f.Path, err)
 			}
@@ -473,13 +521,13 @@ func (c *dataFileCache) get(ctx context.Context, t *Table, s *state, files []Dat
 				return fmt.Errorf("data file %s: footer says %d bytes, %d rows; the epoch says %d bytes, %d rows",
 					f.Path, df.FileSizeBytes(), df.Count(), f.Size, f.Rows)
 			}
-			dfs[i] = df
+			ev.dfs[i] = df
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	c.schemaID, c.specID, c.dfs = sc.ID, spec.ID(), dfs
-	return dfs, nil
+	c.schemaID, c.specID, c.ev = sc.ID, spec.ID(), ev
+	return ev, nil
 }
