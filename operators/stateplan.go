@@ -263,3 +263,10 @@ func parseStableTypeName(s string) (arrow.DataType, bool) {
 	}
 	return ts, true
 }
+
+// StateFormats lists the state format versions this release writes and
+// reads, one per stateful operator kind (`floe version` prints them).
+func StateFormats() []string {
+	return []string{stateFormatVersion, slicedStateFormatVersion, joinStateFormatVersion, topNStateVersion, dedupStateVersion,
+		fmt.Sprintf("%s/v%d", StatePlanFormat, StatePlanVersion)}
+}

@@ -71,7 +71,96 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		savepointCmd(stdout), rollbackCmd(stdout), reprocessCmd(stdout))
 	root.AddCommand(stateCmd(stdout))
 	root.AddCommand(replayCmd(stdout, stderr), replayDiffCmd(stdout))
+	root.AddCommand(validateCmd(stdout, stderr), versionCmd(stdout))
+	root.Version = versionLine(engine.BuildVersion())
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
+}
+
+// versionLine is the one line `floe --version` prints.
+func versionLine(v engine.Version) string {
+	s := "floe " + v.Version
+	if v.Revision != "" {
+		rev := v.Revision
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		s += " (" + rev
+		if v.Modified {
+			s += ", modified"
+		}
+		if v.Time != "" {
+			s += ", " + v.Time
+		}
+		s += ")"
+	}
+	return s + ", " + v.Go
+}
+
+func versionCmd(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "print the build (module version, VCS revision and time) and the on-storage formats it writes and reads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v := engine.BuildVersion()
+			if asJSON {
+				return writeJSON(stdout, v)
+			}
+			fmt.Fprintln(stdout, versionLine(v))
+			fmt.Fprintf(stdout, "module %s\n", v.Module)
+			fmt.Fprintln(stdout, "on-storage formats:")
+			for _, f := range v.Formats {
+				fmt.Fprintf(stdout, "  %s: writes %s, reads %s\n", f.Name, f.Writes, f.Reads)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+func validateCmd(stdout, stderr io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "validate SPEC.yaml",
+		Short: "check a spec and compile it against the sources' schemas, writing nothing (exit 0 valid, 2 invalid)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := spec.Load(args[0])
+			var rep *engine.ValidateReport
+			if err != nil {
+				// The file does not parse: its problems are the report.
+				rep = &engine.ValidateReport{}
+				for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+					rep.Problems = append(rep.Problems, strings.TrimSpace(line))
+				}
+			} else if rep, err = engine.Validate(cmd.Context(), p, engine.Options{}); err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(stdout, rep); err != nil {
+					return err
+				}
+			} else if rep.Valid {
+				fmt.Fprintf(stdout, "%s: valid\n", args[0])
+				for _, u := range rep.Unchecked {
+					fmt.Fprintf(stdout, "not checked: %s\n", u)
+				}
+			} else {
+				for _, pr := range rep.Problems {
+					fmt.Fprintln(stderr, pr)
+				}
+			}
+			if !rep.Valid {
+				return &exitError{code: 2, err: fmt.Errorf("%s is not valid: %d problem(s)", args[0], len(rep.Problems))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
 }
 
 func loadSpec(path string) (*spec.Pipeline, error) {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCLIValidate: a valid spec exits 0 and writes nothing; a spec with
+// problems in its fields and in what only compiling finds (an unknown
+// column in a filter) exits 2 with each problem as file:line:col: field:
+// message; a source that cannot be read to infer its schema is reported
+// as not checked.
+func TestCLIValidate(t *testing.T) {
+	spec, dir := sampleSpec(t)
+	before := tree(t, dir)
+	code, out, errOut := floe("validate", spec)
+	if code != 0 || !strings.Contains(out, "clicks.yaml: valid") {
+		t.Fatalf("valid spec: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if after := tree(t, dir); after != before {
+		t.Fatalf("validate wrote files:\n%s", after)
+	}
+
+	data, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A compile-time problem: the filter names a column the source lacks.
+	bad := filepath.Join(dir, "bad.yaml")
+	s := strings.Replace(string(data), "operators:\n", "operators:\n  - filter: \"bites > 0\"\n", 1)
+	if s == string(data) {
+		t.Fatal("spec edit did not apply")
+	}
+	os.WriteFile(bad, []byte(s), 0o644)
+	code, out, errOut = floe("validate", bad)
+	pos := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bad) + `:\d+:\d+: operators\[0\]\.filter: .*bites`)
+	if code != 2 || !pos.MatchString(errOut) || strings.Contains(out, "valid") {
+		t.Fatalf("unknown column: code %d, stdout %q, stderr %q; want exit 2 and %s", code, out, errOut, pos)
+	}
+	// Field problems: every one, each with its position.
+	s2 := strings.Replace(string(data), "tumbling: 1m", "tumbling: 1 minute", 1)
+	s2 = strings.Replace(s2, "format: parquet", "format: parquett", 1)
+	os.WriteFile(bad, []byte(s2), 0o644)
+	code, _, errOut = floe("validate", bad, "--json")
+	if code != 2 {
+		t.Fatalf("two field problems: code %d, stderr %q", code, errOut)
+	}
+	_, out, _ = floe("validate", bad, "--json")
+	var rep struct {
+		Valid    bool
+		Problems []string
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json: %v in %q", err, out)
+	}
+	if rep.Valid || len(rep.Problems) != 2 || !strings.Contains(rep.Problems[0], "tumbling") || !strings.Contains(rep.Problems[1], "parquett") {
+		t.Fatalf("--json problems %q, want the window's and the sink's", rep.Problems)
+	}
+	for _, p := range rep.Problems {
+		if !regexp.MustCompile(`^` + regexp.QuoteMeta(bad) + `:\d+:\d+: `).MatchString(p) {
+			t.Fatalf("problem %q has no file:line:col", p)
+		}
+	}
+
+	// A Parquet source without a declared schema, whose folder holds no
+	// file yet: valid as far as it can tell, and it says what it did not check.
+	pq := filepath.Join(dir, "pq.yaml")
+	os.MkdirAll(filepath.Join(dir, "empty"), 0o755)
+	os.WriteFile(pq, []byte("name: pq\nsource: {type: files, url: empty, format: parquet, event_time: t}\n"+
+		"operators:\n  - filter: \"x > 1\"\nsink: {type: files, url: out2, format: parquet}\nstate: {url: st2}\n"), 0o644)
+	code, out, errOut = floe("validate", pq)
+	if code != 0 || !strings.Contains(out, "valid") || !strings.Contains(out, "not checked: the operators against the source's schema") {
+		t.Fatalf("unreadable schema: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "st2")); err == nil {
+		t.Fatal("validate created the state folder")
+	}
+}
+
+// TestCLIVersion: --version and `floe version` print the build and the
+// on-storage formats.
+func TestCLIVersion(t *testing.T) {
+	code, out, _ := floe("--version")
+	if code != 0 || !strings.HasPrefix(out, "floe ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("--version: code %d, %q", code, out)
+	}
+	code, out, _ = floe("version")
+	if code != 0 || !strings.Contains(out, "manifest documents (_latest, _generation, _manifest, sink marker, savepoint): writes 2, reads 1..2") ||
+		!strings.Contains(out, "floe-window-state/v1") || !strings.Contains(out, "iceberg table: writes format version 2") {
+		t.Fatalf("version: code %d, %q", code, out)
+	}
+	code, out, _ = floe("version", "--json")
+	var v struct {
+		Module  string
+		Formats []struct{ Name, Writes, Reads string }
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Module != "github.com/floe-dev/floe" || len(v.Formats) < 4 {
+		t.Fatalf("version --json: code %d, %v, %+v", code, err, v)
+	}
+}
