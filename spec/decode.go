@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,6 +129,9 @@ type decoder struct {
 	c       *collector
 	o       *origin
 	baseDir string
+	// s3 holds the storage.s3 connection settings, added to every s3://
+	// URL of the spec that does not set them itself.
+	s3 url.Values
 }
 
 func join(path, key string) string {
@@ -295,7 +299,59 @@ func (d *decoder) url(n *node, path string) string {
 		d.c.decodeErr(n.pos, path, "%s", reQuote(err, s))
 		return ""
 	}
+	if len(d.s3) > 0 && strings.HasPrefix(u, "s3://") {
+		u = withS3Settings(u, d.s3)
+	}
 	return u
+}
+
+// storage decodes `storage: {s3: {endpoint, region, use_path_style,
+// disable_https}}`: connection settings for every s3:// URL of the spec,
+// written once instead of as query parameters on each.
+func (d *decoder) storage(n *node, path string) {
+	f := d.fields(n, path, "s3")
+	sn := f["s3"]
+	if sn == nil {
+		return
+	}
+	sp := join(path, "s3")
+	sf := d.fields(sn, sp, "endpoint", "region", "use_path_style", "disable_https")
+	d.s3 = url.Values{}
+	if v := sf["endpoint"]; v != nil {
+		fp := join(sp, "endpoint")
+		e := d.str(v, fp)
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			d.c.decodeErr(v.pos, fp, "want http://host[:port] or https://host[:port], without credentials (they come from the AWS credential chain)")
+		} else {
+			d.s3.Set("endpoint", e)
+		}
+	}
+	if v := sf["region"]; v != nil {
+		if r := d.str(v, join(sp, "region")); r != "" {
+			d.s3.Set("region", r)
+		}
+	}
+	for _, key := range []string{"use_path_style", "disable_https"} {
+		if v := sf[key]; v != nil {
+			d.s3.Set(key, strconv.FormatBool(d.boolean(v, join(sp, key))))
+		}
+	}
+}
+
+// withS3Settings adds each of settings that the s3:// URL u does not set.
+func withS3Settings(u string, settings url.Values) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := pu.Query()
+	for k, vs := range settings {
+		if !q.Has(k) && len(vs) > 0 {
+			q.Set(k, vs[0])
+		}
+	}
+	pu.RawQuery = q.Encode()
+	return pu.String()
 }
 
 // stringList accepts a scalar or a list of scalars (column names).
@@ -325,9 +381,12 @@ func (d *decoder) scalarList(n *node, path, want string) []string {
 
 func (d *decoder) pipeline(root *node) *Pipeline {
 	p := &Pipeline{}
-	f := d.fields(root, "", "name", "source", "operators", "sink", "state", "sources", "stages", "sinks")
+	f := d.fields(root, "", "name", "source", "operators", "sink", "state", "sources", "stages", "sinks", "storage")
 	if f == nil {
 		return p
+	}
+	if n := f["storage"]; n != nil {
+		d.storage(n, "storage") // before every URL it applies to
 	}
 	if n := f["name"]; n != nil {
 		p.Name = d.str(n, "name")

@@ -57,6 +57,17 @@ func contentETag(data []byte) string {
 	return fmt.Sprintf("l%x-%08x-%08x", len(data), crc32.Checksum(data, castagnoli), crc32.ChecksumIEEE(data))
 }
 
+// wrap is wrapErr, except that an S3 request that failed because of how
+// the store is set up reads as what to change, naming the bucket.
+func (b *bucketStore) wrap(op, key string, err error) error {
+	if b.s3 != nil {
+		if se := s3Setup(b.s3Bucket, err); se != nil {
+			return fmt.Errorf("store: %s %q: %w", op, key, se)
+		}
+	}
+	return wrapErr(op, key, err)
+}
+
 // Get implements Store.
 func (b *bucketStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := checkKey(key); err != nil {
@@ -64,7 +75,7 @@ func (b *bucketStore) Get(ctx context.Context, key string) ([]byte, string, erro
 	}
 	data, etag, err := b.get(ctx, key)
 	if err != nil {
-		return nil, "", wrapErr("get", key, err)
+		return nil, "", b.wrap("get", key, err)
 	}
 	return data, etag, nil
 }
@@ -115,7 +126,7 @@ func (b *bucketStore) Put(ctx context.Context, key string, data []byte, opts Put
 			// If-Match on an absent object: the condition failed.
 			return "", fmt.Errorf("store: put %q: if-match on absent object: %w: %w", key, ErrPrecondition, err)
 		}
-		return "", wrapErr("put", key, err)
+		return "", b.wrap("put", key, err)
 	}
 	return etag, nil
 }
@@ -237,7 +248,7 @@ func (b *bucketStore) List(ctx context.Context, prefix string) ([]ObjectInfo, er
 			break
 		}
 		if err != nil {
-			return nil, wrapErr("list", prefix, err)
+			return nil, b.wrap("list", prefix, err)
 		}
 		if obj.IsDir {
 			continue
@@ -269,7 +280,7 @@ func (b *bucketStore) Delete(ctx context.Context, key string) error {
 	if err != nil && errors.Is(classifyWrap(err), ErrNotFound) {
 		return nil
 	}
-	return wrapErr("delete", key, err)
+	return b.wrap("delete", key, err)
 }
 
 // Close implements Store.

@@ -61,10 +61,63 @@ var s3Transient = map[string]bool{
 	"OperationAborted":           true,
 }
 
+// SetupError is an S3 request that failed because of how the store is set
+// up (the bucket, the region, the endpoint's host name, the credentials):
+// no retry can help, so it matches no sentinel (not even ErrNotFound for a
+// missing bucket), and its message says what to change.
+type SetupError struct {
+	Msg string
+	Err error
+}
+
+func (e *SetupError) Error() string { return e.Msg }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// s3Setup returns the set-up problem err shows for a request to bucket,
+// or nil when it shows none.
+func s3Setup(bucket string, err error) *SetupError {
+	if err == nil {
+		return nil
+	}
+	var se *SetupError
+	if errors.As(err, &se) {
+		return se
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch code := ae.ErrorCode(); code {
+		case "NoSuchBucket":
+			return &SetupError{Msg: fmt.Sprintf("bucket %q does not exist (create it, or fix the bucket in the URL)", bucket), Err: err}
+		case "AuthorizationHeaderMalformed", "PermanentRedirect", "IllegalLocationConstraintException":
+			return &SetupError{Msg: fmt.Sprintf("the server wants another region for bucket %q (%s: %s): set region=NAME in the URL, storage.s3.region in the spec, or AWS_REGION",
+				bucket, code, ae.ErrorMessage()), Err: err}
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
+			return &SetupError{Msg: fmt.Sprintf("the server refused the request to bucket %q (%s: %s): check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the instance or pod role) and their permissions",
+				bucket, code, ae.ErrorMessage()), Err: err}
+		}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		hint := "check the endpoint parameter"
+		if strings.HasPrefix(dns.Name, bucket+".") {
+			hint = "the client put the bucket in the host name (virtual-hosted style): for a server other than AWS add use_path_style=true to the URL (or storage.s3.use_path_style: true in the spec)"
+		}
+		return &SetupError{Msg: fmt.Sprintf("cannot resolve host %q: %s", dns.Name, hint), Err: err}
+	}
+	if msg := err.Error(); strings.Contains(msg, "failed to refresh cached credentials") || strings.Contains(msg, "failed to retrieve credentials") ||
+		strings.Contains(msg, "no EC2 IMDS role found") {
+		return &SetupError{Msg: "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (shared config), or run with an instance or pod role", Err: err}
+	}
+	return nil
+}
+
 // classify returns the sentinel err maps to, or nil when none applies.
 func classify(err error) error {
 	if err == nil {
 		return nil
+	}
+	if s3Setup("", err) != nil {
+		return nil // retrying cannot help, and a missing bucket is not a missing key
 	}
 	for _, s := range []error{ErrNotFound, ErrPrecondition, ErrTransient, ErrCrashed} {
 		if errors.Is(err, s) {

@@ -116,6 +116,12 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
+	if cfg.Region == "" {
+		// S3-compatible servers (MinIO, versitygw, Ceph) sign for
+		// us-east-1 unless configured otherwise, and AWS names the region
+		// it wants in its answer (SetupError says to set it).
+		cfg.Region = "us-east-1"
+	}
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
 	cfg.HTTPClient = newHTTPClient()
 	cfg.APIOptions = append(cfg.APIOptions, addETagCapture)
