@@ -63,7 +63,7 @@ func TestS3SetupErrors(t *testing.T) {
 	})
 	cases := []struct {
 		name, url, want string
-		env            map[string]string
+		env             map[string]string
 	}{
 		{name: "no path style", url: s3URLWithout(t, srv, bucket, "use_path_style"),
 			want: "add use_path_style=true to the URL"},
