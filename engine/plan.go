@@ -197,6 +197,9 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 	case p.Source.LateURL != "":
 		full.useDictKeys()
 		return full, nil // late rows are written whole
+	case p.Source.Validate == "all":
+		full.useDictKeys()
+		return full, nil // every declared column is decoded, so every one is checked
 	}
 	var fields []arrow.Field
 	for _, f := range src.Fields() {

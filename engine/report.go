@@ -19,13 +19,14 @@ import (
 
 // Health states of a pipeline, as Status.State reports them.
 const (
-	HealthEmpty    = "empty"             // nothing committed yet
-	HealthHealthy  = "healthy"           // caught up: no listed file is waiting
-	HealthBehind   = "behind"            // files are listed and not processed yet
-	HealthDrained  = "drained"           // the input was ended with --drain
-	HealthDamaged  = "damaged"           // the head cannot be read: see floe verify
-	HealthLateData = "drained-new-input" // input arrived after --drain: its rows count as late
-	HealthUnknown  = "unknown"           // the source could not be listed
+	HealthEmpty     = "empty"             // nothing committed yet
+	HealthHealthy   = "healthy"           // caught up: no listed file is waiting
+	HealthBehind    = "behind"            // files are listed and not processed yet
+	HealthDrained   = "drained"           // the input was ended with --drain
+	HealthDamaged   = "damaged"           // the head cannot be read: see floe verify
+	HealthLateData  = "drained-new-input" // input arrived after --drain: its rows count as late
+	HealthUnknown   = "unknown"           // the source could not be listed
+	HealthRejecting = "rejecting"         // the last epoch rejected at least RejectingFraction of its rows
 )
 
 // Status describes a pipeline's committed head and its health.
@@ -72,6 +73,8 @@ type Status struct {
 	// Table (iceberg sinks): the epoch published to the table and its
 	// current snapshot.
 	Table *TableStatus `json:"table,omitempty"`
+
+	rejecting string // the rejecting verdict, when the last epoch rejected much (judge)
 }
 
 // TableStatus is an Iceberg sink's state.
@@ -380,6 +383,12 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			}
 			s.RetainedEpochs = len(chain)
 			s.OldestRetainedEpoch = chain[len(chain)-1].Epoch
+			var parent *manifest.Manifest
+			if len(chain) > 1 && m.Parent != nil && chain[1].Epoch == m.Parent.Epoch {
+				parent = chain[1]
+			}
+			in, rej := lastEpochRejects(m, parent)
+			s.rejecting = rejecting(in, rej, rejectedWhere(p))
 		}
 	}
 	if !so.NoList {
@@ -521,6 +530,41 @@ func (s *Status) stateSizes(m *manifest.Manifest) {
 	}
 }
 
+// RejectingFraction is the share of an epoch's rows whose rejection makes
+// status call a pipeline "rejecting" (and a run warn): far more than stray
+// malformed lines, usually a declared type that does not match the files.
+const RejectingFraction = 0.1
+
+// lastEpochRejects returns the rows the head epoch read (rejected ones
+// included) and rejected: its counters less its parent's (nil for the
+// first epoch, or a parent that is not retained: then the whole life).
+func lastEpochRejects(head, parent *manifest.Manifest) (in, rejected int64) {
+	in, rejected = head.Counters.RowsIn, head.Counters.RowsRejected
+	if parent != nil {
+		in -= parent.Counters.RowsIn
+		rejected -= parent.Counters.RowsRejected
+	}
+	return in, rejected
+}
+
+// rejecting says, for people, that an epoch rejected a large share of its
+// rows, or "" when it did not.
+func rejecting(in, rejected int64, where string) string {
+	if in <= 0 || float64(rejected) < RejectingFraction*float64(in) {
+		return ""
+	}
+	return fmt.Sprintf("rejecting: %.0f%% of the last epoch's rows (%d of %d) were rejected; read the reasons in %s and check source.schema against the files",
+		100*float64(rejected)/float64(in), rejected, in, where)
+}
+
+// rejectedWhere names where p's rejected rows go.
+func rejectedWhere(p *spec.Pipeline) string {
+	if u := p.Source.RejectedURL; u != "" {
+		return store.Redact(u)
+	}
+	return identityOf(p.Sink.URL) + "/" + rejectedDir + "/"
+}
+
 // judge sets State and Health from what was read.
 func (s *Status) judge(head *epoch.Head) {
 	var pending int64
@@ -536,6 +580,11 @@ func (s *Status) judge(head *epoch.Head) {
 		s.State, s.Health = HealthDrained, "drained: the input was ended with --drain (a later file's rows count as late)"
 	case s.ListError != "":
 		s.State, s.Health = HealthUnknown, "unknown: the source cannot be listed: "+s.ListError
+	case s.rejecting != "":
+		s.State, s.Health = HealthRejecting, s.rejecting
+		if pending > 0 {
+			s.Health += fmt.Sprintf("; behind by %d files", pending)
+		}
 	case pending > 0:
 		s.State = HealthBehind
 		s.Health = fmt.Sprintf("behind by %d files (%s)", pending, fmtBytes(*s.PendingBytes))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -523,6 +524,9 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
 		"duration", time.Since(t0).Round(time.Millisecond),
 		"gets", req.Get.Calls, "puts", req.Put.Calls, "lists", req.List.Calls, "deletes", req.Delete.Calls, "retries", req.Retries)
+	if msg := rejecting(in.rows+int64(len(in.rejects)), int64(len(in.rejects)), rejectedWhere(r.p)); msg != "" {
+		r.log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
+	}
 	return len(files), nil
 }
 

@@ -410,7 +410,7 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
-		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture"}
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture", "validate"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -483,6 +483,11 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			s.MaxRejectedFraction = d.fraction(v, fp)
 		case "capture":
 			s.Capture = d.boolean(v, fp)
+		case "validate":
+			s.Validate = d.str(v, fp)
+			if s.Validate != "used" && s.Validate != "all" && !d.c.hasFailed(fp) {
+				d.c.decodeErr(v.pos, fp, "want used (the columns the pipeline reads; the default) or all (every declared column)")
+			}
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {

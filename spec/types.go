@@ -169,6 +169,11 @@ type Source struct {
 	// more than this fraction of its rows were rejected, naming the file
 	// with the most rejected rows.
 	MaxRejectedFraction float64
+	// Validate says which columns of the declared schema a row must match
+	// to be accepted: "used" (the default: the columns the pipeline reads,
+	// the only ones decoded) or "all" (every declared column is decoded
+	// and checked, so the schema is a contract for the whole file).
+	Validate string
 	// Capture keeps a copy of each epoch's consumed input files with the
 	// epoch's state (retention deletes it with the epoch), so `floe replay`
 	// works after the source's own lifecycle rules deleted the originals.

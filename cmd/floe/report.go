@@ -71,6 +71,10 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 		fmt.Fprintf(stdout, "committed epochs %d..%d of pipeline %s: %d files, %d rows in (%d rejected), %d rows out, %d late; watermark %s\n",
 			res.FirstEpoch, res.LastEpoch, p.Name, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate,
 			engine.FormatWatermark(res.Watermark))
+		if in := res.Rows + res.RowsRejected; in > 0 && float64(res.RowsRejected) >= engine.RejectingFraction*float64(in) {
+			fmt.Fprintf(stderr, "warning: this run rejected %.0f%% of its rows (%d of %d): a declared type that does not match the files? floe status says where the reasons are\n",
+				100*float64(res.RowsRejected)/float64(in), res.RowsRejected, in)
+		}
 	}
 	fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, specPath, res.StateURL)
 	if res.StateRowsSkipped > 0 {

@@ -102,3 +102,26 @@ func TestCLIVersion(t *testing.T) {
 		t.Fatalf("version --json: code %d, %v, %+v", code, err, v)
 	}
 }
+
+// TestCLIWarnsWhenRejecting: a run that rejects most of its rows says so
+// on stderr, beside the summary, and status names the pipeline rejecting.
+func TestCLIWarnsWhenRejecting(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "in"), 0o755)
+	var rows strings.Builder
+	for i := range 50 {
+		rows.WriteString(`{"t":"2024-01-01T00:00:0` + string(rune('0'+i%10)) + `Z","u":"a","n":1.5}` + "\n")
+	}
+	os.WriteFile(filepath.Join(dir, "in", "a.jsonl"), []byte(rows.String()), 0o644)
+	spec := filepath.Join(dir, "p.yaml")
+	os.WriteFile(spec, []byte("name: rj\nsource: {type: files, url: in, format: jsonl, schema: {t: timestamp, u: string, n: int64}, event_time: t}\n"+
+		"operators:\n  - filter: \"n > 0\"\nsink: {type: files, url: out, format: jsonl}\nstate: {url: st}\n"), 0o644)
+	code, out, errOut := floe("run", spec)
+	if code != 0 || !strings.Contains(errOut, "warning: this run rejected 100% of its rows (50 of 50)") {
+		t.Fatalf("run: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = floe("status", spec)
+	if !strings.Contains(out, "rejecting: 100% of the last epoch's rows (50 of 50) were rejected") {
+		t.Fatalf("status: code %d, %q", code, out)
+	}
+}
