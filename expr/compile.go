@@ -416,6 +416,9 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 	lt, rt := l.typ(), r.typ()
 	switch op {
 	case "and", "&&", "or", "||":
+		if op == "||" && (lt.k == kString || rt.k == kString) {
+			return nil, c.errAt(n, "|| is logical or (as in Go), not SQL's string concatenation: join strings with + or concat()")
+		}
 		if l, err = c.expect(n, l, tBool, op); err != nil {
 			return nil, err
 		}

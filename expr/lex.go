@@ -81,14 +81,18 @@ func prepare(ctx, src string) (prepared, error) {
 }
 
 // parseMessage is the parser's message about the token at rune offset at,
-// with the % that stands for // turned back, and a hint for = (expr-lang's
-// let binding), which a SQL reader writes for ==.
+// with the % that stands for // turned back, and hints for SQL spellings:
+// = (expr-lang's let binding) for ==, <> for !=.
 func (p prepared) parseMessage(msg string, at int) string {
 	if p.intDiv[at] {
 		msg = strings.NewReplacer(`"%"`, `"//"`, `(%)`, `(//)`).Replace(msg)
 	}
-	if strings.Contains(msg, `Operator("=")`) {
+	rs := []rune(p.src)
+	switch {
+	case strings.Contains(msg, `Operator("=")`):
 		msg += "; compare with ==, = only binds a name in let x = value; expression"
+	case strings.Contains(msg, `Operator(">")`) && at > 0 && at < len(rs) && rs[at-1] == '<':
+		msg += "; not equal is !="
 	}
 	return msg
 }

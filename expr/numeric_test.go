@@ -263,3 +263,20 @@ func TestFormatFloat(t *testing.T) {
 		t.Errorf("formatFloat(NaN) = %q", got)
 	}
 }
+
+// TestSQLSpellingHints: SQL spellings that mean something else here, or
+// nothing, are errors that say what to write.
+func TestSQLSpellingHints(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"a <> 1", `unexpected token Operator(">"); not equal is != (at 1:4)`},
+		{"s || 'x' == 'ax'", "|| is logical or (as in Go), not SQL's string concatenation: join strings with + or concat()"},
+		{"a = 1", `compare with ==`},
+		{"cast(a, 'varchar')", `"varchar" is spelled "string" here`},
+		{"float(a)", "use cast(x, 'float64')"},
+	} {
+		_, err := Compile(tt.src, numSchema)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Compile(%q) = %v, want an error containing %q", tt.src, err, tt.want)
+		}
+	}
+}
