@@ -332,6 +332,9 @@ func (c *compiler) build(n ast.Node) (node, error) {
 }
 
 func (c *compiler) unary(n *ast.UnaryNode) (node, error) {
+	if err := c.bareCoalesce(n, n.Operator, n.Node); err != nil {
+		return nil, err
+	}
 	x, err := c.build(n.Node)
 	if err != nil {
 		return nil, err
@@ -402,6 +405,11 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 		}
 		return out, nil
 	}
+	if op != "??" {
+		if err := c.bareCoalesce(n, op, n.Right); err != nil {
+			return nil, err
+		}
+	}
 	l, err := c.build(n.Left)
 	if err != nil {
 		return nil, err
@@ -462,6 +470,46 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 		return c.coalesce(n, []node{l, r})
 	}
 	return nil, c.errAt(n, "operator %s is not supported", op)
+}
+
+// bareCoalesce refuses a ?? that is, without parentheses, the operand on
+// the right of another operator. expr-lang's ?? binds tightest, so x * y ?? 0
+// is x * (y ?? 0) and -y ?? 0 is -(y ?? 0), while in C#, JavaScript, Kotlin
+// or Swift ?? binds loosest ((x * y) ?? 0): the two differ when x is null.
+// (An operator after ?? is already refused by the parser.)
+func (c *compiler) bareCoalesce(parent ast.Node, op string, operand ast.Node) error {
+	b, ok := operand.(*ast.BinaryNode)
+	if !ok || b.Operator != "??" {
+		return nil
+	}
+	rs := []rune(c.src)
+	from, to := parent.Location().From+len([]rune(op)), b.Location().From
+	if from < 0 || to > len(rs) || from > to {
+		return nil
+	}
+	depth := 0
+	for i := from; i < to; i++ {
+		switch r := rs[i]; r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case '\'', '"', '`':
+			for i++; i < to && rs[i] != r; i++ {
+				if rs[i] == '\\' && r != '`' {
+					i++
+				}
+			}
+		}
+	}
+	if depth > 0 {
+		return nil // (x ?? y) is parenthesized
+	}
+	if op == "%" && c.intDiv[parent.Location().From] {
+		op = "//"
+	}
+	return c.errAt(b, "?? binds tighter than %s here: this reads x %s (y ?? z), while ?? in C#, JavaScript or Kotlin "+
+		"binds loosest, (x %s y) ?? z; add parentheses to say which", op, op, op)
 }
 
 // arith type-checks + - * / % //. int op int stays int64 except /, which

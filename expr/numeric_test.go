@@ -280,3 +280,23 @@ func TestSQLSpellingHints(t *testing.T) {
 		}
 	}
 }
+
+// TestBareCoalesceRefused: expr-lang's ?? binds tightest, so -a ?? 5 would
+// be -(a ?? 5) (= -5 for a null a) where a C#, JavaScript or Kotlin reader
+// expects (-a) ?? 5 (= 5); without parentheses it is refused.
+func TestBareCoalesceRefused(t *testing.T) {
+	for _, src := range []string{"-a ?? 5", "b * a ?? 0", "b // a ?? 1", "not (a > 1) ?? true", "s == s ?? 'x'", "a > 1 and a > 2 ?? true", "b + f(a) ?? 0"} {
+		_, err := Compile(src, numSchema)
+		if err == nil || !strings.Contains(err.Error(), "?? binds tighter than") {
+			t.Errorf("Compile(%q) = %v, want a ?? precedence error", src, err)
+		}
+	}
+	for _, src := range []string{"a ?? 5", "-(a ?? 5)", "(-a) ?? 5", "b * (a ?? 0)", "(b * a) ?? 0", "coalesce(a, 1) + (b ?? 0)", "a ?? b ?? 0", "a > 1 ? a ?? 0 : 1", "s + ('(' ?? s)"} {
+		if _, err := Compile(src, numSchema); err != nil {
+			t.Errorf("Compile(%q): %v", src, err)
+		}
+	}
+	if _, got := evalNum(t, "(-a) ?? 5"); got[8] != int64(5) {
+		t.Errorf("(-a) ?? 5 on a null a = %v, want 5", got[8])
+	}
+}
