@@ -386,6 +386,9 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 	if op == "%" && c.intDiv[n.Location().From] {
 		op = "//"
 	}
+	if err := c.bareNot(n, op); err != nil {
+		return nil, err
+	}
 	if (op == "==" || op == "!=") && (isNil(n.Left) || isNil(n.Right)) {
 		// x == nil is the null check of expr-lang, not SQL's always-null comparison.
 		other := n.Left
@@ -410,6 +413,7 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 			return nil, err
 		}
 	}
+
 	l, err := c.build(n.Left)
 	if err != nil {
 		return nil, err
@@ -482,10 +486,51 @@ func (c *compiler) bareCoalesce(parent ast.Node, op string, operand ast.Node) er
 	if !ok || b.Operator != "??" {
 		return nil
 	}
-	rs := []rune(c.src)
-	from, to := parent.Location().From+len([]rune(op)), b.Location().From
-	if from < 0 || to > len(rs) || from > to {
+	if c.parenDepth(parent.Location().From+len([]rune(op)), b.Location().From) > 0 {
+		return nil // (x ?? y) is parenthesized
+	}
+	if op == "%" && c.intDiv[parent.Location().From] {
+		op = "//"
+	}
+	return c.errAt(b, "?? binds tighter than %s here: this reads x %s (y ?? z), while ?? in C#, JavaScript or Kotlin "+
+		"binds loosest, (x %s y) ?? z; add parentheses to say which", op, op, op)
+}
+
+// bareNot refuses not x == y (and the other comparisons and in) without
+// parentheses. expr-lang's not binds tighter than comparisons, so it reads
+// (not x) == y, while Python and SQL, where not is a keyword, read
+// not (x == y): the two differ, silently, for not flag == nil and not flag
+// in [true, false]. !x == y is allowed: ! binds tight in C, Go and
+// JavaScript too.
+func (c *compiler) bareNot(n *ast.BinaryNode, op string) error {
+	switch op {
+	case "==", "!=", "<", "<=", ">", ">=", "in":
+	default:
 		return nil
+	}
+	u, ok := n.Left.(*ast.UnaryNode)
+	if !ok || u.Operator != "not" {
+		return nil
+	}
+	if b, ok := u.Node.(*ast.BinaryNode); ok {
+		switch b.Operator {
+		case "in", "contains", "matches", "startsWith", "endsWith":
+			return nil // x not in [..]: the not is part of the operator
+		}
+	}
+	if c.parenDepth(u.Location().From, n.Location().From) < 0 {
+		return nil // (not x) == y
+	}
+	return c.errAt(u, "not binds tighter than %s here: this reads (not x) %s y, while Python and SQL read not (x %s y); "+
+		"add parentheses to say which", op, op, op)
+}
+
+// parenDepth is the count of ( minus ) in the source between rune offsets
+// from and to, outside string literals.
+func (c *compiler) parenDepth(from, to int) int {
+	rs := []rune(c.src)
+	if from < 0 || to > len(rs) || from > to {
+		return 0
 	}
 	depth := 0
 	for i := from; i < to; i++ {
@@ -502,14 +547,7 @@ func (c *compiler) bareCoalesce(parent ast.Node, op string, operand ast.Node) er
 			}
 		}
 	}
-	if depth > 0 {
-		return nil // (x ?? y) is parenthesized
-	}
-	if op == "%" && c.intDiv[parent.Location().From] {
-		op = "//"
-	}
-	return c.errAt(b, "?? binds tighter than %s here: this reads x %s (y ?? z), while ?? in C#, JavaScript or Kotlin "+
-		"binds loosest, (x %s y) ?? z; add parentheses to say which", op, op, op)
+	return depth
 }
 
 // arith type-checks + - * / % //. int op int stays int64 except /, which

@@ -31,7 +31,8 @@
 //     timestamps (any units; converted to the finer one); == and != on bools.
 //     a < b < c is a < b and b < c (expr-lang).
 //   - Logic: and/&&, or/||, not/!, in [list], not in [list]. || is logical
-//     or, not SQL's concatenation.
+//     or, not SQL's concatenation. not binds tighter than comparisons in
+//     expr-lang, so not x == y without parentheses is refused (bareNot).
 //   - Strings: contains, startsWith, endsWith, matches (a literal RE2 pattern,
 //     compiled once), lower(s), upper(s), len(s) (in runes, like expr-lang).
 //   - Others: abs(x), coalesce(a, b, ...) and a ?? b, is_null(x). ?? binds

@@ -300,3 +300,22 @@ func TestBareCoalesceRefused(t *testing.T) {
 		t.Errorf("(-a) ?? 5 on a null a = %v, want 5", got[8])
 	}
 }
+
+// TestBareNotRefused: expr-lang's not binds tighter than comparisons, so
+// not flag == nil would be (not flag) == nil, true for a null flag, where a
+// Python or SQL reader means not (flag == nil); without parentheses it is
+// refused. ! keeps binding tight, as in C, Go and JavaScript.
+func TestBareNotRefused(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}, {Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	for _, src := range []string{"not flag == nil", "not flag in [true, false]", "not flag != true", "not flag == (a > 1)"} {
+		_, err := Compile(src, schema)
+		if err == nil || !strings.Contains(err.Error(), "binds tighter than") {
+			t.Errorf("Compile(%q) = %v, want a not precedence error", src, err)
+		}
+	}
+	for _, src := range []string{"not (flag == nil)", "(not flag) == nil", "a not in [1, 2]", "not flag", "not flag and a > 1", "flag == not (a > 1)", "not (a > 1)", "!flag == nil", "!(flag == nil) == true"} {
+		if _, err := Compile(src, schema); err != nil {
+			t.Errorf("Compile(%q): %v", src, err)
+		}
+	}
+}
