@@ -413,7 +413,6 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 			return nil, err
 		}
 	}
-
 	l, err := c.build(n.Left)
 	if err != nil {
 		return nil, err
