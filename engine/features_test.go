@@ -162,3 +162,38 @@ func TestIntegerSumExact(t *testing.T) {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestIntegerDivisionInWindow: kb: "bytes // 1000" is integer division
+// (truncating toward zero, like DuckDB's //), not bytes followed by a comment
+// (expr-lang's lexer reads // as one, which made max(kb) 99997 instead of 99).
+func TestIntegerDivisionInWindow(t *testing.T) {
+	e := fileEnv(t)
+	e.put(t, "a.jsonl", jsonl(
+		`{"event_time":"2024-01-01T00:00:10Z","user_id":"u1","page":"a","bytes":99997}`,
+		`{"event_time":"2024-01-01T00:00:20Z","user_id":"u1","page":"a","bytes":1999}`,
+		`{"event_time":"2024-01-01T00:00:30Z","user_id":"u1","page":"a","bytes":-1999}`,
+		`{"event_time":"2024-01-01T00:00:40Z","user_id":"u2","page":"a","bytes":-999}`,
+	))
+	p := e.pipeline(t, featureSource+`operators:
+  - project: {user_id: user_id, event_time: event_time, kb: "bytes // 1000", r: "round(bytes, -3)", f: "floor(bytes / 1000)"}
+  - window: {key: [user_id], tumbling: 1m, aggregates: {hi: "max(kb)", lo: "min(kb)", s: "sum(kb)", rs: "sum(r)", fl: "min(f)"}}
+`)
+	run(t, p, engine.Options{Drain: true})
+	want := []string{
+		"user_id=u1,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T00:01:00Z,hi=99,lo=-1,s=99,rs=100000,fl=-2",
+		"user_id=u2,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T00:01:00Z,hi=0,lo=0,s=0,rs=-1000,fl=-1",
+	}
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A comment is refused when the spec is compiled, naming the projection.
+	e2 := fileEnv(t)
+	e2.put(t, "a.jsonl", jsonl(featureRows...))
+	p2 := e2.pipeline(t, featureSource+`operators:
+  - project: {user_id: user_id, event_time: event_time, kb: "bytes /* kilo */"}
+`)
+	_, err := engine.Run(context.Background(), p2, engine.Options{Drain: true})
+	if err == nil || !strings.Contains(err.Error(), `projection "kb" "bytes /* kilo */": /* is not allowed`) {
+		t.Fatalf("comment in a projection: %v", err)
+	}
+}

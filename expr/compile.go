@@ -146,22 +146,27 @@ type compiler struct {
 	opts   options
 	scope  map[string]node // let variables in scope
 	nvars  int             // let variables allocated
+	intDiv map[int]bool    // rune offsets of // operators (see prepare)
 }
 
 func compile(ctx, src string, schema *arrow.Schema, opts options) (*Expr, error) {
 	if schema == nil {
 		return nil, &Error{Context: ctx, Src: src, Msg: "nil schema"}
 	}
-	tree, err := parser.Parse(src)
+	prep, err := prepare(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := parser.Parse(prep.src)
 	if err != nil {
 		e := &Error{Context: ctx, Src: src, Msg: err.Error()}
 		var fe *file.Error
 		if errors.As(err, &fe) {
-			e.Msg, e.Line, e.Column = fe.Message, fe.Line, fe.Column+1
+			e.Msg, e.Line, e.Column = prep.parseMessage(fe.Message, fe.From), fe.Line, fe.Column+1
 		}
 		return nil, e
 	}
-	c := &compiler{ctx: ctx, src: src, schema: schema, used: map[int]bool{}, opts: opts}
+	c := &compiler{ctx: ctx, src: src, schema: schema, used: map[int]bool{}, opts: opts, intDiv: prep.intDiv}
 	out := &Expr{src: src, schema: schema, col: -1}
 	if idx, ok, err := c.columnRef(tree.Node); err != nil {
 		return nil, err
@@ -327,6 +332,9 @@ func (c *compiler) build(n ast.Node) (node, error) {
 }
 
 func (c *compiler) unary(n *ast.UnaryNode) (node, error) {
+	if err := c.bareCoalesce(n, n.Operator, n.Node); err != nil {
+		return nil, err
+	}
 	x, err := c.build(n.Node)
 	if err != nil {
 		return nil, err
@@ -375,6 +383,12 @@ func isNil(n ast.Node) bool {
 
 func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 	op := n.Operator
+	if op == "%" && c.intDiv[n.Location().From] {
+		op = "//"
+	}
+	if err := c.bareNot(n, op); err != nil {
+		return nil, err
+	}
 	if (op == "==" || op == "!=") && (isNil(n.Left) || isNil(n.Right)) {
 		// x == nil is the null check of expr-lang, not SQL's always-null comparison.
 		other := n.Left
@@ -394,6 +408,11 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 		}
 		return out, nil
 	}
+	if op != "??" {
+		if err := c.bareCoalesce(n, op, n.Right); err != nil {
+			return nil, err
+		}
+	}
 	l, err := c.build(n.Left)
 	if err != nil {
 		return nil, err
@@ -408,6 +427,9 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 	lt, rt := l.typ(), r.typ()
 	switch op {
 	case "and", "&&", "or", "||":
+		if op == "||" && (lt.k == kString || rt.k == kString) {
+			return nil, c.errAt(n, "|| is logical or (as in Go), not SQL's string concatenation: join strings with + or concat()")
+		}
 		if l, err = c.expect(n, l, tBool, op); err != nil {
 			return nil, err
 		}
@@ -424,8 +446,8 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 			return &constNode{v: nullConst(tBool)}, nil
 		}
 		return c.done(n, &binaryNode{l: l, r: r, t: tBool, fn: cmpKernel(t.k, cmpOps[op])}, l, r)
-	case "+", "-", "*", "/", "%":
-		return c.arith(n, l, r)
+	case "+", "-", "*", "/", "%", "//":
+		return c.arith(n, op, l, r)
 	case "contains", "startsWith", "endsWith", "matches":
 		if l, err = c.expect(n, l, tString, op); err != nil {
 			return nil, err
@@ -453,18 +475,93 @@ func (c *compiler) binary(n *ast.BinaryNode) (node, error) {
 	return nil, c.errAt(n, "operator %s is not supported", op)
 }
 
-// arith type-checks + - * / %. int op int stays int64 (wrapping on overflow,
-// like Go and expr-lang) except /, which like expr-lang always divides as float64.
-// A zero divisor gives null. + also concatenates strings.
-func (c *compiler) arith(n *ast.BinaryNode, l, r node) (node, error) {
-	op := n.Operator
+// bareCoalesce refuses a ?? that is, without parentheses, the operand on
+// the right of another operator. expr-lang's ?? binds tightest, so x * y ?? 0
+// is x * (y ?? 0) and -y ?? 0 is -(y ?? 0), while in C#, JavaScript, Kotlin
+// or Swift ?? binds loosest ((x * y) ?? 0): the two differ when x is null.
+// (An operator after ?? is already refused by the parser.)
+func (c *compiler) bareCoalesce(parent ast.Node, op string, operand ast.Node) error {
+	b, ok := operand.(*ast.BinaryNode)
+	if !ok || b.Operator != "??" {
+		return nil
+	}
+	if c.parenDepth(parent.Location().From+len([]rune(op)), b.Location().From) > 0 {
+		return nil // (x ?? y) is parenthesized
+	}
+	if op == "%" && c.intDiv[parent.Location().From] {
+		op = "//"
+	}
+	return c.errAt(b, "?? binds tighter than %s here: this reads x %s (y ?? z), while ?? in C#, JavaScript or Kotlin "+
+		"binds loosest, (x %s y) ?? z; add parentheses to say which", op, op, op)
+}
+
+// bareNot refuses not x == y (and the other comparisons and in) without
+// parentheses. expr-lang's not binds tighter than comparisons, so it reads
+// (not x) == y, while Python and SQL, where not is a keyword, read
+// not (x == y): the two differ, silently, for not flag == nil and not flag
+// in [true, false]. !x == y is allowed: ! binds tight in C, Go and
+// JavaScript too.
+func (c *compiler) bareNot(n *ast.BinaryNode, op string) error {
+	switch op {
+	case "==", "!=", "<", "<=", ">", ">=", "in":
+	default:
+		return nil
+	}
+	u, ok := n.Left.(*ast.UnaryNode)
+	if !ok || u.Operator != "not" {
+		return nil
+	}
+	if b, ok := u.Node.(*ast.BinaryNode); ok {
+		switch b.Operator {
+		case "in", "contains", "matches", "startsWith", "endsWith":
+			return nil // x not in [..]: the not is part of the operator
+		}
+	}
+	if c.parenDepth(u.Location().From, n.Location().From) < 0 {
+		return nil // (not x) == y
+	}
+	return c.errAt(u, "not binds tighter than %s here: this reads (not x) %s y, while Python and SQL read not (x %s y); "+
+		"add parentheses to say which", op, op, op)
+}
+
+// parenDepth is the count of ( minus ) in the source between rune offsets
+// from and to, outside string literals.
+func (c *compiler) parenDepth(from, to int) int {
+	rs := []rune(c.src)
+	if from < 0 || to > len(rs) || from > to {
+		return 0
+	}
+	depth := 0
+	for i := from; i < to; i++ {
+		switch r := rs[i]; r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case '\'', '"', '`':
+			for i++; i < to && rs[i] != r; i++ {
+				if rs[i] == '\\' && r != '`' {
+					i++
+				}
+			}
+		}
+	}
+	return depth
+}
+
+// arith type-checks + - * / % //. int op int stays int64 except /, which
+// like expr-lang always divides as float64; an int64 result that overflows is
+// null (never a wrapped value). // and % need integers: // truncates toward
+// zero and % takes the sign of the dividend, like SQL and DuckDB. A zero
+// divisor gives null. + also concatenates strings.
+func (c *compiler) arith(n *ast.BinaryNode, op string, l, r node) (node, error) {
 	lt, rt := l.typ(), r.typ()
 	if op == "+" && (lt.k == kString || rt.k == kString) {
 		if l, r, t, ok := c.unify(l, r); ok && (t.k == kString || t.k == kNull) {
 			if t.k == kNull {
 				return &constNode{v: nullConst(tString)}, nil
 			}
-			return c.done(n, &binaryNode{l: l, r: r, t: tString, fn: arithKernel(kString, '+')}, l, r)
+			return c.done(n, &binaryNode{l: l, r: r, t: tString, fn: arithKernel(kString, "+")}, l, r)
 		}
 	}
 	if !(lt.numeric() || lt.k == kNull) || !(rt.numeric() || rt.k == kNull) {
@@ -477,6 +574,12 @@ func (c *compiler) arith(n *ast.BinaryNode, l, r node) (node, error) {
 	case "%":
 		if lt.k == kFloat || rt.k == kFloat {
 			return nil, c.errAt(n, "%% needs integers, got %s and %s", lt, rt)
+		}
+		t = tInt
+	case "//":
+		if lt.k == kFloat || rt.k == kFloat {
+			return nil, c.errAt(n, "// (integer division) needs integers, got %s and %s; "+
+				"divide with / and choose the rounding: trunc(a / b), floor(a / b), or cast(a, 'int64') // b", lt, rt)
 		}
 		t = tInt
 	}
@@ -493,7 +596,7 @@ func (c *compiler) arith(n *ast.BinaryNode, l, r node) (node, error) {
 	if l.typ().k == kNull || r.typ().k == kNull {
 		return &constNode{v: nullConst(t)}, nil
 	}
-	b := &binaryNode{l: l, r: r, t: t, fn: arithKernel(t.k, op[0]), divides: op == "/" || op == "%"}
+	b := &binaryNode{l: l, r: r, t: t, fn: arithKernel(t.k, op), divides: op == "/" || op == "%" || op == "//"}
 	return c.done(n, b, l, r)
 }
 
@@ -703,16 +806,23 @@ func (c *compiler) coalesce(n ast.Node, xs []node) (node, error) {
 // parseTimestamp parses RFC 3339 (optionally without zone, read as UTC) or a
 // bare date, to nanoseconds since the Unix epoch.
 func parseTimestamp(s string) (int64, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
-		t, err := time.Parse(layout, s)
-		if err != nil {
-			continue
-		}
-		ns := t.UnixNano()
-		if !time.Unix(0, ns).Equal(t) {
-			return 0, fmt.Errorf("timestamp %q is outside the nanosecond range (years 1678 to 2262)", s)
-		}
-		return ns, nil
+	t, err := parseTime(s)
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("timestamp %q is not RFC 3339 (2024-01-01T00:00:00Z) or a date (2024-01-01)", s)
+	ns := t.UnixNano()
+	if !time.Unix(0, ns).Equal(t) {
+		return 0, fmt.Errorf("timestamp %q is outside the nanosecond range (years 1678 to 2262)", s)
+	}
+	return ns, nil
+}
+
+// parseTime parses what parseTimestamp accepts, without its range limit.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("timestamp %q is not RFC 3339 (2024-01-01T00:00:00Z) or a date (2024-01-01)", s)
 }

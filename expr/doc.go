@@ -5,6 +5,9 @@
 // parser: the AST is type-checked against an Arrow schema and evaluated by
 // vectorised kernels here, never by expr-lang's per-row VM.
 //
+// The user documentation of the language is docs/expressions.md; this is its
+// summary, and the two change together.
+//
 // # Language
 //
 //   - Column references: identifiers (bytes, user_id) or $env["any name"] for
@@ -13,17 +16,28 @@
 //   - Literals: integers, floats, 'single' or "double" quoted strings, true,
 //     false, nil, and timestamp("2024-01-01T00:00:00Z") (RFC 3339 or a date).
 //     A string literal compared with a timestamp is read as a timestamp.
-//   - Arithmetic: unary -, + - * / %. Integers of any width compute as int64
-//     and wrap on overflow, like Go and expr-lang; int mixed with float is
-//     float64. / always divides as float64 (expr-lang: 7 / 2 == 3.5); % needs
-//     integers. A zero divisor gives null, never a panic or Inf. Strings
-//     concatenate with +.
+//   - No comments: expr-lang's lexer skips // and /* */; here // is integer
+//     division, and /*, # and -- (SQL's comment, which expr-lang reads as two
+//     minus signs) are refused at their position (prepare, lex.go).
+//   - Arithmetic: unary -, + - * / // %. Integers of any width compute as
+//     int64; an int64 result that overflows is null, never wrapped. int mixed
+//     with float is float64. / always divides as float64 (expr-lang: 7 / 2 ==
+//     3.5). // is integer division truncating toward zero (-7 // 2 == -3, as
+//     DuckDB's // and SQL's integer division) and % its remainder with the
+//     sign of the dividend (-7 % 2 == -1); both need integers (a float
+//     operand of // is a compile error: Python floors, DuckDB divides). A zero
+//     divisor gives null, never a panic or Inf. Strings concatenate with +.
 //   - Comparison: == != < <= > >= on numbers, strings (byte order) and
 //     timestamps (any units; converted to the finer one); == and != on bools.
-//   - Logic: and/&&, or/||, not/!, in [list], not in [list].
+//     a < b < c is a < b and b < c (expr-lang).
+//   - Logic: and/&&, or/||, not/!, in [list], not in [list]. || is logical
+//     or, not SQL's concatenation. not binds tighter than comparisons in
+//     expr-lang, so not x == y without parentheses is refused (bareNot).
 //   - Strings: contains, startsWith, endsWith, matches (a literal RE2 pattern,
 //     compiled once), lower(s), upper(s), len(s) (in runes, like expr-lang).
-//   - Others: abs(x), coalesce(a, b, ...) and a ?? b, is_null(x).
+//   - Others: abs(x), coalesce(a, b, ...) and a ?? b, is_null(x). ?? binds
+//     tightest in expr-lang (-a ?? 5 is -(a ?? 5)), so an unparenthesized ??
+//     on the right of another operator is refused (bareCoalesce).
 //   - now() is rejected: an epoch that is re-run must keep the same rows.
 //
 // # Conditionals and let
@@ -46,6 +60,15 @@
 // is_null and case). Arguments that must be constant are checked at compile
 // time; errors name the function and the argument:
 // `substring() argument 2 (start) needs int64, got string`.
+//
+// Numbers:
+//   - floor(x), ceil(x), trunc(x): float64 on a float64, x itself on an int64.
+//   - round(x[, digits]): half away from zero (DuckDB's round of a double);
+//     digits is a constant and may be negative; an int64 stays int64.
+//   - cast(x, 'int64' | 'float64' | 'string' | 'bool' | 'timestamp'): a value
+//     that cannot be converted is null (DuckDB's TRY_CAST); a float to int64
+//     rounds to the nearest, ties to even (DuckDB's CAST); strings to int64
+//     must be decimal integers. The conversion table is in docs/expressions.md.
 //
 // Strings (positions count characters, i.e. runes, from 1, as in SQL):
 //   - length(s) (= len), lower, upper, trim(s[, chars]), ltrim, rtrim.

@@ -238,7 +238,7 @@ func TestCompileErrors(t *testing.T) {
 		{"byts > 0", `filter "byts > 0": unknown column "byts" (columns: event_time, user_id, page, bytes); did you mean "bytes"? (at 1:1)`},
 		{"nosuch", `unknown column "nosuch" (columns: event_time, user_id, page, bytes) (at 1:1)`},
 		{"event_time > now()", "now() is not supported: it is non-deterministic"},
-		{"foo(bytes) > 1", "unknown function foo() (built in: abs, case, coalesce,"},
+		{"foo(bytes) > 1", "unknown function foo() (built in: abs, case, cast, ceil, coalesce,"},
 		{"lenght(page) > 1", "; did you mean length()?"},
 		{"bytes >", "(at 1:"},
 		{"page + 1 > 0", "cannot apply + to string and int64"},

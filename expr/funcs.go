@@ -66,13 +66,26 @@ func init() {
 		"extract":        {"extract(field, ts)", 2, 2, (*compiler).datePartFunc},
 		"date_part":      {"date_part(field, ts)", 2, 2, (*compiler).datePartFunc},
 		"format_time":    {"format_time(ts, layout)", 2, 2, (*compiler).formatTimeFunc},
+		"floor":          {"floor(x)", 1, 1, (*compiler).roundingFunc},
+		"ceil":           {"ceil(x)", 1, 1, (*compiler).roundingFunc},
+		"trunc":          {"trunc(x)", 1, 1, (*compiler).roundingFunc},
+		"round":          {"round(x[, digits])", 1, 2, (*compiler).roundFunc},
+		"cast":           {"cast(x, 'int64' | 'float64' | 'string' | 'bool' | 'timestamp')", 2, 2, (*compiler).castFunc},
 	}
 }
 
-// refused names functions that parse but are not allowed, and why.
+// refused names functions that parse but are not allowed, and why. int(),
+// float() and string() are expr-lang built-ins a reader may expect to work
+// (with expr-lang's rules: int(2.7) is 2); they point to cast().
 var refused = map[string]string{
 	"now": "now() is not supported: it is non-deterministic, so a re-run epoch could keep different rows; " +
 		`compare event-time columns with timestamp("2024-01-01T00:00:00Z") instead`,
+	"int":     "int() is not supported; use cast(x, 'int64') (a float rounds to the nearest, ties to even; trunc, floor, ceil or round choose otherwise)",
+	"float":   "float() is not supported; use cast(x, 'float64')",
+	"string":  "string() is not supported; use cast(x, 'string')",
+	"ceiling": "ceiling() is spelled ceil() here",
+	"mod":     "mod() is not supported; use a % b",
+	"div":     "div() is not supported; use a // b (integer division)",
 }
 
 func builtinNames() []string {

@@ -1,5 +1,10 @@
 package expr
 
+import (
+	"math"
+	"math/bits"
+)
+
 // cmpOp is a comparison operator.
 type cmpOp uint8
 
@@ -168,9 +173,11 @@ func arith[T int64 | float64](op byte, a []T, ac bool, b []T, bc bool, out []T) 
 	}
 }
 
-// divide writes a[i] / b[i] (float) or a[i] % b[i] (int) to out; a zero divisor
-// makes the row null in valid (which the caller owns).
-func divide[T int64 | float64](mod bool, a []T, ac bool, b []T, bc bool, out []T, valid []bool) {
+// divide writes a[i] / b[i] (op '/', float), a[i] % b[i] (op '%', int) or
+// a[i] // b[i] (op '/', int: truncated toward zero) to out; a zero divisor, and
+// MinInt64 // -1 (which has no int64 result), make the row null in valid (which
+// the caller owns).
+func divide[T int64 | float64](op byte, a []T, ac bool, b []T, bc bool, out []T, valid []bool) {
 	sa, sb := stride(ac), stride(bc)
 	for i := range out {
 		x, y := a[i*sa], b[i*sb]
@@ -178,12 +185,107 @@ func divide[T int64 | float64](mod bool, a []T, ac bool, b []T, bc bool, out []T
 			valid[i] = false
 			continue
 		}
-		if mod {
-			out[i] = T(int64(x) % int64(y))
-		} else {
-			out[i] = x / y
+		switch op {
+		case '%':
+			out[i] = T(int64(x) % int64(y)) // Go's % truncates, like SQL's: -7 % 2 = -1
+		case '/':
+			if isInt[T]() {
+				if int64(x) == math.MinInt64 && int64(y) == -1 {
+					valid[i] = false
+					continue
+				}
+				out[i] = T(int64(x) / int64(y)) // Go's / truncates toward zero: -7 // 2 = -3
+			} else {
+				out[i] = x / y
+			}
 		}
 	}
+}
+
+func isInt[T int64 | float64]() bool {
+	var x T = 1
+	x /= 2
+	return x == 0
+}
+
+// arithInt writes a[i] op b[i] for op in + - * on int64 to out and reports
+// whether any row overflowed (then the caller nulls those rows with
+// nullOverflows). The check costs a few instructions per row; the rows are
+// only looked at again when one overflowed.
+func arithInt(op byte, a []int64, ac bool, b []int64, bc bool, out []int64) bool {
+	sa, sb := stride(ac), stride(bc)
+	var ov int64
+	switch op {
+	case '+':
+		for i := range out {
+			x, y := a[i*sa], b[i*sb]
+			s := x + y
+			ov |= (x ^ s) & (y ^ s)
+			out[i] = s
+		}
+	case '-':
+		for i := range out {
+			x, y := a[i*sa], b[i*sb]
+			s := x - y
+			ov |= (x ^ y) & (x ^ s)
+			out[i] = s
+		}
+	case '*':
+		over := false
+		for i := range out {
+			p, o := mulInt(a[i*sa], b[i*sb])
+			out[i] = p
+			over = over || o
+		}
+		return over
+	}
+	return ov < 0
+}
+
+// intOverflows reports whether x op y does not fit in int64.
+func intOverflows(op byte, x, y int64) bool {
+	switch op {
+	case '+':
+		s := x + y
+		return (x^s)&(y^s) < 0
+	case '-':
+		s := x - y
+		return (x^y)&(x^s) < 0
+	case '*':
+		_, o := mulInt(x, y)
+		return o
+	}
+	return false
+}
+
+// mulInt is x * y wrapped, and whether the true product overflows int64.
+func mulInt(x, y int64) (int64, bool) {
+	hi, lo := bits.Mul64(uint64(x), uint64(y))
+	h := int64(hi) // the signed high word of the 128-bit product
+	if x < 0 {
+		h -= y
+	}
+	if y < 0 {
+		h -= x
+	}
+	return int64(lo), h != int64(lo)>>63
+}
+
+// nullOverflows nulls the rows of out where a op b overflowed.
+func nullOverflows(op byte, a, b, out *vec) {
+	sa, sb := stride(a.isConst), stride(b.isConst)
+	nullWhere(out, func(i int) bool { return intOverflows(op, a.i[i*sa], b.i[i*sb]) })
+}
+
+// nullWhere makes the rows of out where bad is true null. out.valid may be
+// shared with an operand, so it is replaced by a fresh slice, never written.
+func nullWhere(out *vec, bad func(i int) bool) {
+	n := outLen(out)
+	valid := make([]bool, n)
+	for i := range valid {
+		valid[i] = out.validAt(i) && !bad(i)
+	}
+	out.valid = valid
 }
 
 // logic implements three-valued and/or: false and null = false, true or null = true,

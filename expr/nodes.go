@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -88,9 +89,15 @@ func (u *unaryNode) eval(e *env) (*vec, error) {
 	return out, nil
 }
 
+// negInt negates; -MinInt64 does not exist in int64, so that row is null.
 func negInt(in, out *vec) {
+	overflow := false
 	for i, x := range in.i[:len(out.i)] {
 		out.i[i] = -x
+		overflow = overflow || x == math.MinInt64
+	}
+	if overflow {
+		nullWhere(out, func(i int) bool { return in.i[i] == math.MinInt64 })
 	}
 }
 
@@ -112,10 +119,18 @@ func intToFloat(in, out *vec) {
 	}
 }
 
+// scaleBy multiplies by f (a timestamp to a finer unit); a value outside the
+// finer unit's range is null, never a wrapped time.
 func scaleBy(f int64) func(in, out *vec) {
+	lo, hi := math.MinInt64/f, math.MaxInt64/f
 	return func(in, out *vec) {
+		overflow := false
 		for i, x := range in.i[:len(out.i)] {
 			out.i[i] = x * f
+			overflow = overflow || x < lo || x > hi
+		}
+		if overflow {
+			nullWhere(out, func(i int) bool { return in.i[i] < lo || in.i[i] > hi })
 		}
 	}
 }
@@ -139,8 +154,13 @@ func strLen(in, out *vec) {
 }
 
 func absI(in, out *vec) {
+	overflow := false
 	for i, x := range in.i[:len(out.i)] {
 		out.i[i] = absInt(x)
+		overflow = overflow || x == math.MinInt64
+	}
+	if overflow {
+		nullWhere(out, func(i int) bool { return in.i[i] == math.MinInt64 })
 	}
 }
 
@@ -211,16 +231,20 @@ func cmpKernel(k kind, op cmpOp) func(a, b, out *vec) {
 	}
 }
 
-func arithKernel(k kind, op byte) func(a, b, out *vec) {
+func arithKernel(k kind, op string) func(a, b, out *vec) {
 	switch {
-	case op == '/':
-		return func(a, b, out *vec) { divide(false, a.f, a.isConst, b.f, b.isConst, out.f, out.valid) }
-	case op == '%':
-		return func(a, b, out *vec) { divide(true, a.i, a.isConst, b.i, b.isConst, out.i, out.valid) }
+	case op == "/":
+		return func(a, b, out *vec) { divide('/', a.f, a.isConst, b.f, b.isConst, out.f, out.valid) }
+	case op == "%", op == "//":
+		return func(a, b, out *vec) { divide(op[0], a.i, a.isConst, b.i, b.isConst, out.i, out.valid) }
 	case k == kInt:
-		return func(a, b, out *vec) { arith(op, a.i, a.isConst, b.i, b.isConst, out.i) }
+		return func(a, b, out *vec) {
+			if arithInt(op[0], a.i, a.isConst, b.i, b.isConst, out.i) {
+				nullOverflows(op[0], a, b, out)
+			}
+		}
 	case k == kFloat:
-		return func(a, b, out *vec) { arith(op, a.f, a.isConst, b.f, b.isConst, out.f) }
+		return func(a, b, out *vec) { arith(op[0], a.f, a.isConst, b.f, b.isConst, out.f) }
 	default: // string concatenation
 		return func(a, b, out *vec) {
 			sa, sb := stride(a.isConst), stride(b.isConst)

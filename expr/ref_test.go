@@ -665,6 +665,8 @@ func FuzzCompile(f *testing.F) {
 	for _, s := range []string{
 		"case(i > 0, s, 'x')", "substring(s, i, j)", "date_trunc('week', ts)", "format_time(ts, '%F %T')",
 		"let x = i; x ? 1 : 2", "regexp_extract(s, '(a)(b)?', 2)", "split_part(s, '/', i)", "if b { 1 } else { 2.5 }",
+		"i // j * -i % 3", "round(f, -2) + cast(s, 'int64')", "cast(ts, 'string')", "-(i ?? 1) // (j ?? 0)",
+		"not (b == nil)", "'/*' + s // 2", "i /* c */", "`#` + s",
 	} {
 		f.Add(s)
 	}
