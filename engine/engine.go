@@ -119,6 +119,11 @@ type Result struct {
 	// decoded; StateRowsSkipped those it never needed (restore on demand:
 	// key groups without input and without windows due).
 	StateRowsDecoded, StateRowsSkipped int64
+	// StateDropped (a --reset-state run) is the operator state the reset
+	// left behind: state rows in the head's base files per operator, and
+	// the delta files on top of them (open windows, join and top-N
+	// buffers, dedup keys).
+	StateDropped []DroppedState
 }
 
 // ErrFenced is returned when another writer committed an epoch this run was
@@ -436,6 +441,26 @@ func identityOf(raw string) string {
 	}
 	l.Endpoint = ""
 	return l.String()
+}
+
+// DroppedState is one operator's state a reset dropped.
+type DroppedState struct {
+	Operator   string `json:"operator"`
+	BaseRows   int64  `json:"base_rows"`
+	DeltaFiles int    `json:"delta_files"`
+}
+
+// droppedState lists the operator state of m.
+func droppedState(m *manifest.Manifest) []DroppedState {
+	var out []DroppedState
+	for _, op := range m.Operators {
+		d := DroppedState{Operator: op.ID, DeltaFiles: len(op.Deltas)}
+		for _, f := range op.Files {
+			d.BaseRows += f.Rows
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // Outputs returns the sink-relative paths of every committed output file,

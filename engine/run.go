@@ -148,6 +148,12 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	} else {
 		r.gen = head.Generation
 	}
+	if f := rp.from; f.kind == manifest.RestoreReset && head.Manifest != nil {
+		r.res.StateDropped = droppedState(head.Manifest)
+		for _, d := range r.res.StateDropped {
+			r.log.Warn("reset-state drops an operator's state", "operator", d.Operator, "base_rows", d.BaseRows, "delta_files", d.DeltaFiles, "epoch", head.Epoch())
+		}
+	}
 	if f := rp.from; f.kind != "" {
 		r.mustCommit = true
 		if f.manifest != nil {

@@ -77,6 +77,9 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 		}
 	}
 	fmt.Fprintf(stdout, "outputs: %s (committed files: floe outputs %s)\nstate:   %s\n", res.SinkURL, specPath, res.StateURL)
+	for _, d := range res.StateDropped {
+		fmt.Fprintf(stdout, "reset: dropped the state of operator %s (%d rows in its base files, %d delta files on top)\n", d.Operator, d.BaseRows, d.DeltaFiles)
+	}
 	if res.StateRowsSkipped > 0 {
 		fmt.Fprintf(stdout, "restored on demand: %d of %d state rows decoded (the key groups this run touched or had windows due)\n",
 			res.StateRowsDecoded, res.StateRowsDecoded+res.StateRowsSkipped)

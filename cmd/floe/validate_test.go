@@ -125,3 +125,16 @@ func TestCLIWarnsWhenRejecting(t *testing.T) {
 		t.Fatalf("status: code %d, %q", code, out)
 	}
 }
+
+// TestCLIResetStateSaysWhatItDropped: --reset-state --yes names each
+// operator whose state it dropped and how much there was.
+func TestCLIResetStateSaysWhatItDropped(t *testing.T) {
+	spec, _ := sampleSpec(t)
+	if code, _, errOut := floe("run", spec); code != 0 {
+		t.Fatalf("run: %d %s", code, errOut)
+	}
+	code, out, errOut := floe("run", spec, "--reset-state", "--yes")
+	if code != 0 || !regexp.MustCompile(`reset: dropped the state of operator \S+ \([1-9]\d* rows in its base files, \d+ delta files on top\)`).MatchString(out) {
+		t.Fatalf("reset: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
