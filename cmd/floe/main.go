@@ -279,7 +279,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
-	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch, at the end), e.g. for node_exporter's textfile collector")
+	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch and every failed --trigger attempt, at the end), e.g. for node_exporter's textfile collector")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics over HTTP at this address's /metrics while the run lasts (e.g. :9464 or 127.0.0.1:9464), refreshed after every epoch")
 	f.StringVar(&metricsPush, "metrics-push", "", "with --once: push the run's metrics to this Pushgateway URL when the run ends (job floe, instance = the pipeline name)")
 	f.IntVar(&maxRestarts, "max-restarts", defaultMaxRestarts, "with --trigger: restart after a transient storage failure up to this many consecutive times (a committed epoch resets the count; 0: the first failure is final)")

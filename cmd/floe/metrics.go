@@ -27,7 +27,8 @@ import (
 //
 //   - a file in the Prometheus text format (--metrics-file, for
 //     node_exporter's textfile collector): written at the start, after every
-//     committed epoch and when the run ends, each time atomically (a
+//     committed epoch, after every failed attempt of a --trigger worker and
+//     when the run ends, each time atomically (a
 //     temporary file renamed over the old one), so a scrape never reads half
 //     a file;
 //   - an HTTP endpoint (--metrics-addr): promhttp serving the same registry
@@ -146,6 +147,13 @@ func (m *runMetrics) refresh(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	m.writeFile()
+}
+
+// writeFile writes the metrics file (if any) with the figures known now.
+// Writers do not need to be serialised: each writes its own temporary file
+// and renames it over the file, and each collects the figures at that time.
+func (m *runMetrics) writeFile() {
 	if m.path == "" {
 		return
 	}
@@ -306,18 +314,24 @@ func scrubSecrets(msg, raw string) string {
 }
 
 // failed records a failed attempt of a --trigger worker; failures is the
-// number of consecutive failed attempts so far.
+// number of consecutive failed attempts so far. The metrics file is written
+// at once, without reading the head (the failure may be the store's: a
+// read would wait for the retry budget), so the textfile collector shows
+// floe_run_consecutive_failures during an outage, as a scrape of
+// --metrics-addr does.
 func (m *runMetrics) failed(failures int) {
 	m.mu.Lock()
 	m.failures = int64(failures)
 	m.mu.Unlock()
+	m.writeFile()
 }
 
-// restarted records a restart after a failed attempt.
+// restarted records a restart after a failed attempt (and writes the file).
 func (m *runMetrics) restarted() {
 	m.mu.Lock()
 	m.restarts++
 	m.mu.Unlock()
+	m.writeFile()
 }
 
 // metricDescs are the metrics of a run.
