@@ -145,3 +145,76 @@ func TestCLIVerify(t *testing.T) {
 		t.Fatal("verify wrote files")
 	}
 }
+
+// TestCLISpecErrorFirst: a run whose spec does not compile (an unknown
+// column in a filter, a bad aggregate, a window keyed by an unknown
+// column) prints the error first, with the spec's line and column, and no
+// "committed nothing" summary: there is nothing to summarise. A run that
+// read a head and failed in its first epoch says so after the reason.
+func TestCLISpecErrorFirst(t *testing.T) {
+	events, err := filepath.Abs("../../testdata/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good = `name: fz
+source: {type: files, url: "EVENTS", format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, max_files_per_epoch: 2}
+operators:
+  - filter: "bytes > 0"
+  - window: {key: [user_id], tumbling: 1m,
+             aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
+sink:  {type: files, url: out, format: parquet}
+state: {url: state, parallelism: 2}
+`
+	for _, c := range []struct{ name, old, new, want string }{
+		{"filter", `"bytes > 0"`, `"nope > 0"`, `spec.yaml:6:13: operators[0].filter: `},
+		{"aggregate", `sum(bytes)`, `sum(nope)`, `spec.yaml:7:14: operators[1].window: `},
+		{"window key", `key: [user_id]`, `key: [nope]`, `spec.yaml:7:14: operators[1].window: `},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := filepath.Join(dir, "spec.yaml")
+			s := strings.Replace(strings.ReplaceAll(good, "EVENTS", events), c.old, c.new, 1)
+			if err := os.WriteFile(spec, []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := floe("run", spec)
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			if code != 2 || out != "" || !strings.HasPrefix(lines[0], "floe: "+filepath.Join(dir, c.want)) {
+				t.Fatalf("code %d, stdout %q; want stderr to start with %q:\n%s", code, out, "floe: "+c.want, errOut)
+			}
+			if strings.Contains(errOut, "committed nothing") || len(lines) != 1 {
+				t.Fatalf("a compile error is the only line; stderr:\n%s", errOut)
+			}
+			if after := tree(t, dir); after != spec+"\n" {
+				t.Fatalf("a run that does not compile wrote:\n%s", after)
+			}
+		})
+	}
+
+	t.Run("first epoch fails", func(t *testing.T) {
+		dir := t.TempDir()
+		src := filepath.Join(dir, "in")
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, "a.jsonl"), []byte(`{"event_time":"2024-01-01T00:00:10Z","user_id":"u1","page":"/","bytes":1}`+"\n"), 0o644)
+		spec := filepath.Join(dir, "p.yaml")
+		os.WriteFile(spec, []byte(`name: p
+source: {type: files, url: in, format: jsonl, on_error: fail,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64}, event_time: event_time}
+operators: [{filter: "bytes > 0"}]
+sink: {type: files, url: out, format: parquet}
+state: {url: state}
+`), 0o644)
+		if code, out, errOut := floe("run", spec); code != 0 {
+			t.Fatalf("first run: code %d\n%s%s", code, out, errOut)
+		}
+		os.WriteFile(filepath.Join(src, "b.jsonl"), []byte("not json\n"), 0o644)
+		code, out, errOut := floe("run", spec)
+		lines := lastLines(errOut, 2)
+		if code != 2 || out != "" || !strings.HasPrefix(lines[0], "floe: ") || !strings.Contains(lines[0], "on_error: fail") ||
+			lines[1] != "pipeline p: this run committed nothing; the head is still epoch 1, where the next run continues" {
+			t.Fatalf("code %d, stdout %q, stderr:\n%s", code, out, errOut)
+		}
+	})
+}

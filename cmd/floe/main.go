@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +52,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "floe: "+oneLine(err.Error()))
+	var ae *afterError
+	if errors.As(err, &ae) {
+		fmt.Fprintln(stderr, ae.after)
+	}
 	return exitCode(err)
 }
 
@@ -264,8 +269,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 					log.Warn("metrics: the push to the Pushgateway failed; the run's exit code is not affected", "error", perr)
 				}
 			}
-			runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
-			return err
+			return runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
 		},
 	}
 	f := cmd.Flags()
