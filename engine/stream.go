@@ -60,14 +60,17 @@ func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.Object
 }
 
 // attemptFor returns the attempt that writes an epoch: the one that
-// streamed its outputs, else a new one.
-func (r *runner) attemptFor(results []*fileResult) *epoch.Attempt {
+// streamed its outputs, else a new one (after beginWriting).
+func (r *runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.Attempt, error) {
 	for _, res := range results {
 		if res.streamed != nil {
-			return res.streamed.att
+			return res.streamed.att, nil
 		}
 	}
-	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+	if err := r.beginWriting(ctx); err != nil {
+		return nil, err
+	}
+	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor), nil
 }
 
 // noteMemorySplit says, once per run at info (then at debug), that the
@@ -135,6 +138,9 @@ type decodeJob struct {
 
 // streamOnce runs one try of a streamed epoch under a new attempt.
 func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
+	if err := r.beginWriting(parent); err != nil {
+		return nil, err
+	}
 	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
 	out := &streamOut{att: att}
 	sink := newPartSink(parent, r, att)

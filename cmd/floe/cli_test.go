@@ -218,3 +218,105 @@ state: {url: state}
 		}
 	})
 }
+
+// listing lists every file and folder under dir (folders end in "/").
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && p != dir {
+			rel, _ := filepath.Rel(dir, p)
+			if info.IsDir() {
+				rel += "/"
+			}
+			b.WriteString(rel + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// TestCLINothingToCommitWritesNothing: a run that commits nothing writes
+// nothing: not with --parallelism 3 and no new input (the new generation
+// would be gen=000002), not when its first epoch fails before it writes
+// (no uncommitted generation left behind), not the first run of a pipeline
+// whose source is empty (no generation, no sink marker). The plan and the
+// run log say that --parallelism holds for one run.
+func TestCLINothingToCommitWritesNothing(t *testing.T) {
+	spec, dir := copiedSampleSpec(t)
+	if code, out, e := floe("run", spec); code != 0 {
+		t.Fatalf("run: %s%s", out, e)
+	}
+	state := filepath.Join(filepath.Dir(spec), "state")
+	before := listing(t, state)
+	sinkBefore := listing(t, filepath.Join(filepath.Dir(spec), "out"))
+
+	code, out, errOut := floe("run", spec, "--parallelism", "3")
+	if code != 0 || !strings.Contains(out, "nothing new") {
+		t.Fatalf("run with nothing new: code %d\n%s%s", code, out, errOut)
+	}
+	if after := listing(t, state); after != before {
+		t.Fatalf("a run that committed nothing changed the state:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if !strings.Contains(errOut, "nothing to commit: no generation started") {
+		t.Errorf("the run log does not say the generation was not started:\n%s", errOut)
+	}
+
+	// New input that fails the first epoch (on_error: fail) before it
+	// writes: no gen=000002 either.
+	s := strings.Replace(mustRead(t, spec), "max_files_per_epoch: 2,", "max_files_per_epoch: 2, on_error: fail,", 1)
+	if !strings.Contains(s, "on_error: fail") {
+		t.Fatalf("spec:\n%s", s)
+	}
+	os.WriteFile(spec, []byte(s), 0o644)
+	os.WriteFile(filepath.Join(dir, "events-00009.jsonl"), []byte("not json\n"), 0o644)
+	if code, out, errOut := floe("run", spec, "--parallelism", "3"); code != 2 || !strings.Contains(errOut, "on_error: fail") {
+		t.Fatalf("failing run: code %d\n%s%s", code, out, errOut)
+	}
+	if after := listing(t, state); after != before {
+		t.Fatalf("a failed run that committed nothing changed the state:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if after := listing(t, filepath.Join(filepath.Dir(spec), "out")); after != sinkBefore {
+		t.Fatalf("a failed run that committed nothing changed the sink:\nbefore:\n%s\nafter:\n%s", sinkBefore, after)
+	}
+
+	// The plan says the override holds for one run; the run that commits
+	// says so too, and starts gen=000002.
+	code, out, _ = floe("plan", spec, "--parallelism", "3")
+	if code != 0 || !strings.Contains(out, "--parallelism 3 holds for this run only: the next run without --parallelism goes back to state.parallelism 2") {
+		t.Fatalf("plan --parallelism 3: code %d\n%s", code, out)
+	}
+	os.Remove(filepath.Join(dir, "events-00009.jsonl"))
+	line := `{"event_time":"2024-01-01T00:20:00Z","user_id":"u1","page":"/","bytes":7}` + "\n"
+	os.WriteFile(filepath.Join(dir, "events-00010.jsonl"), []byte(line), 0o644)
+	code, out, errOut = floe("run", spec, "--parallelism", "3")
+	if code != 0 || !strings.Contains(out, "committed epochs 4..4") || !strings.Contains(errOut, "--parallelism 3 holds for this run only") {
+		t.Fatalf("run with input: code %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(state, "clicks-per-user", "gen=000002", "_generation.json")); err != nil {
+		t.Fatalf("the run that committed did not start gen=000002: %v", err)
+	}
+	code, out, _ = floe("plan", spec)
+	if code != 0 || !strings.Contains(out, "parallelism 3 -> 2") {
+		t.Fatalf("plan without --parallelism after a --parallelism 3 run: code %d\n%s", code, out)
+	}
+
+	// A pipeline whose source is empty: its first run writes nothing.
+	empty := t.TempDir()
+	os.MkdirAll(filepath.Join(empty, "in"), 0o755)
+	espec := filepath.Join(empty, "p.yaml")
+	os.WriteFile(espec, []byte(`name: p
+source: {type: files, url: in, format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64}, event_time: event_time}
+operators: [{filter: "bytes > 0"}]
+sink: {type: files, url: out, format: parquet}
+state: {url: state}
+`), 0o644)
+	ebefore := listing(t, empty)
+	if code, out, errOut := floe("run", espec); code != 0 || !strings.Contains(out, "nothing new") {
+		t.Fatalf("run over an empty source: code %d\n%s%s", code, out, errOut)
+	}
+	if after := listing(t, empty); after != ebefore {
+		t.Fatalf("the first run over an empty source wrote:\nbefore:\n%s\nafter:\n%s", ebefore, after)
+	}
+}
