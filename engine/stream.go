@@ -136,14 +136,23 @@ type decodeJob struct {
 	err     error
 }
 
-// streamOnce runs one try of a streamed epoch under a new attempt.
+// streamOnce runs one try of a streamed epoch under a new attempt, begun
+// (after beginWriting) when the first rows are about to be written: an
+// epoch that fails or keeps no row before then has written nothing.
 func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
-	if err := r.beginWriting(parent); err != nil {
-		return nil, err
+	out := &streamOut{}
+	var sink *partSink
+	begin := func() error {
+		if sink != nil {
+			return nil
+		}
+		if err := r.beginWriting(parent); err != nil {
+			return err
+		}
+		out.att = r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+		sink = newPartSink(parent, r, out.att)
+		return nil
 	}
-	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
-	out := &streamOut{att: att}
-	sink := newPartSink(parent, r, att)
 	var err error
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -195,6 +204,9 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	for j := range jobs {
 		for b := range j.batches {
 			if err == nil {
+				err = begin()
+			}
+			if err == nil {
 				err = sink.write(b)
 			}
 			if err != nil {
@@ -207,7 +219,6 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		if err != nil {
 			break
 		}
-		j.res.streamed = out
 		results = append(results, j.res)
 		total += j.res.rows
 		if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
@@ -217,11 +228,19 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	cancel()
 	wg.Wait()
 	if err != nil {
-		sink.abort()
+		if sink != nil {
+			sink.abort()
+		}
 		return nil, err
+	}
+	if sink == nil {
+		return results, nil // no row to write: the epoch's attempt begins as an unstreamed one's
 	}
 	if out.refs, err = sink.finish(); err != nil {
 		return nil, err
+	}
+	for _, res := range results {
+		res.streamed = out
 	}
 	return results, nil
 }

@@ -319,4 +319,15 @@ state: {url: state}
 	if after := listing(t, empty); after != ebefore {
 		t.Fatalf("the first run over an empty source wrote:\nbefore:\n%s\nafter:\n%s", ebefore, after)
 	}
+	// Its first file fails (on_error: fail) while the window-less epoch
+	// streams: still nothing written.
+	os.WriteFile(espec, []byte(strings.Replace(mustRead(t, espec), "format: jsonl,", "format: jsonl, on_error: fail,", 1)), 0o644)
+	os.WriteFile(filepath.Join(empty, "in", "a.jsonl"), []byte("not json\n"), 0o644)
+	ebefore = listing(t, empty)
+	if code, out, errOut := floe("run", espec); code != 2 || !strings.Contains(errOut, "on_error: fail") {
+		t.Fatalf("run over a bad first file: code %d\n%s%s", code, out, errOut)
+	}
+	if after := listing(t, empty); after != ebefore {
+		t.Fatalf("a streamed first epoch that failed before writing wrote:\nbefore:\n%s\nafter:\n%s", ebefore, after)
+	}
 }
