@@ -19,8 +19,9 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// runner holds one run's state between epochs. Its fields change in two
-// places only: start (from the run plan) and apply (from a committed
+// runner holds one run's state between epochs. Its fields change in three
+// places only: start (from the run plan), beginWriting (the generation the
+// plan starts, once, before the first write) and apply (from a committed
 // epoch's edit).
 type runner struct {
 	p    *spec.Pipeline
