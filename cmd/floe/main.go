@@ -166,6 +166,11 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if metricsPush != "" && trigger > 0 {
 				return fmt.Errorf("--metrics-push is for --once runs (it pushes when the run ends); a --trigger worker is scraped: use --metrics-addr")
 			}
+			if metricsPush != "" {
+				if _, err := parsePushURL(metricsPush); err != nil {
+					return err // before the run, not after it
+				}
+			}
 			p, err := loadSpec(args[0])
 			if err != nil {
 				return err

@@ -208,9 +208,9 @@ const pushTimeout = 30 * time.Second
 // any query value (pushURLForLog), whatever the gateway answers.
 func (m *runMetrics) push(ctx context.Context, gateway string) error {
 	shown := pushURLForLog(gateway)
-	u, err := url.Parse(gateway)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Errorf("--metrics-push %s: want an http:// or https:// URL of a Pushgateway", shown)
+	u, err := parsePushURL(gateway)
+	if err != nil {
+		return err
 	}
 	user := u.User
 	u.User, u.Fragment, u.RawFragment = nil, "", ""
@@ -235,6 +235,16 @@ func (m *runMetrics) push(ctx context.Context, gateway string) error {
 		return fmt.Errorf("pushing metrics to %s: %s", shown, scrubSecrets(err.Error(), gateway))
 	}
 	return nil
+}
+
+// parsePushURL parses a --metrics-push URL, refusing what is not the
+// http:// or https:// URL of a Pushgateway (the error shows it redacted).
+func parsePushURL(gateway string) (*url.URL, error) {
+	u, err := url.Parse(gateway)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--metrics-push %s: want an http:// or https:// URL of a Pushgateway", pushURLForLog(gateway))
+	}
+	return u, nil
 }
 
 // pushDoer sends the Pushgateway request to the URL floe built, and keeps

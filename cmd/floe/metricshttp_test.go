@@ -337,9 +337,10 @@ func TestCLIMetricsPushSecrets(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "the push to the Pushgateway failed") || strings.Contains(errOut+out, "secret") {
 		t.Fatalf("unreachable gateway: code %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
-	// A URL that is not http(s): refused, redacted.
+	// A URL that is not http(s): refused before the run, redacted.
 	code, out, errOut = floe("run", spec, "--once", "--metrics-push", "ftp://ops:user-secret-6@host/?token=tok-secret-7")
-	if !strings.Contains(errOut, "want an http:// or https:// URL") || strings.Contains(errOut+out, "secret") {
+	if code != 2 || !strings.HasPrefix(errOut, "floe: --metrics-push ftp://host/?token=REDACTED: want an http:// or https:// URL") ||
+		strings.Contains(errOut+out, "secret") {
 		t.Fatalf("ftp gateway: code %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
