@@ -302,8 +302,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.maintainTable(ctx)
 	}
 	if r.newGen != nil {
-		r.log.Info("nothing to commit: no generation started (the next run with input starts it)", "reason", r.newGenReason,
-			"parallelism", r.parallelism)
+		r.log.Info("nothing to commit: no generation started (it takes effect with the first epoch a run with these options commits)",
+			"reason", r.newGenReason, "parallelism", r.parallelism)
+		if note := parallelismNote(r.p, r.opts); note != "" {
+			r.log.Info(note)
+		}
 	}
 	r.res.LastEpoch = r.head.Epoch()
 	r.res.Watermark = r.wm
