@@ -144,6 +144,11 @@ var (
 	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 )
 
+// Redact returns a URL safe to print: no user info, and the values of
+// secret-looking query parameters replaced (see store.Redact). The CLI uses
+// it for every URL it prints that the engine did not redact already.
+func Redact(rawURL string) string { return store.Redact(rawURL) }
+
 // RequestStats counts object-store requests (see store.RetryStats).
 type RequestStats = store.RetryStats
 

@@ -323,7 +323,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		}
 		tsch := lookupSchemas[n.name]
 		if tsch == nil {
-			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", l.URL)
+			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", Redact(l.URL))
 		}
 		empty := array.NewRecordBatch(tsch, emptyColumns(tsch), 0)
 		op, err := operators.NewLookup(ls, in, []arrow.RecordBatch{empty})

@@ -239,6 +239,9 @@ type PlanReport struct {
 	ParallelismFrom int    `json:"parallelism_from,omitempty"`
 	ParallelismTo   int    `json:"parallelism_to"`
 	MaxParallelism  int    `json:"max_parallelism"`
+	// ParallelismNote says that a --parallelism override holds for the
+	// next run only (the one after it goes back to state.parallelism).
+	ParallelismNote string `json:"parallelism_note,omitempty"`
 	Compatible      bool   `json:"compatible"`
 	Incompatible    string `json:"incompatible,omitempty"`
 	// StateChanges says how the restored state is migrated to an edited
@@ -265,6 +268,9 @@ func (r *PlanReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "next run: new generation %d (%s), parallelism %d -> %d\n", r.Status.Generation+1, r.Reason, r.ParallelismFrom, r.ParallelismTo)
 	default:
 		fmt.Fprintf(w, "next run: same generation %d, parallelism %d\n", r.Status.Generation, r.ParallelismTo)
+	}
+	if r.ParallelismNote != "" {
+		fmt.Fprintf(w, "note: %s\n", r.ParallelismNote)
 	}
 	switch {
 	case !r.Compatible:
@@ -661,6 +667,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if rep.NewGeneration {
 		rep.Reason = rp.reason
 	}
+	rep.ParallelismNote = parallelismNote(p, &opts)
 	if rp.refusal != nil {
 		rep.Incompatible = rp.refusal.Error()
 	}

@@ -20,8 +20,9 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// runner holds one run's state between epochs. Its fields change in two
-// places only: start (from the run plan) and apply (from a committed
+// runner holds one run's state between epochs. Its fields change in three
+// places only: start (from the run plan), beginWriting (the generation the
+// plan starts, once, before the first write) and apply (from a committed
 // epoch's edit).
 type runner struct {
 	p    *spec.Pipeline
@@ -78,6 +79,15 @@ type runner struct {
 	// captured maps source keys to the copies an epoch captured
 	// (source.capture), read when the source's file is gone (replay).
 	captured map[string]manifest.FileRef
+	// newGen is the generation the plan starts, not created yet (nil: none
+	// pending); beginWriting creates it before the first attempt writes.
+	// Until then gen is nil (no head) or the head's.
+	newGen       *manifest.Generation
+	newGenReason string
+	// ident is the run plan's identity verdict; claimed: beginWriting ran
+	// (generation started, sinks claimed).
+	ident   *identityPlan
+	claimed bool
 }
 
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
@@ -137,16 +147,15 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	for _, w := range rp.identity.warnings {
 		r.log.Warn(w)
 	}
-	r.head, r.plan = head, rp.plan
+	r.head, r.plan, r.ident = head, rp.plan, rp.identity
 	if rp.newGeneration {
-		g, err := r.c.StartGeneration(ctx, head, rp.generationRecord())
-		if err != nil {
-			return nil, err
-		}
-		r.gen = g
-		r.log.Info("new generation", "generation", g.Generation, "reason", rp.reason, "parallelism", r.parallelism)
+		// Started by beginWriting, when the first epoch is about to write:
+		// a run that commits nothing writes no generation.
+		rec := rp.generationRecord()
+		r.newGen, r.newGenReason = &rec, rp.reason
 	} else {
 		r.gen = head.Generation
+		r.res.Generation = r.gen.Generation
 	}
 	if f := rp.from; f.kind == manifest.RestoreReset && head.Manifest != nil {
 		r.res.StateDropped = droppedState(head.Manifest)
@@ -159,9 +168,6 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 		if f.manifest != nil {
 			r.epochFloor = f.manifest.Epoch + 1
 		}
-	}
-	if err := rp.identity.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity); err != nil {
-		return nil, err
 	}
 	phase("plan")
 	if err := r.restore(ctx, rp); err != nil {
@@ -217,7 +223,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return &r.res, err
 	}
-	r.res.Generation = r.gen.Generation
 	r.res.LastEpoch = r.head.Epoch()
 	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
 		r.res.UntilReached = true
@@ -303,9 +308,69 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.retain(ctx, false)
 		r.maintainTable(ctx)
 	}
+	if r.newGen != nil {
+		r.log.Info("nothing to commit: no generation started (it takes effect with the first epoch a run with these options commits)",
+			"reason", r.newGenReason, "parallelism", r.parallelism)
+		if note := parallelismNote(r.p, r.opts); note != "" {
+			r.log.Info(note)
+		}
+	}
 	r.res.LastEpoch = r.head.Epoch()
 	r.res.Watermark = r.wm
 	return &r.res, nil
+}
+
+// beginWriting is called before an attempt writes its first object: the
+// first time, it starts the run's new generation (if the plan needs one)
+// and claims the sinks. Until then the run has written nothing (cleanup
+// aside), so a run that commits nothing leaves the state and the sinks as
+// they were; a run that fails after this point leaves the generation for
+// the next run of the same topology to adopt (StartGeneration), as a crash
+// would.
+func (r *runner) beginWriting(ctx context.Context) error {
+	if r.claimed {
+		return nil
+	}
+	if rec := r.newGen; rec != nil {
+		g, err := r.c.StartGeneration(ctx, r.head, *rec)
+		if err != nil {
+			return err
+		}
+		r.gen, r.newGen = g, nil
+		r.res.Generation = g.Generation
+		r.log.Info("new generation", "generation", g.Generation, "reason", r.newGenReason, "parallelism", r.parallelism)
+		if err := r.table.reidentify(ctx, g.Identity); err != nil {
+			return err
+		}
+	}
+	if note := parallelismNote(r.p, r.opts); note != "" {
+		r.log.Warn(note)
+	}
+	if err := r.ident.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity); err != nil {
+		return err
+	}
+	r.claimed = true
+	return nil
+}
+
+// identity is the identity the run writes under: its generation's, or the
+// one the generation it is about to start will record.
+func (r *runner) identity() *manifest.Identity {
+	if r.newGen != nil {
+		return r.newGen.Identity
+	}
+	return r.gen.Identity
+}
+
+// parallelismNote says, when --parallelism overrides state.parallelism,
+// that the override holds for one run only ("" otherwise).
+func parallelismNote(p *spec.Pipeline, opts *Options) string {
+	n := max(p.State.Parallelism, 1)
+	if opts.Parallelism <= 0 || opts.Parallelism == n {
+		return ""
+	}
+	return fmt.Sprintf("--parallelism %d holds for this run only: the next run without --parallelism goes back to state.parallelism %d "+
+		"(another generation, its state rewritten); set state.parallelism: %d in the spec to keep it", opts.Parallelism, n, opts.Parallelism)
 }
 
 // retain runs retention after a commit. A failure there loses nothing (the
@@ -477,7 +542,10 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	phase("process")
-	att := r.attemptFor(results)
+	att, err := r.attemptFor(ctx, results)
+	if err != nil {
+		return 0, err
+	}
 	w, err := r.write(ctx, att, out, in.rejects, files)
 	if err != nil {
 		return 0, err

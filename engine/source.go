@@ -25,7 +25,7 @@ import (
 func listSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
 	objs, err := src.List(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("list source %s: %w", p.Source.URL, err)
+		return nil, fmt.Errorf("list source %s: %w", store.Redact(p.Source.URL), err)
 	}
 	out := objs[:0]
 	for _, o := range objs {
@@ -66,7 +66,7 @@ func inferSchema(ctx context.Context, p *spec.Pipeline, src store.Store, files [
 		return nil, fmt.Errorf("source.schema is required for %s sources", p.Source.Format)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", p.Source.URL)
+		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", store.Redact(p.Source.URL))
 	}
 	data, err := store.Read(ctx, src, files[0].Key)
 	if err != nil {

@@ -60,14 +60,17 @@ func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.Object
 }
 
 // attemptFor returns the attempt that writes an epoch: the one that
-// streamed its outputs, else a new one.
-func (r *runner) attemptFor(results []*fileResult) *epoch.Attempt {
+// streamed its outputs, else a new one (after beginWriting).
+func (r *runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.Attempt, error) {
 	for _, res := range results {
 		if res.streamed != nil {
-			return res.streamed.att
+			return res.streamed.att, nil
 		}
 	}
-	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+	if err := r.beginWriting(ctx); err != nil {
+		return nil, err
+	}
+	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor), nil
 }
 
 // noteMemorySplit says, once per run at info (then at debug), that the
@@ -133,11 +136,23 @@ type decodeJob struct {
 	err     error
 }
 
-// streamOnce runs one try of a streamed epoch under a new attempt.
+// streamOnce runs one try of a streamed epoch under a new attempt, begun
+// (after beginWriting) when the first rows are about to be written: an
+// epoch that fails or keeps no row before then has written nothing.
 func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
-	att := r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
-	out := &streamOut{att: att}
-	sink := newPartSink(parent, r, att)
+	out := &streamOut{}
+	var sink *partSink
+	begin := func() error {
+		if sink != nil {
+			return nil
+		}
+		if err := r.beginWriting(parent); err != nil {
+			return err
+		}
+		out.att = r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+		sink = newPartSink(parent, r, out.att)
+		return nil
+	}
 	var err error
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -189,6 +204,9 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	for j := range jobs {
 		for b := range j.batches {
 			if err == nil {
+				err = begin()
+			}
+			if err == nil {
 				err = sink.write(b)
 			}
 			if err != nil {
@@ -201,7 +219,6 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		if err != nil {
 			break
 		}
-		j.res.streamed = out
 		results = append(results, j.res)
 		total += j.res.rows
 		if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
@@ -211,11 +228,19 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	cancel()
 	wg.Wait()
 	if err != nil {
-		sink.abort()
+		if sink != nil {
+			sink.abort()
+		}
 		return nil, err
+	}
+	if sink == nil {
+		return results, nil // no row to write: the epoch's attempt begins as an unstreamed one's
 	}
 	if out.refs, err = sink.finish(); err != nil {
 		return nil, err
+	}
+	for _, res := range results {
+		res.streamed = out
 	}
 	return results, nil
 }

@@ -133,8 +133,8 @@ func (r *runner) openTable(ctx context.Context) error {
 		return err
 	}
 	id := r.p.Name
-	if r.gen.Identity != nil {
-		id = r.gen.Identity.ID
+	if ident := r.identity(); ident != nil {
+		id = ident.ID
 	}
 	ts := &tableSink{t: t, pipelineID: id, partCol: col}
 	if ts.published, err = t.PublishedEpoch(ctx, id); err != nil {
@@ -142,6 +142,21 @@ func (r *runner) openTable(ctx context.Context) error {
 	}
 	r.table = ts
 	return r.publish(ctx)
+}
+
+// reidentify follows the identity of the generation the run started (it may
+// have adopted one a crashed run left, with another id than the plan's):
+// the table's published epoch is recorded under the id.
+func (ts *tableSink) reidentify(ctx context.Context, id *manifest.Identity) error {
+	if ts == nil || id == nil || id.ID == ts.pipelineID {
+		return nil
+	}
+	published, err := ts.t.PublishedEpoch(ctx, id.ID)
+	if err != nil {
+		return fmt.Errorf("iceberg sink: %w", err)
+	}
+	ts.pipelineID, ts.published = id.ID, published
+	return nil
 }
 
 // publish adds every committed epoch after the table's published one, up to

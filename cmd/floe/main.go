@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +52,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "floe: "+oneLine(err.Error()))
+	var ae *afterError
+	if errors.As(err, &ae) {
+		fmt.Fprintln(stderr, ae.after)
+	}
 	return exitCode(err)
 }
 
@@ -250,6 +255,11 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if metricsPush != "" && trigger > 0 {
 				return fmt.Errorf("--metrics-push is for --once runs (it pushes when the run ends); a --trigger worker is scraped: use --metrics-addr")
 			}
+			if metricsPush != "" {
+				if _, err := parsePushURL(metricsPush); err != nil {
+					return err // before the run, not after it
+				}
+			}
 			p, err := loadSpec(args[0])
 			if err != nil {
 				return err
@@ -353,8 +363,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 					log.Warn("metrics: the push to the Pushgateway failed; the run's exit code is not affected", "error", perr)
 				}
 			}
-			runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
-			return err
+			return runReport(stdout, stderr, p, args[0], untilEpoch, res, err)
 		},
 	}
 	f := cmd.Flags()
@@ -368,7 +377,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
-	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch, at the end), e.g. for node_exporter's textfile collector")
+	f.StringVar(&metricsFile, "metrics-file", "", "write Prometheus text-format metrics to this file (atomically: at the start, after every epoch and every failed --trigger attempt, at the end), e.g. for node_exporter's textfile collector")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics over HTTP at this address's /metrics while the run lasts (e.g. :9464 or 127.0.0.1:9464), refreshed after every epoch")
 	f.StringVar(&metricsPush, "metrics-push", "", "with --once: push the run's metrics to this Pushgateway URL when the run ends (job floe, instance = the pipeline name)")
 	f.IntVar(&maxRestarts, "max-restarts", defaultMaxRestarts, "with --trigger: restart after a transient storage failure up to this many consecutive times (a committed epoch resets the count; 0: the first failure is final)")

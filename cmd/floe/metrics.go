@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,8 @@ import (
 //
 //   - a file in the Prometheus text format (--metrics-file, for
 //     node_exporter's textfile collector): written at the start, after every
-//     committed epoch and when the run ends, each time atomically (a
+//     committed epoch, after every failed attempt of a --trigger worker and
+//     when the run ends, each time atomically (a
 //     temporary file renamed over the old one), so a scrape never reads half
 //     a file;
 //   - an HTTP endpoint (--metrics-addr): promhttp serving the same registry
@@ -144,6 +147,13 @@ func (m *runMetrics) refresh(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	m.writeFile()
+}
+
+// writeFile writes the metrics file (if any) with the figures known now.
+// Writers do not need to be serialised: each writes its own temporary file
+// and renames it over the file, and each collects the figures at that time.
+func (m *runMetrics) writeFile() {
 	if m.path == "" {
 		return
 	}
@@ -191,17 +201,30 @@ const pushTimeout = 30 * time.Second
 // push replaces the metrics of this pipeline on the Pushgateway at gateway
 // (HTTP PUT to <gateway>/metrics/job/floe/instance/<pipeline>): job "floe",
 // the pipeline name as the instance label of the grouping key, so the
-// pipelines of one gateway do not overwrite each other. User info in the URL
-// becomes basic auth.
+// pipelines of one gateway do not overwrite each other. The grouping path is
+// appended to the URL's own path (a gateway behind a path prefix) and its
+// query is kept as the query (a proxy's ?token=...). User info in the URL
+// becomes basic auth. No error or log line shows the password, the user or
+// any query value (pushURLForLog), whatever the gateway answers.
 func (m *runMetrics) push(ctx context.Context, gateway string) error {
-	u, err := url.Parse(gateway)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Errorf("--metrics-push %q: want an http:// or https:// URL of a Pushgateway", redactURL(gateway))
+	shown := pushURLForLog(gateway)
+	u, err := parsePushURL(gateway)
+	if err != nil {
+		return err
 	}
-	var user *url.Userinfo
-	user, u.User = u.User, nil
-	pu := push.New(u.String(), "floe").Grouping("instance", m.p.Name).Gatherer(m.reg).
-		Client(&http.Client{Timeout: pushTimeout})
+	user := u.User
+	u.User, u.Fragment, u.RawFragment = nil, "", ""
+	if !strings.HasPrefix(u.Path, "/") {
+		u.Path, u.RawPath = "/"+u.Path, "" // http://host:9091: the path is "/" in a request
+	}
+	target := u.JoinPath("metrics", "job", "floe", "instance", m.p.Name)
+	base := *u
+	base.RawQuery, base.ForceQuery = "", false
+	// The library builds its own URL by appending to the string it is
+	// given; the doer sends the request to target instead, so the query
+	// stays a query. base (no query, no user) is all its messages can show.
+	pu := push.New(base.String(), "floe").Grouping("instance", m.p.Name).Gatherer(m.reg).
+		Client(&pushDoer{c: &http.Client{Timeout: pushTimeout}, target: target})
 	if user != nil {
 		pw, _ := user.Password()
 		pu = pu.BasicAuth(user.Username(), pw)
@@ -209,33 +232,116 @@ func (m *runMetrics) push(ctx context.Context, gateway string) error {
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
 	if err := pu.PushContext(ctx); err != nil {
-		return fmt.Errorf("pushing metrics to %s: %w", u.String(), err)
+		return fmt.Errorf("pushing metrics to %s: %s", shown, scrubSecrets(err.Error(), gateway))
 	}
 	return nil
 }
 
-// redactURL hides the password of a URL for messages.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
+// parsePushURL parses a --metrics-push URL, refusing what is not the
+// http:// or https:// URL of a Pushgateway (the error shows it redacted).
+func parsePushURL(gateway string) (*url.URL, error) {
+	u, err := url.Parse(gateway)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--metrics-push %s: want an http:// or https:// URL of a Pushgateway", pushURLForLog(gateway))
 	}
-	return u.Redacted()
+	return u, nil
+}
+
+// pushDoer sends the Pushgateway request to the URL floe built, and keeps
+// the URL out of a transport error (an *url.Error names the whole URL).
+type pushDoer struct {
+	c      *http.Client
+	target *url.URL
+}
+
+func (d *pushDoer) Do(req *http.Request) (*http.Response, error) {
+	t := *d.target
+	req.URL, req.Host = &t, t.Host
+	resp, err := d.c.Do(req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return nil, fmt.Errorf("%s %s: %w", ue.Op, pushURLForLog(ue.URL), ue.Err)
+	}
+	return resp, err
+}
+
+// pushURLForLog is the --metrics-push URL as messages show it: redacted as
+// every URL floe prints (engine.Redact: no user info, secret-looking
+// parameters hidden), and, since a Pushgateway needs no query of its own,
+// every query value hidden too (a proxy's credential may have any name).
+func pushURLForLog(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return engine.Redact(raw)
+	}
+	if u.RawQuery != "" {
+		q, _ := url.ParseQuery(u.RawQuery)
+		for k, vs := range q {
+			for i := range vs {
+				vs[i] = "REDACTED"
+			}
+			q[k] = vs
+		}
+		u.RawQuery = q.Encode()
+	}
+	return engine.Redact(u.String())
+}
+
+// scrubSecrets removes from msg (a text the gateway or a proxy may have
+// filled, e.g. a 500 body echoing the request) every secret of the
+// --metrics-push URL raw: the user info, the password, the query and each query
+// value, raw and unescaped. Values shorter than 3 characters are left
+// alone (they would match ordinary words).
+func scrubSecrets(msg, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return engine.Redact(msg)
+	}
+	var secrets []string
+	if u.User != nil {
+		secrets = append(secrets, u.User.String())
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
+	}
+	if u.RawQuery != "" {
+		secrets = append(secrets, u.RawQuery)
+		q, _ := url.ParseQuery(u.RawQuery)
+		for _, vs := range q {
+			for _, v := range vs {
+				secrets = append(secrets, v, url.QueryEscape(v), url.PathEscape(v))
+			}
+		}
+	}
+	// Longest first: a value inside the whole query is replaced with it.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			msg = strings.ReplaceAll(msg, s, "REDACTED")
+		}
+	}
+	return msg
 }
 
 // failed records a failed attempt of a --trigger worker; failures is the
-// number of consecutive failed attempts so far.
+// number of consecutive failed attempts so far. The metrics file is written
+// at once, without reading the head (the failure may be the store's: a
+// read would wait for the retry budget), so the textfile collector shows
+// floe_run_consecutive_failures during an outage, as a scrape of
+// --metrics-addr does.
 func (m *runMetrics) failed(failures int) {
 	m.mu.Lock()
 	m.failures = int64(failures)
 	m.mu.Unlock()
+	m.writeFile()
 }
 
-// restarted records a restart after a failed attempt.
+// restarted records a restart after a failed attempt (and writes the file).
 func (m *runMetrics) restarted() {
 	m.mu.Lock()
 	m.restarts++
 	m.mu.Unlock()
+	m.writeFile()
 }
 
 // metricDescs are the metrics of a run.

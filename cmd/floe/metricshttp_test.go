@@ -294,3 +294,53 @@ func TestCLIMetricsPush(t *testing.T) {
 		t.Fatalf("second push: %d pushes", len(pushes))
 	}
 }
+
+// TestCLIMetricsPushSecrets: the credentials of a --metrics-push URL (user
+// info, token and password parameters, any other query value) appear in no
+// log line or error, whether the gateway answers 500 (echoing the request
+// in its body, as a proxy may), cannot be reached, or the URL is refused;
+// and the grouping path is appended to the URL's path with the query kept
+// as the query.
+func TestCLIMetricsPushSecrets(t *testing.T) {
+	spec, _ := sampleSpec(t)
+	var (
+		mu    sync.Mutex
+		paths []string
+		qs    []string
+	)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		qs = append(qs, r.URL.RawQuery)
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "refused %s %s", r.Method, r.URL.RequestURI()) // echoes the secrets
+	}))
+	defer gw.Close()
+	const query = "token=tok-secret-1&password=pw-secret-2&x=plain-secret-3"
+	gwURL := strings.Replace(gw.URL, "http://", "http://ops:user-secret-0@", 1) + "/gw/?" + query
+	code, out, errOut := floe("run", spec, "--once", "--metrics-push", gwURL)
+	if code != 0 || !strings.Contains(errOut, "the push to the Pushgateway failed") || !strings.Contains(errOut, "status code 500") {
+		t.Fatalf("push refused: code %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if strings.Contains(errOut+out, "secret") {
+		t.Fatalf("a secret of the push URL is printed:\n%s%s", out, errOut)
+	}
+	if len(paths) != 1 || paths[0] != "/gw/metrics/job/floe/instance/clicks-per-user" || qs[0] != query {
+		t.Fatalf("push went to path %q query %q, want /gw/metrics/job/floe/instance/clicks-per-user?%s", paths, qs, query)
+	}
+	t.Logf("warning: %s", lastLines(errOut, 1)[0])
+
+	// Nothing listens: the transport error names the URL, redacted.
+	dead := "http://" + freeAddr(t) + "/?token=tok-secret-4&foo=plain-secret-5"
+	code, out, errOut = floe("run", spec, "--once", "--metrics-push", dead)
+	if code != 0 || !strings.Contains(errOut, "the push to the Pushgateway failed") || strings.Contains(errOut+out, "secret") {
+		t.Fatalf("unreachable gateway: code %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	// A URL that is not http(s): refused before the run, redacted.
+	code, out, errOut = floe("run", spec, "--once", "--metrics-push", "ftp://ops:user-secret-6@host/?token=tok-secret-7")
+	if code != 2 || !strings.HasPrefix(errOut, "floe: --metrics-push ftp://host/?token=REDACTED: want an http:// or https:// URL") ||
+		strings.Contains(errOut+out, "secret") {
+		t.Fatalf("ftp gateway: code %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

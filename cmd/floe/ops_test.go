@@ -362,3 +362,75 @@ func TestProgressLine(t *testing.T) {
 		t.Fatalf("trigger mode, new files: %q", got)
 	}
 }
+
+// failingList makes every List of a store fail transiently and calls
+// during before each failure (a test's look at the world mid-outage).
+type failingList struct {
+	store.Store
+	during func()
+}
+
+func (f *failingList) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+	f.during()
+	return nil, fmt.Errorf("list %s: connection refused: %w", prefix, engine.ErrTransient)
+}
+
+// TestCLIMetricsFileAfterFailedAttempt: a --trigger worker whose attempts
+// fail (the source cannot be listed: a transient storage error) writes its
+// metrics file after each failed attempt, so node_exporter's textfile
+// collector shows floe_run_consecutive_failures > 0 during the outage, not
+// only when the worker gives up.
+func TestCLIMetricsFileAfterFailedAttempt(t *testing.T) {
+	spec, dir := sampleSpec(t)
+	if code, out, e := floe("run", spec); code != 0 {
+		t.Fatalf("run: %s%s", out, e)
+	}
+	mfile := filepath.Join(dir, "floe.prom")
+	var (
+		mu       sync.Mutex
+		seen     []float64 // floe_run_consecutive_failures in the file at each failing call
+		restarts []float64
+	)
+	look := func() {
+		data, err := os.ReadFile(mfile)
+		if err != nil {
+			return // not written yet
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
+		if err != nil {
+			t.Errorf("metrics file does not parse: %v\n%s", err, data)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, gauge(fams, "floe_run_consecutive_failures"))
+		restarts = append(restarts, gauge(fams, "floe_run_restarts_total"))
+		mu.Unlock()
+	}
+	testWrapStore = func(name string, s store.Store) store.Store {
+		if name != "source" {
+			return s
+		}
+		return &failingList{Store: s, during: look}
+	}
+	defer func() { testWrapStore = nil }()
+	code, out, errOut := floe("run", spec, "--trigger", "50ms", "--max-restarts", "2", "--restart-backoff", "20ms",
+		"--retry-budget", "30ms", "--metrics-file", mfile)
+	if code != 2 || !strings.Contains(errOut, "giving up after 3 consecutive failed attempts") {
+		t.Fatalf("worker: code %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	maxSeen := -1.0
+	for _, v := range seen {
+		maxSeen = max(maxSeen, v)
+	}
+	// The third attempt's calls find two failures recorded.
+	if maxSeen != 2 || restarts[len(restarts)-1] != 2 {
+		t.Fatalf("floe_run_consecutive_failures in the file while the worker ran: %v (restarts %v); want 1, then 2 before it gave up", seen, restarts)
+	}
+	fams := parseMetrics(t, mfile)
+	if got := metricValue(t, fams, "floe_run_consecutive_failures"); got != 3 {
+		t.Fatalf("at the end: floe_run_consecutive_failures = %v, want 3", got)
+	}
+}

@@ -36,30 +36,33 @@ func exitCode(err error) int {
 	return exitFailed
 }
 
-// runReport prints what a run committed. On success it is the closing
-// summary on stdout; on a failure (or an abort) it goes to stderr, before
-// the one-line reason, and says what this run committed before it stopped:
-// the next run continues from there.
-func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, untilEpoch int64, res *engine.Result, runErr error) {
+// runReport prints what a run committed and returns the error the command
+// ends with. On success the summary is the closing lines on stdout. On a
+// failure (or an abort) of a run that committed epochs, the summary goes to
+// stderr before the one-line reason and says what this run committed before
+// it stopped: the next run continues from there. A run that committed
+// nothing prints the reason first: nothing at all more when it failed
+// before it knew the head (an invalid spec, a plan that does not compile,
+// an unreachable store), else one line after the reason naming the head the
+// next run continues from.
+func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, untilEpoch int64, res *engine.Result, runErr error) error {
 	if runErr != nil {
 		switch {
-		case res == nil:
-			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
-		case errors.Is(runErr, engine.ErrSuperseded):
+		case res != nil && errors.Is(runErr, engine.ErrSuperseded):
 			// The epoch being committed is on the chain, but another writer
 			// has gone past it: the reason below names it.
 			fmt.Fprintf(stderr, "pipeline %s: another writer committed on top of this run's last epoch; before it, this run finished %d epochs (%d files, %d rows in, %d rows out)\n",
 				p.Name, res.Epochs, res.Files, res.Rows+res.RowsRejected, res.RowsOut)
-		case res.Epochs == 0 && res.LastEpoch == 0:
-			// (LastEpoch 0: nothing committed, or the run failed before it read the head.)
-			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing\n", p.Name)
+		case res == nil || res.Epochs == 0 && res.LastEpoch == 0:
+			// (LastEpoch 0: nothing committed, or the run failed before it
+			// read the head.) The reason is all there is to say.
 		case res.Epochs == 0:
-			fmt.Fprintf(stderr, "pipeline %s: this run committed nothing; the head is epoch %d\n", p.Name, res.LastEpoch)
+			return &afterError{err: runErr, after: fmt.Sprintf("pipeline %s: this run committed nothing; the head is still epoch %d, where the next run continues", p.Name, res.LastEpoch)}
 		default:
 			fmt.Fprintf(stderr, "pipeline %s: before stopping, this run committed epochs %d..%d: %d files, %d rows in (%d rejected), %d rows out, %d late; the next run continues from epoch %d\n",
 				p.Name, res.FirstEpoch, res.LastEpoch, res.Files, res.Rows+res.RowsRejected, res.RowsRejected, res.RowsOut, res.RowsLate, res.LastEpoch)
 		}
-		return
+		return runErr
 	}
 	switch {
 	case res.Epochs == 0 && res.UntilReached:
@@ -84,7 +87,17 @@ func runReport(stdout, stderr io.Writer, p *spec.Pipeline, specPath string, unti
 		fmt.Fprintf(stdout, "restored on demand: %d of %d state rows decoded (the key groups this run touched or had windows due)\n",
 			res.StateRowsDecoded, res.StateRowsDecoded+res.StateRowsSkipped)
 	}
+	return nil
 }
+
+// afterError is an error with a line to print after its reason.
+type afterError struct {
+	err   error
+	after string
+}
+
+func (e *afterError) Error() string { return e.err.Error() }
+func (e *afterError) Unwrap() error { return e.err }
 
 // runUI is what a run shows and writes besides its summary: the progress
 // line on a terminal and the metrics file.
