@@ -87,3 +87,32 @@ func TestGraphMaxFilesPerSource(t *testing.T) {
 		t.Fatalf("then %d epochs read %d files, want 3 reading one auction file each", res.Epochs, res.Files)
 	}
 }
+
+// TestGraphGlobalAggregate: a window with key: [] (or no key) aggregates
+// every row of a window in one group, as SQL's GROUP BY of the window
+// alone, across a restore and a rescale (the group lives in one subtask).
+func TestGraphGlobalAggregate(t *testing.T) {
+	for _, key := range []string{"key: [], ", ""} {
+		e := newGraphEnv(t)
+		writeLines(t, e.bids, "b1.jsonl",
+			`{"auction":1,"bidder":1,"price":5,"ts":"2024-01-01T00:00:01Z"}`,
+			`{"auction":2,"bidder":2,"price":9,"ts":"2024-01-01T00:00:09Z"}`,
+			`{"auction":3,"bidder":1,"price":7,"ts":"2024-01-01T00:00:04Z"}`)
+		writeLines(t, e.bids, "b2.jsonl",
+			`{"auction":1,"bidder":3,"price":1,"ts":"2024-01-01T00:00:12Z"}`,
+			`{"auction":1,"bidder":3,"price":3,"ts":"2024-01-01T00:00:15Z"}`)
+		stages := `  - {name: a, input: auctions, filter: "id > 0"}
+  - {name: all, input: bids, window: {` + key + `tumbling: 10s, aggregates: {n: "count()", top: "max(price)"}}}`
+		tmpl := strings.Replace(strings.Replace(twoSources, "%s", stages, 1), "%s", "all", 1)
+		tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  ao: {input: a, type: files, url: \"{{late}}\", format: jsonl}\n", 1)
+		tmpl = strings.Replace(tmpl, "max_files_per_epoch: 4", "max_files_per_epoch: 1", 1)
+		// An epoch a file; the state of the open window is restored
+		// across a rescale.
+		p := e.pipelineFrom(t, tmpl)
+		run(t, p, engine.Options{UntilEpoch: 1, Parallelism: 3})
+		run(t, p, engine.Options{Drain: true, Parallelism: 2})
+		wantLines(t, "global aggregate "+key, e.sink,
+			`{"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z","n":3,"top":9}`,
+			`{"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z","n":2,"top":3}`)
+	}
+}
