@@ -116,3 +116,117 @@ func TestGraphGlobalAggregate(t *testing.T) {
 			`{"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z","n":2,"top":3}`)
 	}
 }
+
+// sellersBidders writes the auctions and bids of the window-results tests.
+func sellersBidders(t *testing.T, e *graphEnv) {
+	writeLines(t, e.auctions, "a.jsonl",
+		`{"id":1,"seller":1,"category":1,"ts":"2024-01-01T00:00:01Z"}`,
+		`{"id":2,"seller":2,"category":1,"ts":"2024-01-01T00:00:05Z"}`,
+		`{"id":3,"seller":1,"category":1,"ts":"2024-01-01T00:00:12Z"}`,
+		`{"id":4,"seller":3,"category":1,"ts":"2024-01-01T00:00:19Z"}`)
+	writeLines(t, e.bids, "b.jsonl",
+		`{"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:03Z"}`,
+		`{"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:07Z"}`,
+		`{"auction":1,"bidder":3,"price":1,"ts":"2024-01-01T00:00:11Z"}`,
+		`{"auction":1,"bidder":2,"price":1,"ts":"2024-01-01T00:00:14Z"}`,
+		`{"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:15Z"}`)
+}
+
+// windowResultsGraph is twoSources with stages: sellers (per seller and
+// window) and bidders (per bidder and window), both windowed by win, then
+// more.
+func windowResultsGraph(win, more, out string) string {
+	stages := `  - {name: sellers, input: auctions, window: {key: [seller], ` + win + `, aggregates: {n: "count()"}}}
+  - {name: bidders, input: bids, window: {key: [bidder], ` + win + `, aggregates: {bids: "count()"}}}
+` + more
+	return strings.Replace(strings.Replace(twoSources, "%s", stages, 1), "%s", out, 1)
+}
+
+// TestGraphJoinWindowResults: a windowed join of two window results of its
+// own window (Nexmark q8's shape) pairs equal windows, as Flink's window
+// join (L.window_start = R.window_start AND L.window_end = R.window_end),
+// and shows window_start and window_end once; written as naturally as
+// that, with no renames. Tumbling (a left join: a seller without bids in
+// its window is kept) and sliding windows, rows computed by hand.
+func TestGraphJoinWindowResults(t *testing.T) {
+	e := newGraphEnv(t)
+	sellersBidders(t, e)
+	join := `  - {name: j, inputs: [sellers, bidders], join: {type: left, left_on: [seller], right_on: [bidder], window: {tumbling: 10s}}}`
+	p := e.pipelineFrom(t, windowResultsGraph("tumbling: 10s", join, "j"))
+	run(t, p, engine.Options{UntilEpoch: 1, Parallelism: 2})
+	run(t, p, engine.Options{Drain: true, Parallelism: 3})
+	wantLines(t, "tumbling join of window results", e.sink,
+		`{"seller":1,"n":1,"bidder":1,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`,
+		`{"seller":1,"n":1,"bidder":1,"bids":2,"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"seller":2,"n":1,"bidder":null,"bids":null,"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"seller":3,"n":1,"bidder":3,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`)
+
+	// Sliding 10s every 5s: windows [-5,5), [0,10), [5,15), [10,20), [15,25).
+	e = newGraphEnv(t)
+	sellersBidders(t, e)
+	join = `  - {name: j, inputs: [sellers, bidders], join: {left_on: [seller], right_on: [bidder], window: {sliding: {size: 10s, slide: 5s}}}}`
+	run(t, e.pipelineFrom(t, windowResultsGraph("sliding: {size: 10s, slide: 5s}", join, "j")), engine.Options{Drain: true, Parallelism: 2})
+	wantLines(t, "sliding join of window results", e.sink,
+		`{"seller":1,"n":1,"bidder":1,"bids":1,"window_start":"2023-12-31T23:59:55Z","window_end":"2024-01-01T00:00:05Z"}`,
+		`{"seller":1,"n":1,"bidder":1,"bids":1,"window_start":"2024-01-01T00:00:05Z","window_end":"2024-01-01T00:00:15Z"}`,
+		`{"seller":1,"n":1,"bidder":1,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`,
+		`{"seller":1,"n":1,"bidder":1,"bids":2,"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"seller":2,"n":1,"bidder":2,"bids":1,"window_start":"2024-01-01T00:00:05Z","window_end":"2024-01-01T00:00:15Z"}`,
+		`{"seller":3,"n":1,"bidder":3,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`)
+}
+
+// TestGraphWindowKeyedByInputWindow: a window over window results keyed by
+// window_start or window_end (as docs/graph.md says it may be) aggregates
+// each input window on its own: the key is the input's window, the stage's
+// own, and the output shows it once. Sliding windows, where each result's
+// window_end - 1µs lies in two windows: it still counts in its own only.
+func TestGraphWindowKeyedByInputWindow(t *testing.T) {
+	for _, key := range []string{"[window_start]", "[window_end, window_start]"} {
+		e := newGraphEnv(t)
+		sellersBidders(t, e)
+		more := `  - {name: per-window, input: sellers, window: {key: ` + key + `, sliding: {size: 10s, slide: 5s}, aggregates: {sellers: "count()", auctions: "sum(n)"}}}`
+		tmpl := windowResultsGraph("sliding: {size: 10s, slide: 5s}", more, "per-window")
+		tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  bo: {input: bidders, type: files, url: \"{{late}}\", format: jsonl}\n", 1)
+		p := e.pipelineFrom(t, tmpl)
+		run(t, p, engine.Options{Drain: true, Parallelism: 2})
+		wantLines(t, "keyed by "+key, e.sink,
+			`{"window_start":"2023-12-31T23:59:55Z","window_end":"2024-01-01T00:00:05Z","sellers":1,"auctions":1}`,
+			`{"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z","sellers":2,"auctions":2}`,
+			`{"window_start":"2024-01-01T00:00:05Z","window_end":"2024-01-01T00:00:15Z","sellers":2,"auctions":2}`,
+			`{"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z","sellers":2,"auctions":2}`,
+			`{"window_start":"2024-01-01T00:00:15Z","window_end":"2024-01-01T00:00:25Z","sellers":1,"auctions":1}`)
+	}
+}
+
+// TestGraphWindowResultsRefusals: what would pair or group the wrong
+// windows is refused with the reason.
+func TestGraphWindowResultsRefusals(t *testing.T) {
+	for _, c := range []struct{ name, win, more, out, want string }{
+		{"join timed by a renamed window_end", "tumbling: 10s", `  - {name: r, input: sellers, project: {seller: seller, n: n, ws: window_start, wend: window_end}}
+  - {name: j, inputs: [r, bidders], join: {left_on: [seller], right_on: [bidder], left_time: wend, window: {tumbling: 10s}}}`,
+			"j", `left_time "wend" is the window_end of sellers's window results (renamed by r)`},
+		{"time column on results of the join's window", "tumbling: 10s",
+			`  - {name: j, inputs: [sellers, bidders], join: {left_on: [seller], right_on: [bidder], right_time: window_end, left_time: n, window: {tumbling: 10s}}}`,
+			"j", `left_time "n": the left rows are results of sellers's tumbling 10s windows, this join's`},
+		{"left results of another window", "tumbling: 10s",
+			`  - {name: j, inputs: [sellers, bidders], join: {left_on: [seller], right_on: [bidder], window: {tumbling: 1m}}}`,
+			"j", `pairs equal windows; give it the inputs' window (tumbling 10s)`},
+		{"sliding join of results with raw rows", "sliding: {size: 10s, slide: 5s}",
+			`  - {name: j, inputs: [sellers, bids], join: {left_on: [seller], right_on: [bidder], window: {sliding: {size: 10s, slide: 5s}}}}`,
+			"j", `window the other side by sliding 10s every 5s too`},
+		{"coarser window keyed by the input's", "tumbling: 10s",
+			`  - {name: w, input: sellers, window: {key: [window_start], tumbling: 1m, aggregates: {c: "count()"}}}`,
+			"w", `give this stage the input's window (tumbling 10s)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newGraphEnv(t)
+			sellersBidders(t, e)
+			tmpl := windowResultsGraph(c.win, c.more, c.out)
+			tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  so: {input: sellers, type: files, url: \"{{late}}/s\", format: jsonl}\n  bo: {input: bidders, type: files, url: \"{{late}}/b\", format: jsonl}\n", 1)
+			err := compileErr(t, e, tmpl)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v\nwant an error with %q", err, c.want)
+			}
+		})
+	}
+}
