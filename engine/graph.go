@@ -334,6 +334,9 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			if ts.EventTime == "" {
 				ts.EventTime = eventTimeOf(g, st.Inputs[0])
 			}
+			if prod, renamed, ok := windowEndAlias(n.ins[0], ts.EventTime); ok {
+				return fmt.Errorf("top_n: %w", offByOneWindow("event_time", ts.EventTime, prod, renamed))
+			}
 		}
 		op, err := operators.NewTopN(ts, in, k)
 		if err != nil {

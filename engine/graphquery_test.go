@@ -154,6 +154,14 @@ func TestGraphJoinWindowResults(t *testing.T) {
 	join := `  - {name: j, inputs: [sellers, bidders], join: {type: left, left_on: [seller], right_on: [bidder], window: {tumbling: 10s}}}`
 	p := e.pipelineFrom(t, windowResultsGraph("tumbling: 10s", join, "j"))
 	run(t, p, engine.Options{UntilEpoch: 1, Parallelism: 2})
+	// floe state shows the sides' bounds under their own names.
+	v, err := engine.ReadState(t.Context(), p, engine.StateQuery{Op: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols := strings.Join(v.Ops[0].Columns, " "); !strings.Contains(cols, "left.window_start") || strings.Contains(cols, "__floe") {
+		t.Errorf("join state columns %s: want left.window_start, no hidden names", cols)
+	}
 	run(t, p, engine.Options{Drain: true, Parallelism: 3})
 	wantLines(t, "tumbling join of window results", e.sink,
 		`{"seller":1,"n":1,"bidder":1,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`,
@@ -214,6 +222,9 @@ func TestGraphWindowResultsRefusals(t *testing.T) {
 		{"sliding join of results with raw rows", "sliding: {size: 10s, slide: 5s}",
 			`  - {name: j, inputs: [sellers, bids], join: {left_on: [seller], right_on: [bidder], window: {sliding: {size: 10s, slide: 5s}}}}`,
 			"j", `window the other side by sliding 10s every 5s too`},
+		{"top_n timed by a renamed window_end", "tumbling: 10s", `  - {name: r, input: sellers, project: {seller: seller, n: n, ws: window_start, wend: window_end}}
+  - {name: j, input: r, top_n: {n: 1, order_by: [n desc], tumbling: 1m, event_time: wend}}`,
+			"j", `event_time "wend" is the window_end of sellers's window results (renamed by r)`},
 		{"coarser window keyed by the input's", "tumbling: 10s",
 			`  - {name: w, input: sellers, window: {key: [window_start], tumbling: 1m, aggregates: {c: "count()"}}}`,
 			"w", `give this stage the input's window (tumbling 10s)`},

@@ -278,6 +278,9 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			op.Columns = append(op.Columns, colTopNRank)
 			lay.fields = append(lay.fields, arrow.Field{Name: colTopNRank, Type: arrow.PrimitiveTypes.Int64})
 		}
+		// A carried input window's bounds show under their own names
+		// (graphwin.go).
+		f.Name = strings.NewReplacer(hiddenStart, operators.ColWindowStart, hiddenEnd, operators.ColWindowEnd).Replace(f.Name)
 		lay.cols = append(lay.cols, c)
 		op.Columns = append(op.Columns, f.Name)
 		lay.fields = append(lay.fields, f)
