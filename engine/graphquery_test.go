@@ -183,6 +183,36 @@ func TestGraphJoinWindowResults(t *testing.T) {
 		`{"seller":3,"n":1,"bidder":3,"bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`)
 }
 
+// TestGraphJoinWindowResultsAndRows: a tumbling join of window results
+// (left) with plain rows pairs each result with the rows of its window;
+// with the sides the other way round (Nexmark q7's shape) the plan is the
+// one it was before: the right's bounds kept as right_window_start and
+// right_window_end.
+func TestGraphJoinWindowResultsAndRows(t *testing.T) {
+	e := newGraphEnv(t)
+	sellersBidders(t, e)
+	join := `  - {name: j, inputs: [sellers, bids], join: {left_on: [seller], right_on: [bidder], window: {tumbling: 10s}}}`
+	tmpl := windowResultsGraph("tumbling: 10s", join, "j")
+	tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  bo: {input: bidders, type: files, url: \"{{late}}\", format: jsonl}\n", 1)
+	run(t, e.pipelineFrom(t, tmpl), engine.Options{Drain: true, Parallelism: 2})
+	wantLines(t, "results joined with rows", e.sink,
+		`{"seller":1,"n":1,"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:03Z","window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"seller":1,"n":1,"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:07Z","window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"seller":1,"n":1,"auction":1,"bidder":1,"price":1,"ts":"2024-01-01T00:00:15Z","window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`,
+		`{"seller":3,"n":1,"auction":1,"bidder":3,"price":1,"ts":"2024-01-01T00:00:11Z","window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`)
+
+	e = newGraphEnv(t)
+	sellersBidders(t, e)
+	join = `  - {name: j, inputs: [auctions, bidders], join: {left_on: [seller], right_on: [bidder], window: {tumbling: 10s}}}`
+	tmpl = windowResultsGraph("tumbling: 10s", join, "j")
+	tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  so: {input: sellers, type: files, url: \"{{late}}\", format: jsonl}\n", 1)
+	run(t, e.pipelineFrom(t, tmpl), engine.Options{Drain: true, Parallelism: 2})
+	wantLines(t, "rows joined with results", e.sink,
+		`{"id":1,"seller":1,"category":1,"ts":"2024-01-01T00:00:01Z","bidder":1,"right_window_start":"2024-01-01T00:00:00Z","right_window_end":"2024-01-01T00:00:10Z","bids":2,"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z"}`,
+		`{"id":3,"seller":1,"category":1,"ts":"2024-01-01T00:00:12Z","bidder":1,"right_window_start":"2024-01-01T00:00:10Z","right_window_end":"2024-01-01T00:00:20Z","bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`,
+		`{"id":4,"seller":3,"category":1,"ts":"2024-01-01T00:00:19Z","bidder":3,"right_window_start":"2024-01-01T00:00:10Z","right_window_end":"2024-01-01T00:00:20Z","bids":1,"window_start":"2024-01-01T00:00:10Z","window_end":"2024-01-01T00:00:20Z"}`)
+}
+
 // TestGraphWindowKeyedByInputWindow: a window over window results keyed by
 // window_start or window_end (as docs/graph.md says it may be) aggregates
 // each input window on its own: the key is the input's window, the stage's

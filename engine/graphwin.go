@@ -485,5 +485,11 @@ func ownWindowSides(j *spec.Join, ins []*gnode) ([2]bool, error) {
 			"(a row that is not a window result is in %d windows at once, a result in one): window the other side by %s too, "+
 			"or join in tumbling windows", own.size/own.slide, own)
 	}
+	if carry[1] && !carry[0] {
+		// Plain rows on the left, results of the (tumbling) window on
+		// the right: this compiled before (the right's bounds prefixed,
+		// Nexmark q7's shape) and pairs right; keep its plan and state.
+		carry[1] = false
+	}
 	return carry, nil
 }
