@@ -271,3 +271,21 @@ func TestGraphWindowResultsRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestLinearGlobalAggregate: key: [] in the linear form, with the open
+// window's state restored across runs and a rescale.
+func TestLinearGlobalAggregate(t *testing.T) {
+	e := fileEnv(t)
+	p := e.pipeline(t, strings.Replace(windowSpec, "key: [user_id]", "key: []", 1))
+	e.put(t, "a.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u2", 2)))
+	e.put(t, "b.jsonl", jsonl(ev("00:00:30", "u1", 4), ev("00:01:10", "u3", 8)))
+	run(t, p, engine.Options{UntilEpoch: 1, Parallelism: 3})
+	run(t, p, engine.Options{Drain: true, Parallelism: 2})
+	want := []string{
+		"window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T00:01:00Z,clicks=3,total_bytes=7",
+		"window_start=2024-01-01T00:01:00Z,window_end=2024-01-01T00:02:00Z,clicks=1,total_bytes=8",
+	}
+	if got := committedRows(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows = %q\nwant %q", got, want)
+	}
+}
