@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/spec"
@@ -225,8 +226,23 @@ func TestGraphWindowKeyedByInputWindow(t *testing.T) {
 		more := `  - {name: per-window, input: sellers, window: {key: ` + key + `, sliding: {size: 10s, slide: 5s}, aggregates: {sellers: "count()", auctions: "sum(n)"}}}`
 		tmpl := windowResultsGraph("sliding: {size: 10s, slide: 5s}", more, "per-window")
 		tmpl = strings.Replace(tmpl, "sinks:\n", "sinks:\n  bo: {input: bidders, type: files, url: \"{{late}}\", format: jsonl}\n", 1)
+		tmpl = strings.Replace(tmpl, `sliding: {size: 10s, slide: 5s}, aggregates: {sellers:`, `sliding: {size: 10s, slide: 5s}, allowed_lateness: 10s, aggregates: {sellers:`, 1)
 		p := e.pipelineFrom(t, tmpl)
-		run(t, p, engine.Options{Drain: true, Parallelism: 2})
+		run(t, p, engine.Options{UntilEpoch: 1, Parallelism: 2})
+		// floe state reads the open windows (kept for late rows).
+		v, err := engine.ReadState(t.Context(), p, engine.StateQuery{Op: "per-window"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Ops[0].Rows) == 0 {
+			t.Fatal("no open windows in the state: the test does not read any")
+		}
+		for _, r := range v.Ops[0].Rows {
+			if len(r.Key) != 0 || r.WindowEnd.Sub(r.WindowStart) != 10*time.Second {
+				t.Errorf("state row %+v: want no key and a 10 s window", r)
+			}
+		}
+		run(t, p, engine.Options{Drain: true, Parallelism: 3})
 		wantLines(t, "keyed by "+key, e.sink,
 			`{"window_start":"2023-12-31T23:59:55Z","window_end":"2024-01-01T00:00:05Z","sellers":1,"auctions":1}`,
 			`{"window_start":"2024-01-01T00:00:00Z","window_end":"2024-01-01T00:00:10Z","sellers":2,"auctions":2}`,

@@ -164,6 +164,11 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", n.name, err)
 			}
+			if own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime); err == nil && own != nil {
+				// Keyed by its input's window: the operator's key is the
+				// other columns (graphwin.go).
+				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
+			}
 			op = newWindowState(&ws, emitted)
 			err = op.finalise(subs, srs, k)
 			if err == nil && op.schema == nil {
