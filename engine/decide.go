@@ -19,9 +19,13 @@ import (
 
 // decideConfig is the part of the spec the decisions read.
 type decideConfig struct {
-	byDirectory bool          // source.inputs: directory
-	maxFiles    int           // source.max_files_per_epoch (0: no limit)
-	ooo         time.Duration // watermark.max_out_of_orderness
+	byDirectory bool // source.inputs: directory
+	maxFiles    int  // source.max_files_per_epoch (0: no limit)
+	// maxFilesOf is each input's own max_files_per_epoch (a graph's named
+	// sources, one input each; 0: no limit). When set, maxFiles is not
+	// used: each source's limit applies to its own files.
+	maxFilesOf map[string]int
+	ooo        time.Duration // watermark.max_out_of_orderness
 	// oooOf is each input's own max_out_of_orderness (a graph's named
 	// sources, one input each); inputs not in it use ooo.
 	oooOf map[string]time.Duration
@@ -78,7 +82,11 @@ func (c decideConfig) inputOf(key string) string {
 // file of every input, then the second, ...), so that with per-directory
 // inputs a catch-up advances every input together instead of one after the
 // other, which would hold the watermark back. Deterministic: by key within
-// an input, by name across inputs.
+// an input, by name across inputs. With per-input limits (maxFilesOf) the
+// order goes by epochs: the files each input may give the next epoch
+// (round-robin), then those of the epoch after, ...; so the files one
+// epoch may take are a prefix of the order (selectFiles), and an input
+// with a larger limit is not held to the pace of one with a smaller.
 func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 	if !c.byDirectory {
 		return pend
@@ -93,26 +101,64 @@ func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 		byInput[n] = append(byInput[n], f)
 	}
 	sort.Strings(names)
+	// per is how many files of an input one round (an epoch) takes;
+	// without per-input limits, one round holds every file.
+	per := func(n string) int {
+		if l := c.maxFilesOf[n]; l > 0 {
+			return l
+		}
+		return len(pend)
+	}
 	out := make([]store.ObjectInfo, 0, len(pend))
-	for k := 0; len(out) < len(pend); k++ {
-		for _, n := range names {
-			if k < len(byInput[n]) {
-				out = append(out, byInput[n][k])
+	for round := 0; len(out) < len(pend); round++ {
+		for k := 0; ; k++ {
+			more := false
+			for _, n := range names {
+				p := per(n)
+				if k >= p || round*p >= len(byInput[n]) {
+					continue
+				}
+				more = true
+				if i := round*p + k; i < len(byInput[n]) {
+					out = append(out, byInput[n][i])
+				}
+			}
+			if !more {
+				break
 			}
 		}
 	}
 	return out
 }
 
-// selectFiles picks the next epoch's files from the pending list: at most
-// max_files_per_epoch, and for a plan that decodes its epoch at once no
-// more than fit the memory budget (at least one). (max_rows_per_epoch is
-// applied while decoding: the epoch ends after the file that crosses it.)
-func (c decideConfig) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
-	n := len(pend)
-	if c.maxFiles > 0 && n > c.maxFiles {
-		n = c.maxFiles
+// limit returns how many files of pend (in interleave order) the next
+// epoch may take by max_files_per_epoch: the longest prefix within the
+// limit, or with per-input limits within every input's own.
+func (c decideConfig) limit(pend []store.ObjectInfo) int {
+	if c.maxFilesOf == nil {
+		if c.maxFiles > 0 && len(pend) > c.maxFiles {
+			return c.maxFiles
+		}
+		return len(pend)
 	}
+	taken := map[string]int{}
+	for i, f := range pend {
+		n := c.inputOf(f.Key)
+		if l := c.maxFilesOf[n]; l > 0 && taken[n] >= l {
+			return i
+		}
+		taken[n]++
+	}
+	return len(pend)
+}
+
+// selectFiles picks the next epoch's files from the pending list: at most
+// max_files_per_epoch (limit), and for a plan that decodes its epoch at
+// once no more than fit the memory budget (at least one).
+// (max_rows_per_epoch is applied while decoding: the epoch ends after the
+// file that crosses it.)
+func (c decideConfig) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
+	n := c.limit(pend)
 	if cut := c.memorySplit(pend[:n]); cut.split {
 		n = cut.files
 	}

@@ -166,6 +166,13 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		_, stream := a["stream"]
 		s.cfg = decideConfig{byDirectory: dir, maxFiles: n, ooo: dur("ooo"), idle: dur("idle"),
 			memLimit: size(t, a["memory"]), format: spec.Format(a["format"]), streams: stream}
+		if v, ok := a["max_files_of"]; ok {
+			s.cfg.maxFilesOf = map[string]int{}
+			for _, kv := range strings.Split(v, ",") {
+				name, l, _ := strings.Cut(kv, ":")
+				s.cfg.maxFilesOf[name], _ = strconv.Atoi(l)
+			}
+		}
 		if s.cfg.format == "" {
 			s.cfg.format = spec.JSONL
 		}
@@ -181,11 +188,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		return keysOf(s.pend)
 	case "select":
 		out := keysOf(s.cfg.selectFiles(s.pend))
-		n := len(s.pend)
-		if s.cfg.maxFiles > 0 {
-			n = min(n, s.cfg.maxFiles)
-		}
-		if cut := s.cfg.memorySplit(s.pend[:n]); cut.split {
+		if cut := s.cfg.memorySplit(s.pend[:s.cfg.limit(s.pend)]); cut.split {
 			out = append(out, fmt.Sprintf("split by memory_limit: %d of %d files, estimated %s of a %s budget, %s left",
 				cut.files, cut.offered, spec.FormatSize(cut.estimate), spec.FormatSize(cut.budget), spec.FormatSize(cut.remaining)))
 		}

@@ -42,6 +42,7 @@ type gnode struct {
 	lag time.Duration
 
 	src      *spec.NamedSource // source nodes
+	spec     *spec.Stage       // stage nodes
 	stage    *stage            // filter and project
 	lookup   *lookupNode
 	stateful bool
@@ -92,7 +93,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	pl := &plan{spec: p}
 	for i := range g.Stages {
 		st := &g.Stages[i]
-		n := &gnode{name: st.Name, kind: st.Kind(), path: g.Path(st.Name), lateURL: st.LateURL}
+		n := &gnode{name: st.Name, kind: st.Kind(), path: g.Path(st.Name), lateURL: st.LateURL, spec: st}
 		for _, in := range st.Inputs {
 			u := gp.byName[in]
 			if u == nil {
@@ -215,12 +216,33 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			return fmt.Errorf("window: %w", err)
 		}
 		newOp := func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
-		if ws.EventTime == spec.WindowEventTime && readsWindowResults(n.ins[0]) {
+		own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime)
+		switch {
+		case err != nil:
+			return fmt.Errorf("window: %w", err)
+		case own != nil:
+			// Keyed by the input's window (issue 23): each input row is
+			// aggregated in its own window, which is this stage's: the
+			// operator runs on buckets one slide long that end where the
+			// windows end, keyed by the other columns.
+			hs := ws
+			hs.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
+			hs.Kind, hs.Size, hs.Slide, hs.EventTime = operators.Tumbling, own.slide, 0, hiddenTime
+			o := hiddenOpts{ends: []string{spec.WindowEventTime}}
+			if own.slide != own.size {
+				o.fixStart = own.size
+			}
+			newOp = func() (operators.Stateful, error) {
+				return newHiddenTimeOp([]*arrow.Schema{in}, o, func(exts []*arrow.Schema) (operators.Stateful, error) {
+					return operators.NewWindow(hs, exts[0], k)
+				})
+			}
+		case ws.EventTime == spec.WindowEventTime && readsWindowResults(n.ins[0]):
 			// Window results are stamped window_end - 1µs (graphwin.go).
 			hs := ws
 			hs.EventTime = hiddenTime
 			newOp = func() (operators.Stateful, error) {
-				return newHiddenTimeOp([]*arrow.Schema{in}, []string{ws.EventTime}, func(exts []*arrow.Schema) (operators.Stateful, error) {
+				return newHiddenTimeOp([]*arrow.Schema{in}, hiddenOpts{ends: []string{ws.EventTime}}, func(exts []*arrow.Schema) (operators.Stateful, error) {
 					return operators.NewWindow(hs, exts[0], k)
 				})
 			}
@@ -257,18 +279,39 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		right := n.ins[1].out
 		n.windowedJoin = js.Window != nil
 		newOp := func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
-		ends := []string{"", ""}
+		carry, err := ownWindowSides(j, n.ins)
+		if err != nil {
+			return fmt.Errorf("join: %w", err)
+		}
+		o := hiddenOpts{ends: []string{"", ""}, carry: carry[:]}
 		hs := js
-		if js.LeftTime == spec.WindowEventTime && readsWindowResults(n.ins[0]) {
-			ends[0], hs.LeftTime = js.LeftTime, hiddenTime
+		times := [2]*string{&hs.LeftTime, &hs.RightTime}
+		for side := range 2 {
+			switch {
+			case carry[side]:
+				// Results of the join's own window: paired in their
+				// window, whose bounds the output shows once.
+				o.ends[side], *times[side] = spec.WindowEventTime, hiddenTime
+			case *times[side] == spec.WindowEventTime && readsWindowResults(n.ins[side]):
+				o.ends[side], *times[side] = spec.WindowEventTime, hiddenTime
+			}
 		}
-		if js.RightTime == spec.WindowEventTime && readsWindowResults(n.ins[1]) {
-			ends[1], hs.RightTime = js.RightTime, hiddenTime
+		if carry[0] || carry[1] {
+			w := shapeOfJoin(j.Window)
+			// Buckets one slide long ending where the windows end hold
+			// one window's results each (for tumbling windows, the
+			// windows themselves).
+			hs.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: w.slide}
+			if w.slide != w.size {
+				o.fixStart = w.size
+			}
+		} else {
+			o.carry = nil
 		}
-		if ends[0] != "" || ends[1] != "" {
+		if o.ends[0] != "" || o.ends[1] != "" {
 			// A side of window results is timed window_end - 1µs (graphwin.go).
 			newOp = func() (operators.Stateful, error) {
-				return newHiddenTimeOp([]*arrow.Schema{in, right}, ends, func(exts []*arrow.Schema) (operators.Stateful, error) {
+				return newHiddenTimeOp([]*arrow.Schema{in, right}, o, func(exts []*arrow.Schema) (operators.Stateful, error) {
 					return operators.NewJoin(hs, exts[0], exts[1], k)
 				})
 			}
@@ -290,6 +333,9 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			ts.EventTime = t.EventTime
 			if ts.EventTime == "" {
 				ts.EventTime = eventTimeOf(g, st.Inputs[0])
+			}
+			if prod, renamed, ok := windowEndAlias(n.ins[0], ts.EventTime); ok {
+				return fmt.Errorf("top_n: %w", offByOneWindow("event_time", ts.EventTime, prod, renamed))
 			}
 		}
 		op, err := operators.NewTopN(ts, in, k)

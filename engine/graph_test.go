@@ -34,7 +34,7 @@ sources:
     format: jsonl
     schema: {id: int64, seller: int64, category: int64, ts: timestamp}
     event_time: ts
-    max_files_per_epoch: 2
+    max_files_per_epoch: 1
     watermark: {max_out_of_orderness: 2s}
   bids:
     type: files
@@ -42,7 +42,7 @@ sources:
     format: jsonl
     schema: {auction: int64, bidder: int64, price: int64, ts: timestamp}
     event_time: ts
-    max_files_per_epoch: 2
+    max_files_per_epoch: 1
     watermark: {max_out_of_orderness: 2s}
 stages:
   - name: last-bid

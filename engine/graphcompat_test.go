@@ -106,6 +106,7 @@ func continueGraphFixture(t *testing.T, fixtureDir string, stop int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fixturePace(p)
 	head := fixtureHead(t, filepath.Join(dir, "state", p.Name))
 	if head.Epoch != stop || head.Generation != 1 {
 		t.Fatalf("fixture head: generation %d epoch %d; want generation 1 epoch %d", head.Generation, head.Epoch, stop)
@@ -178,6 +179,7 @@ func continueGraphFixture(t *testing.T, fixtureDir string, stop int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fixturePace(ref)
 	rres := run(t, ref, engine.Options{Drain: true})
 	want, wantLate := graphOutputRows(t, ref), lateRowsUnder(t, filepath.Join(rd, "late"))
 	if rres.LastEpoch != res.LastEpoch {
@@ -194,6 +196,17 @@ func continueGraphFixture(t *testing.T, fixtureDir string, stop int64) {
 	}
 	t.Logf("fixture at epoch %d (%d output rows, %d late rows so far) continued to epoch %d; compared %d output rows and %d late rows with a fresh run",
 		head.Epoch, len(outBefore), len(lateBefore), res.LastEpoch, len(want), len(wantLate))
+}
+
+// fixturePace gives each source of the fixture's spec the pace the fixture
+// was written at: its max_files_per_epoch: 2 was then one total across the
+// two sources, a file of each an epoch; each source's limit is its own
+// since (issue 23). The limit is not part of the plan, so the epochs of the
+// continued and the fresh run compare as before.
+func fixturePace(p *spec.Pipeline) {
+	for i := range p.Sources {
+		p.Sources[i].Source.MaxFilesPerEpoch = 1
+	}
 }
 
 // sortedDiff returns the rows of want missing from got and the rows of got

@@ -164,6 +164,11 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", n.name, err)
 			}
+			if own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime); err == nil && own != nil {
+				// Keyed by its input's window: the operator's key is the
+				// other columns (graphwin.go).
+				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
+			}
 			op = newWindowState(&ws, emitted)
 			err = op.finalise(subs, srs, k)
 			if err == nil && op.schema == nil {
@@ -278,6 +283,9 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			op.Columns = append(op.Columns, colTopNRank)
 			lay.fields = append(lay.fields, arrow.Field{Name: colTopNRank, Type: arrow.PrimitiveTypes.Int64})
 		}
+		// A carried input window's bounds show under their own names
+		// (graphwin.go).
+		f.Name = strings.NewReplacer(hiddenStart, operators.ColWindowStart, hiddenEnd, operators.ColWindowEnd).Replace(f.Name)
 		lay.cols = append(lay.cols, c)
 		op.Columns = append(op.Columns, f.Name)
 		lay.fields = append(lay.fields, f)

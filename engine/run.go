@@ -95,8 +95,10 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 	if isGraph(p) {
 		r.dc.streams = false // the graph's stages run on the epoch's decoded rows
 		r.dc.oooOf = map[string]time.Duration{}
+		r.dc.maxFilesOf = map[string]int{}
 		for _, ns := range p.Sources {
 			r.dc.oooOf[ns.Name] = ns.Source.Watermark.MaxOutOfOrderness
+			r.dc.maxFilesOf[ns.Name] = ns.Source.MaxFilesPerEpoch
 		}
 	}
 	r.c = epoch.NewCommitter(st.state, st.sink, p.Name, log)

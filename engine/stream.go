@@ -76,11 +76,7 @@ func (r *runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.
 // noteMemorySplit says, once per run at info (then at debug), that the
 // memory budget cut the epoch's files.
 func (r *runner) noteMemorySplit(files, pend []store.ObjectInfo) {
-	n := len(pend)
-	if r.dc.maxFiles > 0 {
-		n = min(n, r.dc.maxFiles)
-	}
-	cut := r.dc.memorySplit(pend[:n])
+	cut := r.dc.memorySplit(pend[:r.dc.limit(pend)])
 	if !cut.split || cut.files != len(files) {
 		return
 	}

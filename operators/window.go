@@ -1105,7 +1105,7 @@ func (w *Window) build(schema *arrow.Schema, slots []int32, layout rowLayout) (a
 func (w *Window) buildOrds(schema *arrow.Schema, slots []int32, ords []slotOrd, perm []int32) (arrow.RecordBatch, error) {
 	g := w.gatherScratch(len(ords))
 	return w.buildGathered(schema, slots, outputRows, w.ordKeyBytes, func(kbs []array.Builder) error {
-		sb, raw := kbs[0].(*array.StringBuilder)
+		sb, raw := firstBuilder(kbs).(*array.StringBuilder)
 		raw = raw && w.strKey
 		for lo := 0; lo < len(perm); lo += prefetchRows {
 			// Load the group's slotOrds (and keys not inline) before
@@ -1168,7 +1168,7 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, layout rowLa
 	}
 	nk := len(w.keyCols)
 	kbs := b.Fields()[col : col+nk]
-	if sb, ok := kbs[0].(*array.StringBuilder); ok && nk == 1 {
+	if sb, ok := firstBuilder(kbs).(*array.StringBuilder); ok && nk == 1 {
 		// The encoded keys' lengths bound the string bytes: reserve them
 		// once instead of growing the buffer by doubling.
 		sb.ReserveData(keyBytes)
@@ -1199,6 +1199,14 @@ func (w *Window) buildGathered(schema *arrow.Schema, slots []int32, layout rowLa
 		}
 	}
 	return b.NewRecordBatch(), nil
+}
+
+// firstBuilder is bs[0], or nil for no key columns (a global aggregate).
+func firstBuilder(bs []array.Builder) array.Builder {
+	if len(bs) == 0 {
+		return nil
+	}
+	return bs[0]
 }
 
 // Snapshot returns the whole state as batches of StateSchema, sorted by

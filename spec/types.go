@@ -263,7 +263,8 @@ type Projection struct {
 // Window is a keyed event-time window aggregation. Exactly one of Tumbling,
 // Sliding and Session is set.
 type Window struct {
-	// Key lists the grouping columns.
+	// Key lists the grouping columns; none (key: []) aggregates every row
+	// of a window in one group (SQL's GROUP BY of the window alone).
 	Key []string
 	// Tumbling is the size of fixed, non-overlapping windows.
 	Tumbling time.Duration

@@ -277,9 +277,7 @@ func validateProject(c *collector, fp string, pr *Project) {
 }
 
 func validateWindow(c *collector, wp string, w *Window) {
-	if len(w.Key) == 0 {
-		c.add(wp+".key", "required: the grouping column(s)")
-	}
+	// No key (key: [] or none) is one group: every row of a window.
 	for j, k := range w.Key {
 		if k == "" {
 			c.add(index(wp+".key", j), "empty column name")
