@@ -225,6 +225,8 @@ func fmtBytes(n int64) string {
 // SubtaskPlan is one new subtask's key-group range and the parent state
 // files it restores from.
 type SubtaskPlan struct {
+	// Stage is the stateful stage of a graph pipeline ("" in the linear form).
+	Stage       string   `json:"stage,omitempty"`
 	Subtask     int      `json:"subtask"`
 	KeyGroupLo  int      `json:"kg_lo"`
 	KeyGroupHi  int      `json:"kg_hi"`
@@ -264,8 +266,12 @@ func (r *PlanReport) Print(w io.Writer) {
 	switch {
 	case !r.Status.Committed:
 		fmt.Fprintf(w, "next run: first generation, parallelism %d, max_parallelism %d\n", r.ParallelismTo, r.MaxParallelism)
-	case r.NewGeneration:
+	case r.NewGeneration && strings.HasPrefix(r.Reason, "parallelism "):
+		fmt.Fprintf(w, "next run: new generation %d (%s)\n", r.Status.Generation+1, r.Reason)
+	case r.NewGeneration && r.ParallelismFrom != r.ParallelismTo:
 		fmt.Fprintf(w, "next run: new generation %d (%s), parallelism %d -> %d\n", r.Status.Generation+1, r.Reason, r.ParallelismFrom, r.ParallelismTo)
+	case r.NewGeneration:
+		fmt.Fprintf(w, "next run: new generation %d (%s), parallelism %d\n", r.Status.Generation+1, r.Reason, r.ParallelismTo)
 	default:
 		fmt.Fprintf(w, "next run: same generation %d, parallelism %d\n", r.Status.Generation, r.ParallelismTo)
 	}
@@ -295,11 +301,19 @@ func (r *PlanReport) Print(w io.Writer) {
 	}
 	if len(r.Subtasks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "subtask\tkey groups\treads parent state files")
+		graph := r.Subtasks[0].Stage != ""
+		if graph {
+			fmt.Fprintln(tw, "stage\tsubtask\tkey groups\treads parent state files")
+		} else {
+			fmt.Fprintln(tw, "subtask\tkey groups\treads parent state files")
+		}
 		for _, s := range r.Subtasks {
 			files := strings.Join(s.ParentFiles, ", ")
 			if files == "" {
 				files = "-"
+			}
+			if graph {
+				fmt.Fprintf(tw, "%s\t", s.Stage)
 			}
 			fmt.Fprintf(tw, "%d\t[%d, %d)\t%s\n", s.Subtask, s.KeyGroupLo, s.KeyGroupHi, files)
 		}
@@ -693,12 +707,26 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if isGraph(p) {
 		rep.Graph = describeGraph(p, rp.parallelism)
 	}
-	for s, sr := range rp.restore {
-		sp := SubtaskPlan{Subtask: s, KeyGroupLo: sr.lo, KeyGroupHi: sr.hi, ParentFiles: []string{}}
-		for _, f := range sr.files {
-			sp.ParentFiles = append(sp.ParentFiles, f.Path)
+	addSubtasks := func(stage string, srs []subtaskRestore) {
+		for s, sr := range srs {
+			sp := SubtaskPlan{Stage: stage, Subtask: s, KeyGroupLo: sr.lo, KeyGroupHi: sr.hi, ParentFiles: []string{}}
+			for _, f := range sr.files {
+				sp.ParentFiles = append(sp.ParentFiles, f.Path)
+			}
+			rep.Subtasks = append(rep.Subtasks, sp)
 		}
-		rep.Subtasks = append(rep.Subtasks, sp)
+	}
+	addSubtasks("", rp.restore)
+	if gp := rp.plan.graph; gp != nil {
+		// Each stateful stage restores its subtasks as restoreGraph does.
+		m := rp.from.manifest
+		if rp.from.kind == manifest.RestoreReset {
+			m = nil
+		}
+		for _, n := range gp.state {
+			srs, _, _ := restoreSources(m, n.name, rp.parallelism, rp.k)
+			addSubtasks(n.name, srs)
+		}
 	}
 	return rep, nil
 }

@@ -138,3 +138,32 @@ func TestCLIResetStateSaysWhatItDropped(t *testing.T) {
 		t.Fatalf("reset: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestCLIPlanGraphSubtasks: floe plan of a graph pipeline lists each
+// stateful stage's subtasks with their key groups and parent state files,
+// and says the parallelism change once.
+func TestCLIPlanGraphSubtasks(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("../../testdata")
+	s := strings.ReplaceAll(string(data), `"../`, `"`+abs+`/`)
+	s = strings.ReplaceAll(s, abs+"/../out", dir+"/out")
+	s = strings.ReplaceAll(s, abs+"/../.floe", dir+"/state")
+	spec := filepath.Join(dir, "g.yaml")
+	os.WriteFile(spec, []byte(s), 0o644)
+	if code, out, e := floe("run", spec); code != 0 {
+		t.Fatalf("run: %s%s\n%s", out, e, s)
+	}
+	code, out, _ := floe("plan", spec, "--parallelism", "3")
+	if code != 0 || strings.Count(out, "2 -> 3") != 1 {
+		t.Fatalf("plan: code %d, want the parallelism change said once:\n%s", code, out)
+	}
+	for _, want := range []string{"stage ", "subtask", "per-category ", "[86, 128)", "op=per-category/s=0001.parquet"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
