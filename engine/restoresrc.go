@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/floe-dev/floe/epoch"
@@ -71,11 +72,18 @@ func (f *restoreSource) read(ctx context.Context, r manifest.FileRef) ([]byte, e
 // savepointURL returns where a savepoint NAME or URL lives and, for a
 // name, its folder relative to the state root.
 func savepointURL(p *spec.Pipeline, st *stores, nameOrURL string) (u, rel string, err error) {
-	if strings.Contains(nameOrURL, "://") || strings.HasPrefix(nameOrURL, "/") {
-		if strings.HasPrefix(nameOrURL, "/") {
-			nameOrURL = (&url.URL{Scheme: "file", Path: nameOrURL}).String()
-		}
+	if strings.Contains(nameOrURL, "://") {
 		return nameOrURL, "", nil
+	}
+	if strings.Contains(nameOrURL, "/") || strings.HasPrefix(nameOrURL, ".") {
+		// A path (a name has no slash and starts with a letter or digit):
+		// a relative one is relative to the working directory, as any
+		// path on a command line.
+		abs, err := filepath.Abs(filepath.FromSlash(nameOrURL))
+		if err != nil {
+			return "", "", fmt.Errorf("savepoint path %q: %w", nameOrURL, err)
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), "", nil
 	}
 	if err := manifest.ValidateSavepointName(nameOrURL); err != nil {
 		return "", "", err

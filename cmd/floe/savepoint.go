@@ -27,7 +27,7 @@ type restoreFlags struct {
 func addRestoreFlags(cmd *cobra.Command) *restoreFlags {
 	rf := &restoreFlags{}
 	f := cmd.Flags()
-	f.StringVar(&rf.fromSavepoint, "from-savepoint", "", "start a new generation from a savepoint: a name (floe savepoint list) or the URL of a savepoint folder anywhere")
+	f.StringVar(&rf.fromSavepoint, "from-savepoint", "", "start a new generation from a savepoint: a name (floe savepoint list), the URL of a savepoint folder anywhere, or its path (relative to the working directory)")
 	f.BoolVar(&rf.claim, "claim", false, "with --from-savepoint NAME: reference the savepoint's files instead of copying them (it can be deleted once retention releases them)")
 	f.BoolVar(&rf.resetState, "reset-state", false, "start a new generation with empty operator state (open windows are dropped); files already read are not read again; needs --yes")
 	f.BoolVar(&rf.yes, "yes", false, "confirm --reset-state")

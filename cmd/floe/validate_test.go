@@ -167,3 +167,34 @@ func TestCLIPlanGraphSubtasks(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIFromSavepointPath: --from-savepoint takes a savepoint folder's
+// path, relative to the working directory, besides a name and a URL.
+func TestCLIFromSavepointPath(t *testing.T) {
+	spec, dir := sampleSpec(t)
+	if code, out, e := floe("run", spec, "--until-epoch", "2"); code != 0 {
+		t.Fatalf("run: %s%s", out, e)
+	}
+	if code, out, e := floe("savepoint", "create", spec, "sp"); code != 0 {
+		t.Fatalf("savepoint: %s%s", out, e)
+	}
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, filepath.Join(dir, "state", "clicks-per-user", "savepoints", "sp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(wd, rel, "_savepoint.json")); err != nil {
+		t.Fatalf("savepoint folder: %v", err)
+	}
+	data, _ := os.ReadFile(spec)
+	spec2 := filepath.Join(dir, "moved.yaml")
+	os.WriteFile(spec2, []byte(strings.Replace(string(data), `"state"`, `"state2"`, 1)), 0o644)
+	code, out, errOut := floe("run", spec2, "--from-savepoint", rel)
+	if code != 0 || !strings.Contains(out, "committed epochs") {
+		t.Fatalf("--from-savepoint %s: code %d, stdout %q, stderr %q", rel, code, out, errOut)
+	}
+	code, _, errOut = floe("run", spec2, "--from-savepoint", "./no/such/savepoint")
+	if code == 0 || strings.Contains(errOut, "use 1 to 128 letters") || !strings.Contains(errOut, "no/such/savepoint") {
+		t.Fatalf("missing path: code %d, stderr %q", code, errOut)
+	}
+}
