@@ -144,3 +144,41 @@ func TestGraphWriteLocationsInsideSource(t *testing.T) {
 		t.Errorf("refused runs changed files:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// TestCheckOutputPathGraph: in the graph form a file a tool writes is
+// refused inside every source, every sink (not only the first), every
+// stage's late_url, a lookup table and the state folder; a folder also when
+// it contains one; beside them it is accepted.
+func TestCheckOutputPathGraph(t *testing.T) {
+	e := newGraphEnv(t)
+	table := filepath.Join(e.dir, "tables", "sellers")
+	g := strings.Replace(lookupGraph(fileURL(table)), "sinks:\n", "sinks:\n  cats: {input: per-category, type: files, url: \""+fileURL(filepath.Join(e.dir, "cats"))+"\", format: jsonl}\n", 1)
+	p := e.pipelineFrom(t, g)
+	state := filepath.Join(strings.TrimPrefix(e.state, "file://"), p.Name)
+	for _, c := range []struct {
+		path  string
+		dir   bool
+		where string
+	}{
+		{filepath.Join(strings.TrimPrefix(e.bids, "file://"), "x.jsonl"), false, "is inside sources.bids.url"},
+		{filepath.Join(e.dir, "cats", "x"), false, "is inside sinks.cats.url"},
+		{filepath.Join(strings.TrimPrefix(e.sink, "file://"), "x"), false, "is inside sinks.out.url"},
+		{filepath.Join(strings.TrimPrefix(e.late, "file://"), "join", "x"), false, "is inside stages.bid-auction.late_url"},
+		{filepath.Join(table, "more.jsonl"), false, "is inside stages.regions.lookup.url"},
+		{filepath.Join(state, "_latest.json"), false, "is inside the pipeline's state folder"},
+		{filepath.Join(e.dir, "tables"), true, "contains stages.regions.lookup.url"},
+	} {
+		err := engine.CheckOutputPath(p, "--flag", c.path, c.dir)
+		if err == nil || !strings.HasPrefix(err.Error(), "--flag "+c.path+" "+c.where) {
+			t.Errorf("%s (dir %v): %v; want a refusal: %s", c.path, c.dir, err, c.where)
+		}
+	}
+	for _, ok := range []string{filepath.Join(e.dir, "export.parquet"), filepath.Join(strings.TrimPrefix(e.state, "file://"), "other-pipeline.txt")} {
+		if err := engine.CheckOutputPath(p, "--flag", ok, false); err != nil {
+			t.Errorf("%s: %v; want it accepted", ok, err)
+		}
+	}
+	if err := engine.CheckOutputPath(p, "--flag", filepath.Join(e.dir, "tables2"), true); err != nil {
+		t.Errorf("a sibling folder: %v", err)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -72,6 +73,25 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(stateCmd(stdout))
 	root.AddCommand(replayCmd(stdout, stderr), replayDiffCmd(stdout))
 	return root
+}
+
+// checkOutputFiles refuses, before anything is written, a file a flag
+// (name -> path; "" not given) would write inside one of the pipeline's
+// locations (engine.CheckOutputPath).
+func checkOutputFiles(p *spec.Pipeline, flags map[string]string) error {
+	names := make([]string, 0, len(flags))
+	for name := range flags {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if path := flags[name]; path != "" {
+			if err := engine.CheckOutputPath(p, name, path, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func loadSpec(path string) (*spec.Pipeline, error) {
@@ -163,6 +183,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			p, err := loadSpec(args[0])
 			if err != nil {
+				return err
+			}
+			if err := checkOutputFiles(p, map[string]string{"--metrics-file": metricsFile, "--cpuprofile": cpuProfile}); err != nil {
 				return err
 			}
 			if cpuProfile != "" {
