@@ -32,6 +32,7 @@ type runner struct {
 	dc   decideConfig
 
 	plan        *plan
+	identity    *identityPlan // the run's identity check; its claim is made
 	head        *epoch.Head
 	gen         *manifest.Generation
 	parallelism int
@@ -153,9 +154,10 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 			r.epochFloor = f.manifest.Epoch + 1
 		}
 	}
-	if err := rp.identity.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity); err != nil {
+	if err := rp.identity.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity, r.log); err != nil {
 		return nil, err
 	}
+	r.identity = rp.identity
 	phase("plan")
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, err
@@ -291,8 +293,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			break
 		}
 	}
-	// Final cleanup of orphans of the epochs this run committed.
+	// Final cleanup of orphans of the epochs this run committed, if the
+	// sinks are still this state's.
 	if r.res.Epochs > 0 {
+		if err := r.identity.checkOwner(ctx, r.st.sink); err != nil {
+			return &r.res, err
+		}
 		r.retain(ctx, false)
 		r.maintainTable(ctx)
 	}

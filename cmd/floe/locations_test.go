@@ -130,3 +130,54 @@ func TestCLIWritePathsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCLISavepointMove: the report's sequence with the CLI. floe savepoint
+// create in the old state, the folder copied elsewhere, floe run of a spec
+// with another state.url and the same sink --from-savepoint the copy: the
+// run logs that it takes the sink over; the old spec's next run exits 2
+// naming the new owner and deletes nothing from the sink; the new spec runs
+// on.
+func TestCLISavepointMove(t *testing.T) {
+	spec, dir := localSpec(t)
+	if code, out, e := floe("savepoint", "create", spec, "tos3"); code != 0 {
+		t.Fatalf("savepoint create: %s%s", out, e)
+	}
+	copied := filepath.Join(t.TempDir(), "tos3")
+	if err := os.CopyFS(copied, os.DirFS(filepath.Join(dir, "state", "clicks-per-user", "savepoints", "tos3"))); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec2 := filepath.Join(dir, "moved.yaml")
+	if err := os.WriteFile(spec2, []byte(strings.Replace(string(text), `url: "state"`, `url: "state2"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := floe("run", spec2, "--from-savepoint", "file://"+copied)
+	if code != 0 || !strings.Contains(errOut, "sink taken over") {
+		t.Fatalf("restore into the new state: exit %d\n%s%s", code, out, errOut)
+	}
+	newState := "file://" + filepath.Join(dir, "state2", "clicks-per-user")
+	src, err := os.ReadFile("../../testdata/events/events-00000.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "events", "events-00099.jsonl"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSums(t, filepath.Join(dir, "out"))
+	code, _, errOut = floe("run", spec)
+	if code != 2 || !strings.Contains(errOut, "is owned by state "+newState) {
+		t.Fatalf("old state's run: exit %d, stderr %q; want exit 2 naming %s", code, errOut, newState)
+	}
+	if after := treeSums(t, filepath.Join(dir, "out")); !reflect.DeepEqual(before, after) {
+		t.Fatalf("the old state's refused run changed the sink:\nbefore %v\nafter  %v", before, after)
+	}
+	if code, out, errOut := floe("run", spec2); code != 0 || !strings.Contains(out, "committed epoch") {
+		t.Fatalf("new state's run: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := floe("verify", spec2); code != 0 {
+		t.Fatalf("verify of the new state: exit %d\n%s%s", code, out, errOut)
+	}
+}
