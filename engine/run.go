@@ -166,6 +166,11 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if err := r.openTable(ctx); err != nil {
 		return nil, err
 	}
+	// The sinks are still this state's (a takeover may have come after
+	// planIdentity read the markers): only then clean them.
+	if err := r.identity.checkOwner(ctx, r.st.sink); err != nil {
+		return nil, err
+	}
 	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}

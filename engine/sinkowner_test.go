@@ -200,7 +200,7 @@ func TestTakeoverDuringRun(t *testing.T) {
 	if !taken {
 		t.Fatal("the run never reported epoch 2")
 	}
-	if err == nil || !strings.Contains(err.Error(), "taken over by state "+newOwner) || !strings.Contains(err.Error(), "cleanup was skipped") {
+	if err == nil || !strings.Contains(err.Error(), "taken over by state "+newOwner) || !strings.Contains(err.Error(), "stops before cleaning the sink") {
 		t.Fatalf("run during a takeover: %v; want a failure naming the new owner", err)
 	}
 	if _, _, err := sink.Get(ctx, theirs); err != nil {
