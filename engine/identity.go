@@ -55,9 +55,9 @@ type sinkMarker struct {
 // (this state is a copy of the owner: a move). Any other run is refused
 // before it writes anything, in particular the old state's runs after a
 // takeover: their cleanup would delete the new owner's outputs as
-// orphans. A run checks again before it cleans the sinks, at its start and
-// at its end (checkOwner), so one that was running during a takeover
-// deletes nothing either.
+// orphans. A run checks again before it cleans the sinks at its start and
+// end and before each epoch writes (checkOwner), so one that was running
+// during a takeover stops too (a --trigger worker of the old state).
 
 // planIdentity reads the sink marker and decides. It writes nothing.
 // restoring: the run restores a savepoint (it may take the sinks over).
@@ -312,7 +312,7 @@ func (ip *identityPlan) checkOwner(ctx context.Context, sink store.Store) error 
 			if cur.ID != ip.want.ID || cur.Legacy {
 				owner = fmt.Sprintf("another pipeline (%q, id %s)", cur.Pipeline, cur.ID)
 			}
-			return fmt.Errorf("sink %s was taken over by %s while this run was running; the run stops before cleaning the sink (its cleanup would delete the new owner's outputs): "+
+			return fmt.Errorf("sink %s was taken over by %s while this run was running; the run stops before it writes to or cleans the sink again (its cleanup would delete the new owner's outputs): "+
 				"what it committed stays in state %s, whose later runs are refused", m.url, owner, ip.want.State)
 		}
 	}

@@ -481,6 +481,12 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	phase("process")
+	// Another state may have taken the sinks over since the last epoch
+	// (a --trigger worker of a moved pipeline's old state): stop before
+	// writing, and before this epoch's side-output cleanup.
+	if err := r.identity.checkOwner(ctx, r.st.sink); err != nil {
+		return 0, err
+	}
 	att := r.attemptFor(results)
 	w, err := r.write(ctx, att, out, in.rejects, files)
 	if err != nil {

@@ -163,10 +163,10 @@ func TestStateCopyTakesSinkOver(t *testing.T) {
 }
 
 // TestTakeoverDuringRun: a run whose sink is taken over while it runs
-// (the marker rewritten to name another state after its first epoch)
-// commits its epochs in its own state but skips its closing sink cleanup
-// and fails naming the new owner: a file of the new owner's that the
-// cleanup would judge an orphan stays.
+// (the marker rewritten to name another state after an epoch) stops
+// before its next epoch writes and before its closing sink cleanup, naming
+// the new owner: a file of the new owner's that the cleanup would judge an
+// orphan stays, and the next epoch wrote nothing to the sink.
 func TestTakeoverDuringRun(t *testing.T) {
 	ctx := context.Background()
 	e := fileEnv(t)
@@ -185,7 +185,7 @@ func TestTakeoverDuringRun(t *testing.T) {
 	must(t, err)
 	defer sink.Close()
 	taken := false
-	_, err = engine.Run(ctx, p, engine.Options{Progress: func(pr engine.Progress) {
+	_, err = engine.Run(ctx, p, engine.Options{Drain: true, Progress: func(pr engine.Progress) {
 		if taken || pr.Epoch < 2 {
 			return
 		}
@@ -200,10 +200,17 @@ func TestTakeoverDuringRun(t *testing.T) {
 	if !taken {
 		t.Fatal("the run never reported epoch 2")
 	}
-	if err == nil || !strings.Contains(err.Error(), "taken over by state "+newOwner) || !strings.Contains(err.Error(), "stops before cleaning the sink") {
+	if err == nil || !strings.Contains(err.Error(), "taken over by state "+newOwner) || !strings.Contains(err.Error(), "stops before it writes to or cleans the sink") {
 		t.Fatalf("run during a takeover: %v; want a failure naming the new owner", err)
 	}
 	if _, _, err := sink.Get(ctx, theirs); err != nil {
 		t.Fatalf("the new owner's output was deleted: %v", err)
+	}
+	objs, err := sink.List(ctx, "")
+	must(t, err)
+	for _, o := range objs {
+		if info, ok := manifest.ParseOutputName(o.Key); ok && info.Epoch > 2 {
+			t.Errorf("the run wrote %s after the takeover", o.Key)
+		}
 	}
 }
