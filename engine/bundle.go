@@ -140,7 +140,9 @@ type EmitOptions struct {
 	// Spec is the pipeline's spec as written (YAML); the bundle's
 	// spec.yaml is it with its URLs rewritten. Required.
 	Spec []byte
-	// Dir is the local folder to write; it must not exist or be empty.
+	// Dir is the local folder to write; it must not exist or be empty,
+	// and must neither lie inside nor contain a location of the pipeline
+	// (CheckOutputPath).
 	Dir string
 }
 
@@ -157,6 +159,9 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("emit-test: %w", err)
+	}
+	if err := CheckOutputPath(p, "emit-test", opts.Dir, true); err != nil {
+		return nil, err
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("emit-test: %s is not empty: give a new or empty folder", opts.Dir)

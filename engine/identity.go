@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -26,6 +28,11 @@ type identityPlan struct {
 	markers  []sinkMarker       // one per sink: the root sink's first
 	refusal  error              // non-nil: the run must not write anything
 	warnings []string
+	// restoring: the run restores a savepoint, an explicit move of the
+	// pipeline, which takes its sinks over from the state their markers
+	// name.
+	restoring bool
+	claimed   bool // claimSink made the markers name this run's state
 }
 
 // sinkMarker is one sink's marker as the run found it.
@@ -34,14 +41,31 @@ type sinkMarker struct {
 	url    string // the sink's location (identityOf)
 	marker *manifest.SinkMarker
 	tag    string
+	// takeover, when set, says why this run's claim rewrites the marker
+	// to name its own state (the marker names another state of this
+	// pipeline, which loses the sink).
+	takeover string
 }
 
+// One state owns a sink: the one its marker names. A run whose state is
+// another, with the same pipeline id (a copy of the state, or a savepoint
+// of it restored elsewhere), takes the sink over (claimSink rewrites the
+// marker with If-Match) when it restores a savepoint, or when the marker
+// names the state location this state's head generation was recorded at
+// (this state is a copy of the owner: a move). Any other run is refused
+// before it writes anything, in particular the old state's runs after a
+// takeover: their cleanup would delete the new owner's outputs as
+// orphans. A run checks again before it cleans the sinks at its start and
+// end and before each epoch writes (checkOwner), so one that was running
+// during a takeover stops too (a --trigger worker of the old state).
+
 // planIdentity reads the sink marker and decides. It writes nothing.
-func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation) (*identityPlan, error) {
+// restoring: the run restores a savepoint (it may take the sinks over).
+func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
 	ip := &identityPlan{want: manifest.Identity{
 		State: identityOf(st.stateURL), Sink: identityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
 		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
-	}}
+	}, restoring: restoring}
 	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
 	for _, sk := range extraSinks(p) {
 		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: identityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
@@ -115,8 +139,8 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 			}
 		}
 	}
-	for i, m := range ip.markers {
-		if err := ip.checkMarker(name, head, m, i == 0); err != nil {
+	for i := range ip.markers {
+		if err := ip.checkMarker(name, head, &ip.markers[i], i == 0); err != nil {
 			return err
 		}
 	}
@@ -125,7 +149,7 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 
 // checkMarker checks one sink's marker: the sink must be this pipeline's or
 // nobody's.
-func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m sinkMarker, root bool) error {
+func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m *sinkMarker, root bool) error {
 	want, mk := &ip.want, m.marker
 	if mk == nil {
 		return nil
@@ -137,10 +161,22 @@ func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m sinkMarker,
 	switch {
 	case mk.Legacy && head.Manifest != nil && root:
 		return nil // written by an older release for this pipeline: upgraded on claim
+	case !mk.Legacy && mk.ID == want.ID && mk.State == want.State:
+		return nil
 	case !mk.Legacy && mk.ID == want.ID:
-		if mk.State != want.State {
-			ip.warnings = append(ip.warnings, fmt.Sprintf("state moved: the marker of sink %s names %s, this run uses %s", m.url, mk.State, want.State))
+		switch {
+		case ip.restoring:
+			m.takeover = "restoring a savepoint"
+		case ip.recorded != nil && ip.recorded.State == mk.State:
+			m.takeover = "state moved: this state's generation was recorded at " + mk.State
+		default:
+			return fmt.Errorf("sink %s is owned by state %s (its %s names it: a restore or a move of the pipeline's state took the sink over there); "+
+				"state %s no longer owns it, and its run would delete the new owner's outputs: set state.url to %s to run the pipeline there, "+
+				"or move it back by restoring a savepoint of that state (floe run --from-savepoint URL)",
+				m.url, mk.State, manifest.SinkMarkerName, want.State, strings.TrimSuffix(mk.State, "/"+name))
 		}
+		ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s: taking it over from state %s (%s); runs with state %s are refused from now on",
+			m.url, mk.State, m.takeover, mk.State))
 		return nil
 	}
 	owner := "state " + mk.State
@@ -199,23 +235,45 @@ func orNone(s string) string {
 // claimSink creates each sink's marker, or upgrades a legacy one, for the
 // identity id (the generation's, once it exists). Called only after every
 // check of the run passed and the generation is known.
-func (ip *identityPlan) claimSink(ctx context.Context, sink store.Store, name string, id *manifest.Identity) error {
+// The marker names the run's state (want.State), which after a move is not
+// the one the continued generation recorded. A takeover is logged.
+func (ip *identityPlan) claimSink(ctx context.Context, sink store.Store, name string, id *manifest.Identity, log *slog.Logger) error {
 	if id == nil {
 		return nil // a legacy generation: the marker stays as it is until the next generation
 	}
+	ip.claimed = true
 	for _, m := range ip.markers {
-		if err := claimMarker(ctx, sink, name, id, m); err != nil {
+		if err := claimMarker(ctx, sink, name, id.ID, ip.want.State, m); err != nil {
 			return err
+		}
+		if m.takeover != "" {
+			log.Warn("sink taken over: its marker now names this run's state; runs with the old state are refused",
+				"sink", m.url, "old_state", m.marker.State, "state", ip.want.State, "reason", m.takeover)
 		}
 	}
 	return nil
 }
 
-func claimMarker(ctx context.Context, sink store.Store, name string, id *manifest.Identity, m sinkMarker) error {
-	if m.marker != nil && !m.marker.Legacy && m.marker.ID == id.ID {
+// takeoverPending reports whether a sink's marker names another state
+// that this run is to take over and has not yet: until its claim the run
+// must not clean that sink (its orphans are judged by the owner's log).
+func (ip *identityPlan) takeoverPending() bool {
+	if ip == nil || ip.claimed {
+		return false
+	}
+	for _, m := range ip.markers {
+		if m.takeover != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func claimMarker(ctx context.Context, sink store.Store, name, id, state string, m sinkMarker) error {
+	if m.marker != nil && !m.marker.Legacy && m.marker.ID == id && m.marker.State == state {
 		return nil
 	}
-	mk := &manifest.SinkMarker{FormatVersion: manifest.FormatVersion, Pipeline: name, ID: id.ID, State: id.State}
+	mk := &manifest.SinkMarker{FormatVersion: manifest.FormatVersion, Pipeline: name, ID: id, State: state}
 	data, err := manifest.EncodeSinkMarker(mk)
 	if err != nil {
 		return err
@@ -237,8 +295,49 @@ func claimMarker(ctx context.Context, sink store.Store, name string, id *manifes
 		return fmt.Errorf("sink %s: write %s: %w (and reading it back: %v)", m.url, manifest.SinkMarkerName, err, gerr)
 	}
 	cur, derr := manifest.DecodeSinkMarker(manifest.SinkMarkerName, got)
-	if derr == nil && !cur.Legacy && cur.ID == id.ID {
+	if derr == nil && !cur.Legacy && cur.ID == id && cur.State == state {
 		return nil
 	}
 	return fmt.Errorf("sink %s: another pipeline claimed the sink at the same time (%s changed under this run); run again to see which one owns it", m.url, manifest.SinkMarkerName)
+}
+
+// checkOwner reads each sink's marker again and refuses when it no longer
+// names this run's state: another state took the sink over while this run
+// was running (a restore of a savepoint elsewhere), so this run must not
+// clean the sink, whose other outputs are now the new owner's. A marker
+// that is gone is not checked (nobody else claimed the sink).
+//
+// Before the claim (a run claims its sinks just before its first write),
+// a marker is checked against the owner planIdentity read, which must be
+// this state; a marker this run is to take over is not checked (the run
+// does not clean that sink before its claim: takeoverPending).
+func (ip *identityPlan) checkOwner(ctx context.Context, sink store.Store) error {
+	if ip == nil || ip.want.ID == "" {
+		return nil
+	}
+	for _, m := range ip.markers {
+		if !ip.claimed && (m.takeover != "" || m.marker == nil || m.marker.Legacy) {
+			continue // not claimed yet, and not this state's at plan time either
+		}
+		data, _, err := sink.Get(ctx, m.key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("sink %s: read %s: %w", m.url, manifest.SinkMarkerName, err)
+		}
+		cur, err := manifest.DecodeSinkMarker(manifest.SinkMarkerName, data)
+		if err != nil {
+			return fmt.Errorf("sink %s: %w", m.url, err)
+		}
+		if cur.Legacy || cur.ID != ip.want.ID || cur.State != ip.want.State {
+			owner := "state " + cur.State
+			if cur.ID != ip.want.ID || cur.Legacy {
+				owner = fmt.Sprintf("another pipeline (%q, id %s)", cur.Pipeline, cur.ID)
+			}
+			return fmt.Errorf("sink %s was taken over by %s while this run was running; the run stops before it writes to or cleans the sink again (its cleanup would delete the new owner's outputs): "+
+				"what it committed stays in state %s, whose later runs are refused", m.url, owner, ip.want.State)
+		}
+	}
+	return nil
 }

@@ -108,7 +108,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 			return nil, err
 		}
 	}
-	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head, from.generation); err != nil {
+	if rp.identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.state, nil, p.Name, nil), head, from.generation, from.kind == manifest.RestoreSavepoint); err != nil {
 		return nil, err
 	}
 	hg := from.generation

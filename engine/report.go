@@ -257,6 +257,9 @@ type PlanReport struct {
 	// Graph draws a graph-form pipeline: its sources, stages (kind, keys,
 	// parallelism) and sink, in topological order.
 	Graph string `json:"graph,omitempty"`
+	// Warnings are what the run would log as warnings before it writes
+	// anything (a sink added, a sink taken over from another state ...).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Print writes the plan for people.
@@ -294,6 +297,9 @@ func (r *PlanReport) Print(w io.Writer) {
 		for _, c := range r.TableChanges {
 			fmt.Fprintf(w, "  %s\n", c)
 		}
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
 	if r.Graph != "" {
@@ -684,6 +690,8 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	rep.ParallelismNote = parallelismNote(p, &opts)
 	if rp.refusal != nil {
 		rep.Incompatible = rp.refusal.Error()
+	} else {
+		rep.Warnings = rp.identity.warnings
 	}
 	if ev := rp.evolution; ev != nil && rp.refusal == nil {
 		rep.StateChanges = ev.Changes()

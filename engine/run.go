@@ -179,12 +179,17 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if err := r.openTable(ctx); err != nil {
 		return nil, err
 	}
+	// The sinks are still this state's (a takeover may have come after
+	// planIdentity read the markers): only then clean them.
+	if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+		return nil, err
+	}
 	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
 	// Sink cleanup judges outputs by the restored output log; while a
 	// restore is not committed the head's log is the truth, so it waits.
-	_, err = r.c.Retain(ctx, head, r.gcOptions(r.mustCommit))
+	_, err = r.c.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.takeoverPending()))
 	phase("cleanup")
 	return rp.files, err
 }
@@ -305,8 +310,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			break
 		}
 	}
-	// Final cleanup of orphans of the epochs this run committed.
+	// Final cleanup of orphans of the epochs this run committed, if the
+	// sinks are still this state's.
 	if r.res.Epochs > 0 {
+		if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+			return &r.res, err
+		}
 		r.retain(ctx, false)
 		r.maintainTable(ctx)
 	}
@@ -348,16 +357,16 @@ func (r *runner) beginWriting(ctx context.Context) error {
 	if note := parallelismNote(r.p, r.opts); note != "" {
 		r.log.Warn(note)
 	}
-	if err := r.ident.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity); err != nil {
+	if err := r.ident.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity, r.log); err != nil {
 		return err
 	}
 	r.claimed = true
 	return nil
 }
 
-// identity is the identity the run writes under: its generation's, or the
+// writeIdentity is the identity the run writes under: its generation's, or the
 // one the generation it is about to start will record.
-func (r *runner) identity() *manifest.Identity {
+func (r *runner) writeIdentity() *manifest.Identity {
 	if r.newGen != nil {
 		return r.newGen.Identity
 	}
@@ -544,6 +553,12 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	phase("process")
+	// Another state may have taken the sinks over since the last epoch
+	// (a --trigger worker of a moved pipeline's old state): stop before
+	// writing, and before this epoch's side-output cleanup.
+	if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+		return 0, err
+	}
 	att, err := r.attemptFor(ctx, results)
 	if err != nil {
 		return 0, err

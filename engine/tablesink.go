@@ -133,7 +133,7 @@ func (r *runner) openTable(ctx context.Context) error {
 		return err
 	}
 	id := r.p.Name
-	if ident := r.identity(); ident != nil {
+	if ident := r.writeIdentity(); ident != nil {
 		id = ident.ID
 	}
 	ts := &tableSink{t: t, pipelineID: id, partCol: col}

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -168,6 +169,25 @@ func validateCmd(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
+// checkOutputFiles refuses, before anything is written, a file a flag
+// (name -> path; "" not given) would write inside one of the pipeline's
+// locations (engine.CheckOutputPath).
+func checkOutputFiles(p *spec.Pipeline, flags map[string]string) error {
+	names := make([]string, 0, len(flags))
+	for name := range flags {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if path := flags[name]; path != "" {
+			if err := engine.CheckOutputPath(p, name, path, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func loadSpec(path string) (*spec.Pipeline, error) {
 	p, err := spec.Load(path)
 	if err != nil {
@@ -262,6 +282,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			p, err := loadSpec(args[0])
 			if err != nil {
+				return err
+			}
+			if err := checkOutputFiles(p, map[string]string{"--metrics-file": metricsFile, "--cpuprofile": cpuProfile}); err != nil {
 				return err
 			}
 			if cpuProfile != "" {

@@ -65,9 +65,17 @@ a Go module that requires github.com/floe-dev/floe and run go test.`,
 				return err
 			}
 			opts := engine.ReplayOptions{Epoch: ep, Parallelism: parallelism}
+			if out != "" {
+				if err := engine.CheckOutputPath(p, "--out", out, false); err != nil {
+					return err
+				}
+			}
 			if emit != "" {
 				if verify || out != "" {
 					return fmt.Errorf("--emit-test excludes --verify and --out")
+				}
+				if err := engine.CheckOutputPath(p, "--emit-test", emit, true); err != nil {
+					return err
 				}
 				return emitTest(cmd, stdout, args[0], p, opts, emit)
 			}

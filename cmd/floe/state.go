@@ -165,6 +165,11 @@ columns, key_group, subtask.`,
 			if err != nil {
 				return err
 			}
+			if out != "-" {
+				if err := engine.CheckOutputPath(p, "--out", out, false); err != nil {
+					return err
+				}
+			}
 			v, err := engine.ReadState(cmd.Context(), p, engine.StateQuery{Epoch: ep, Op: op})
 			if err != nil {
 				return err
