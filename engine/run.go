@@ -195,7 +195,7 @@ func (r *runner) sideDirs() []epoch.SideDir {
 }
 
 func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
-	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has}
+	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has, SidePrefixes: []string{rejectedDir + "/"}}
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
@@ -294,6 +294,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// Final cleanup of orphans of the epochs this run committed.
 	if r.res.Epochs > 0 {
 		r.retain(ctx, false)
+		r.sweepAbandoned(ctx)
 		r.maintainTable(ctx)
 	}
 	r.res.LastEpoch = r.head.Epoch()
@@ -307,6 +308,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 func (r *runner) retain(ctx context.Context, skipSink bool) {
 	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+	}
+}
+
+// sweepAbandoned removes, after a run that committed a rollback or a
+// savepoint restore, the side outputs (late and rejected rows) of the epochs
+// it abandoned, as the sink cleanup removed their outputs; a failure is
+// logged (the next run's start sweeps again).
+func (r *runner) sweepAbandoned(ctx context.Context) {
+	if rf := r.gen.RestoredFrom; rf == nil || rf.Kind != manifest.RestoreRollback && rf.Kind != manifest.RestoreSavepoint {
+		return
+	}
+	if _, err := r.c.SweepSideOutputs(ctx, r.head, r.keep(), r.sideDirs()); err != nil && !errors.Is(err, context.Canceled) {
+		r.log.Warn("side-output cleanup of abandoned epochs failed; the next run tries again", "error", err)
 	}
 }
 

@@ -33,8 +33,9 @@ type Committer struct {
 	// manifests caches decoded manifests by key. A manifest is immutable
 	// once created, so a cached one is always current until retention
 	// deletes it (which evicts it).
-	mu        sync.Mutex
-	manifests map[string]*manifest.Manifest
+	mu          sync.Mutex
+	manifests   map[string]*manifest.Manifest
+	generations map[int64]*manifest.Generation
 }
 
 func (c *Committer) cached(key string) *manifest.Manifest {
