@@ -219,3 +219,65 @@ func dash(v *int64) string {
 	}
 	return fmt.Sprint(*v)
 }
+
+// TestLineageAfterSavepointRestore: a restore from a savepoint of this
+// state continues that epoch's lineage (history, status, rollback and the
+// tools see 1, 2, 3, 7) and removes the side outputs of the epochs it
+// abandoned (4-6); a restore from a copy given by URL starts a lineage of
+// its own.
+func TestLineageAfterSavepointRestore(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	putLineageFiles(t, e, 8)
+	p := e.pipeline(t, lineageSpec)
+	run(t, p, engine.Options{UntilEpoch: 3})
+	_, err := engine.CreateSavepoint(ctx, p, "three", 0)
+	must(t, err)
+	run(t, p, engine.Options{UntilEpoch: 6})
+	run(t, p, engine.Options{FromSavepoint: "three", UntilEpoch: 7})
+
+	st, err := engine.ReadStatus(ctx, p)
+	must(t, err)
+	if want := []int64{7, 3, 2, 1}; !reflect.DeepEqual(st.RestorableEpochs, want) {
+		t.Errorf("restorable epochs %v after the restore, want %v", st.RestorableEpochs, want)
+	}
+	recs, err := engine.History(ctx, p, 0)
+	must(t, err)
+	if len(recs) != 4 || recs[0].Continues == nil || *recs[0].Continues != 3 || recs[0].Restore != "savepoint three" || *recs[0].RowsIn != 4 {
+		t.Fatalf("history after the restore: %+v", recs)
+	}
+	if got, want := sideEpochs(t, e.sink+"/_rejected"), []int64{1, 2, 3, 7}; !reflect.DeepEqual(got, want) {
+		t.Errorf("rejected files of epochs %v, want %v (those of the abandoned epochs 4-6 removed)", got, want)
+	}
+	if got, want := sideEpochs(t, e.late), []int64{2, 3, 7}; !reflect.DeepEqual(got, want) {
+		t.Errorf("late files of epochs %v, want %v", got, want)
+	}
+	_, err = engine.CreateSavepoint(ctx, p, "five", 5)
+	if err == nil || !strings.Contains(err.Error(), "epoch 5 is not on the head's lineage (1 → 2 → 3 → 7)") ||
+		!strings.Contains(err.Error(), "abandoned by a restore from savepoint three") {
+		t.Fatalf("savepoint of abandoned epoch 5: %v", err)
+	}
+	if _, err := engine.ReadState(ctx, p, engine.StateQuery{Epoch: 2}); err != nil {
+		t.Fatalf("state of epoch 2 (on the lineage through the savepoint): %v", err)
+	}
+
+	// The same savepoint, copied elsewhere and restored by URL: this state
+	// cannot tell it is a copy of its epoch 3, so the lineage starts anew.
+	elsewhere := withPath(t, e.late, "../moved")
+	spURL, err := engine.SavepointURL(p, "three")
+	must(t, err)
+	copyAll(t, spURL, elsewhere)
+	run(t, p, engine.Options{FromSavepoint: elsewhere, UntilEpoch: 8})
+	st, err = engine.ReadStatus(ctx, p)
+	must(t, err)
+	if want := []int64{8}; !reflect.DeepEqual(st.RestorableEpochs, want) {
+		t.Errorf("restorable epochs %v after a restore by URL, want %v", st.RestorableEpochs, want)
+	}
+	if _, err := engine.Run(ctx, p, engine.Options{RollbackTo: 3}); err == nil || !strings.Contains(err.Error(), "not on the head's lineage") {
+		t.Fatalf("rollback past a restore by URL: %v", err)
+	}
+	rep, err := engine.Verify(ctx, p)
+	if err != nil || len(rep.Damaged) > 0 {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}

@@ -194,26 +194,25 @@ func (c *Committer) NotOnLineage(ctx context.Context, head *Head, chain []*manif
 }
 
 // FormatLineage renders a lineage (newest first) oldest first for messages:
-// "(1 → … → 5 → 9 → … → 12)", runs of consecutive epochs shortened.
+// "(1 → … → 5 → 9 → … → 12)", runs of four or more consecutive epochs
+// shortened.
 func FormatLineage(chain []*manifest.Manifest) string {
-	var b strings.Builder
-	b.WriteString("(")
-	for i := len(chain) - 1; i >= 0; i-- {
-		e := chain[i].Epoch
-		inRun := i < len(chain)-1 && i > 0 && chain[i+1].Epoch == e-1 && chain[i-1].Epoch == e+1
-		if inRun {
-			if !strings.HasSuffix(b.String(), "…") {
-				b.WriteString(" → …")
+	var parts []string
+	for i := len(chain) - 1; i >= 0; {
+		j := i // chain[i..j] (downwards) is a run of consecutive epochs
+		for j > 0 && chain[j-1].Epoch == chain[j].Epoch+1 {
+			j--
+		}
+		if i-j >= 3 {
+			parts = append(parts, strconv.FormatInt(chain[i].Epoch, 10), "…", strconv.FormatInt(chain[j].Epoch, 10))
+		} else {
+			for k := i; k >= j; k-- {
+				parts = append(parts, strconv.FormatInt(chain[k].Epoch, 10))
 			}
-			continue
 		}
-		if i < len(chain)-1 {
-			b.WriteString(" → ")
-		}
-		b.WriteString(strconv.FormatInt(e, 10))
+		i = j - 1
 	}
-	b.WriteString(")")
-	return b.String()
+	return "(" + strings.Join(parts, " → ") + ")"
 }
 
 // Epochs returns the epoch numbers of a chain, newest first.
