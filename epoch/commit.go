@@ -36,6 +36,9 @@ type Committer struct {
 	mu          sync.Mutex
 	manifests   map[string]*manifest.Manifest
 	generations map[int64]*manifest.Generation
+	// traced: per generation restored from a savepoint, whether the
+	// savepoint is a copy of this state's epoch (LineageParent).
+	traced map[int64]bool
 }
 
 func (c *Committer) cached(key string) *manifest.Manifest {

@@ -51,9 +51,23 @@ func (c *Committer) LineageParent(ctx context.Context, m *manifest.Manifest) (*m
 		return m.Parent, nil
 	}
 	if rf.Kind == manifest.RestoreSavepoint {
-		ok, err := c.savepointOfState(ctx, rf.Savepoint, *g.Parent)
-		if err != nil || !ok {
-			return nil, err
+		c.mu.Lock()
+		ok, known := c.traced[m.Generation]
+		c.mu.Unlock()
+		if !known {
+			var err error
+			if ok, err = c.savepointOfState(ctx, rf.Savepoint, *g.Parent); err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			if c.traced == nil {
+				c.traced = map[int64]bool{}
+			}
+			c.traced[m.Generation] = ok
+			c.mu.Unlock()
+		}
+		if !ok {
+			return nil, nil
 		}
 	}
 	return g.Parent, nil
