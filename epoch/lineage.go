@@ -204,7 +204,12 @@ func (c *Committer) NotOnLineage(ctx context.Context, head *Head, chain []*manif
 		return fmt.Errorf("epoch %d is not on the head's lineage %s; it was abandoned by %s (generation %d continued from %s instead of epoch %d)",
 			n, line, how, m.Generation, to, m.Parent.Epoch)
 	}
-	return fmt.Errorf("epoch %d is not on the head's lineage %s: it is not retained (state.retain_epochs keeps the last epochs of the lineage)", n, line)
+	lo := head.Epoch()
+	if len(chain) > 0 {
+		lo = chain[len(chain)-1].Epoch
+	}
+	return fmt.Errorf("epoch %d is not retained: retained epochs are %d..%d of the head's lineage %s (state.retain_epochs keeps the last epochs of the lineage)",
+		n, lo, head.Epoch(), line)
 }
 
 // FormatLineage renders a lineage (newest first) oldest first for messages:
