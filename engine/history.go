@@ -38,12 +38,23 @@ type EpochRecord struct {
 	Deletes   *int64 `json:"deletes"`
 	Retries   *int64 `json:"retries"`
 	Watermark string `json:"watermark"`
+	// Continues is set on the first epoch of a generation restored by a
+	// rollback or savepoint: the epoch whose state it continues (its rows
+	// are differences against that one). The epochs between it and the
+	// head the restore replaced were abandoned and are not listed.
+	Continues *int64 `json:"continues_epoch,omitempty"`
+	// Restore says how ("rollback", "savepoint <name>") when Continues is set.
+	Restore string `json:"restore,omitempty"`
 }
 
-// History returns the retained epochs, newest first, at most limit of them
-// (limit <= 0: all). It reads only manifests (written by no one else's
-// rules): the chain from the head as Peek finds it, through parents, until
-// retention's cut.
+// History returns the retained epochs of the head's lineage, newest first,
+// at most limit of them (limit <= 0: all). It reads only manifests and
+// generation records: the lineage from the head as Peek finds it
+// (epoch.Committer.Chain: through parents, and from the first epoch of a
+// rolled-back or restored generation to the epoch it restored), until
+// retention's cut. Each epoch's rows are differences against its lineage
+// parent; epochs a rollback abandoned are not listed (the restoring epoch
+// says which one it continues).
 func History(ctx context.Context, p *spec.Pipeline, limit int) ([]EpochRecord, error) {
 	st, c, head, err := openHead(ctx, p)
 	if err != nil {
@@ -58,7 +69,42 @@ func History(ctx context.Context, p *spec.Pipeline, limit int) ([]EpochRecord, e
 	if err != nil {
 		return nil, err
 	}
-	return epochRecords(chain, limit), nil
+	recs := epochRecords(chain, limit)
+	for i := range recs {
+		m := chain[i]
+		var lp *manifest.Ref
+		if i+1 < len(chain) {
+			lp = &manifest.Ref{Generation: chain[i+1].Generation, Epoch: chain[i+1].Epoch}
+		} else if lp, err = c.LineageParent(ctx, m); err != nil {
+			return nil, err
+		}
+		if m.Parent != nil && m.Parent.Generation != m.Generation {
+			g, err := c.ReadGeneration(ctx, m.Generation)
+			if err != nil {
+				return nil, err
+			}
+			if rf := g.RestoredFrom; rf != nil && (rf.Kind == manifest.RestoreRollback || rf.Kind == manifest.RestoreSavepoint) {
+				recs[i].Restore = rf.Kind
+				if rf.Kind == manifest.RestoreSavepoint {
+					recs[i].Restore += " " + rf.Savepoint
+				}
+				if lp != nil {
+					recs[i].Continues = ptr(lp.Epoch)
+				}
+			}
+		}
+		if i+1 == len(chain) && m.Parent == nil && m.Counters != (manifest.Counters{}) {
+			// A first manifest that continues a savepoint's counters (a
+			// restore into an empty state): no parent to take differences of.
+			if g, err := c.ReadGeneration(ctx, m.Generation); err == nil && g.Parent != nil {
+				recs[i].RowsIn, recs[i].RowsOut, recs[i].RowsLate, recs[i].RowsRejected = nil, nil, nil, nil
+				if m.Stats == nil {
+					recs[i].Files = nil
+				}
+			}
+		}
+	}
+	return recs, nil
 }
 
 // epochRecords turns a chain (newest first) into records; the last manifest
@@ -100,7 +146,7 @@ func epochRecords(chain []*manifest.Manifest, limit int) []EpochRecord {
 // figure is not known.
 func PrintHistory(w io.Writer, recs []EpochRecord) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "gen\tepoch\tcommitted at\tdur\tfiles\tin\tout\tlate\trej\tout files\twritten\tget\tput\tlist\tdel\tretry\twatermark\t")
+	fmt.Fprintln(tw, "gen\tepoch\tcommitted at\tdur\tfiles\tin\tout\tlate\trej\tout files\twritten\tget\tput\tlist\tdel\tretry\twatermark\tlineage\t")
 	for _, r := range recs {
 		dur := "-"
 		if r.DurationS != nil {
@@ -110,10 +156,17 @@ func PrintHistory(w io.Writer, recs []EpochRecord) {
 		if r.BytesWritten != nil {
 			written = fmtBytes(*r.BytesWritten)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		lineage := ""
+		if r.Restore != "" {
+			lineage = r.Restore
+			if r.Continues != nil {
+				lineage += ": continues epoch " + strconv.FormatInt(*r.Continues, 10)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Generation, r.Epoch, r.CommittedAt.Format(time.RFC3339), dur, dash(r.Files), dash(r.RowsIn), dash(r.RowsOut),
 			dash(r.RowsLate), dash(r.RowsRejected), r.OutputFiles, written, dash(r.Gets), dash(r.Puts), dash(r.Lists),
-			dash(r.Deletes), dash(r.Retries), r.Watermark)
+			dash(r.Deletes), dash(r.Retries), r.Watermark, lineage)
 	}
 	tw.Flush()
 }

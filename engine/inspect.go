@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,7 +26,6 @@ import (
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // Looking inside the state (floe state cat / diff / export).
@@ -231,19 +229,9 @@ func (x *inspector) at(ctx context.Context, n int64) (*manifest.Manifest, *manif
 	if n < 0 || n > h.Epoch {
 		return nil, nil, fmt.Errorf("epoch %d is not retained: %s", n, x.retained(ctx))
 	}
-	cur := h
-	for cur.Epoch > n && cur.Parent != nil {
-		m, err := x.c.ReadManifest(ctx, cur.Parent.Generation, cur.Parent.Epoch)
-		if errors.Is(err, store.ErrNotFound) {
-			break // removed by retention
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		cur = m
-	}
-	if cur.Epoch != n {
-		return nil, nil, fmt.Errorf("epoch %d is not retained: %s", n, x.retained(ctx))
+	cur, _, err := x.c.LineageAt(ctx, x.head, n)
+	if err != nil {
+		return nil, nil, err
 	}
 	if cur == h && x.head.Generation != nil {
 		return cur, x.head.Generation, nil
@@ -265,7 +253,7 @@ func (x *inspector) retained(ctx context.Context) string {
 	if lo == hi {
 		return fmt.Sprintf("only epoch %d (the head) is retained", hi)
 	}
-	return fmt.Sprintf("retained epochs are %d..%d (head %d; state.retain_epochs keeps %d)", lo, hi, hi, x.keep())
+	return fmt.Sprintf("retained epochs are %d..%d of the head's lineage %s (head %d; state.retain_epochs keeps %d)", lo, hi, epoch.FormatLineage(chain), hi, x.keep())
 }
 
 func (x *inspector) keep() int {

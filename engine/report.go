@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,8 +67,12 @@ type Status struct {
 	StateRows           int64      `json:"state_rows,omitempty"`      // rows of the base files
 	MetadataBytes       int64      `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
 	Operators           []OpState  `json:"operators,omitempty"`       // state per operator and subtask
-	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests on the chain ending at the head
+	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests of the head's lineage
 	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
+	// RestorableEpochs are the retained epochs of the head's lineage, newest
+	// first: what rollback --to-epoch, savepoint create --epoch, state and
+	// replay accept. After a rollback they skip the abandoned epochs.
+	RestorableEpochs []int64 `json:"restorable_epochs,omitempty"`
 	// LastEpoch is what the head epoch cost (nil: not recorded).
 	LastEpoch *manifest.EpochStats `json:"last_epoch,omitempty"`
 	// Table (iceberg sinks): the epoch published to the table and its
@@ -139,7 +144,7 @@ func (s *Status) Print(w io.Writer) {
 	fmt.Fprintf(tw, "watermark\t%s\n", wm)
 	s.printPending(tw)
 	if s.RetainedEpochs > 0 {
-		fmt.Fprintf(tw, "retained epochs\t%d (%d..%d)\n", s.RetainedEpochs, s.OldestRetainedEpoch, s.Epoch)
+		fmt.Fprintf(tw, "retained epochs\t%d %s\n", s.RetainedEpochs, formatEpochs(s.RestorableEpochs, s.OldestRetainedEpoch, s.Epoch))
 	}
 	if e := s.LastEpoch; e != nil {
 		fmt.Fprintf(tw, "last epoch\t%.2fs, %d files, %d rows, %s written; %d GET, %d PUT, %d LIST, %d DELETE, %d retries\n",
@@ -409,8 +414,9 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			}
 			s.RetainedEpochs = len(chain)
 			s.OldestRetainedEpoch = chain[len(chain)-1].Epoch
+			s.RestorableEpochs = epoch.Epochs(chain)
 			var parent *manifest.Manifest
-			if len(chain) > 1 && m.Parent != nil && chain[1].Epoch == m.Parent.Epoch {
+			if len(chain) > 1 { // the epoch the head continues, on its lineage
 				parent = chain[1]
 			}
 			in, rej := lastEpochRejects(m, parent)
@@ -737,4 +743,30 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 		}
 	}
 	return rep, nil
+}
+
+// formatEpochs renders restorable epochs (newest first) oldest first, runs of
+// consecutive epochs shortened: "(4, 5, 9..12)"; without the list (a status
+// decoded from an older floe's JSON) "(lo..hi)".
+func formatEpochs(es []int64, lo, hi int64) string {
+	if len(es) == 0 {
+		return fmt.Sprintf("(%d..%d)", lo, hi)
+	}
+	var parts []string
+	for i := len(es) - 1; i >= 0; {
+		j := i
+		for j > 0 && es[j-1] == es[j]+1 {
+			j--
+		}
+		switch {
+		case i == j:
+			parts = append(parts, strconv.FormatInt(es[i], 10))
+		case i-j == 1:
+			parts = append(parts, strconv.FormatInt(es[i], 10), strconv.FormatInt(es[j], 10))
+		default:
+			parts = append(parts, fmt.Sprintf("%d..%d", es[i], es[j]))
+		}
+		i = j - 1
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }

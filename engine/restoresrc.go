@@ -169,47 +169,19 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 		if opts.RollbackTo >= head.Epoch() {
 			return nil, fmt.Errorf("rollback to epoch %d: the head is epoch %d; pick an older retained epoch", opts.RollbackTo, head.Epoch())
 		}
+		// Only an epoch of the head's lineage can be restored: one a
+		// rollback or restore abandoned has lost its outputs (they are not in
+		// the output log any more and sink cleanup deleted them).
 		c := epoch.NewCommitter(st.state, nil, p.Name, nil)
-		chain, err := c.Chain(ctx, head, int(head.Epoch()))
+		m, _, err := c.LineageAt(ctx, head, opts.RollbackTo)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("rollback to epoch %d: %w", opts.RollbackTo, err)
 		}
-		var retained []int64
-		// The chain follows parent pointers, which lead from the first epoch
-		// of a restored generation (a savepoint, a rollback) to the head it
-		// replaced: the epochs between that head and the restored epoch were
-		// abandoned (their outputs are not in the output log any more) and
-		// are not the pipeline's history. Skip them.
-		gens := map[int64]*manifest.Generation{}
-		genOf := func(n int64) (*manifest.Generation, error) {
-			if g, ok := gens[n]; ok {
-				return g, nil
-			}
-			g, err := c.ReadGeneration(ctx, n)
-			gens[n] = g
-			return g, err
+		g, err := c.ReadGeneration(ctx, m.Generation)
+		if err != nil {
+			return nil, fmt.Errorf("rollback to epoch %d: %w", opts.RollbackTo, err)
 		}
-		var resumeAt *manifest.Ref // skip manifests until this one
-		for i, m := range chain {
-			if resumeAt != nil {
-				if m.Generation != resumeAt.Generation || m.Epoch != resumeAt.Epoch {
-					continue
-				}
-				resumeAt = nil
-			}
-			retained = append(retained, m.Epoch)
-			g, err := genOf(m.Generation)
-			if err != nil {
-				return nil, err
-			}
-			if m.Epoch == opts.RollbackTo {
-				return &restoreSource{kind: manifest.RestoreRollback, manifest: m, generation: g, store: st.state, shared: true}, nil
-			}
-			if i+1 < len(chain) && chain[i+1].Generation != m.Generation && g.RestoredFrom != nil && g.Parent != nil {
-				resumeAt = g.Parent
-			}
-		}
-		return nil, fmt.Errorf("rollback to epoch %d: not retained (retained epochs: %v)", opts.RollbackTo, retained)
+		return &restoreSource{kind: manifest.RestoreRollback, manifest: m, generation: g, store: st.state, shared: true}, nil
 	case opts.ReprocessRejected || opts.ReprocessFiles != "":
 		if head.Manifest == nil {
 			return head0, nil // nothing was read yet

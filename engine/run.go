@@ -215,7 +215,7 @@ func (r *runner) sideDirs() []epoch.SideDir {
 }
 
 func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
-	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has}
+	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has, SidePrefixes: []string{rejectedDir + "/"}}
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
@@ -317,6 +317,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			return &r.res, err
 		}
 		r.retain(ctx, false)
+		r.sweepAbandoned(ctx)
 		r.maintainTable(ctx)
 	}
 	if r.newGen != nil {
@@ -390,6 +391,19 @@ func parallelismNote(p *spec.Pipeline, opts *Options) string {
 func (r *runner) retain(ctx context.Context, skipSink bool) {
 	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+	}
+}
+
+// sweepAbandoned removes, after a run that committed a rollback or a
+// savepoint restore, the side outputs (late and rejected rows) of the epochs
+// it abandoned, as the sink cleanup removed their outputs; a failure is
+// logged (the next run's start sweeps again).
+func (r *runner) sweepAbandoned(ctx context.Context) {
+	if rf := r.gen.RestoredFrom; rf == nil || rf.Kind != manifest.RestoreRollback && rf.Kind != manifest.RestoreSavepoint {
+		return
+	}
+	if _, err := r.c.SweepSideOutputs(ctx, r.head, r.keep(), r.sideDirs()); err != nil && !errors.Is(err, context.Canceled) {
+		r.log.Warn("side-output cleanup of abandoned epochs failed; the next run tries again", "error", err)
 	}
 }
 

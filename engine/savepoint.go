@@ -76,20 +76,11 @@ func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epoch
 	}
 	m := head.Manifest
 	if epochN > 0 && epochN != m.Epoch {
-		chain, err := c.Chain(ctx, head, int(head.Epoch()))
-		if err != nil {
-			return nil, err
-		}
-		m = nil
-		var retained []int64
-		for _, x := range chain {
-			retained = append(retained, x.Epoch)
-			if x.Epoch == epochN {
-				m = x
-			}
-		}
-		if m == nil {
-			return nil, fmt.Errorf("savepoint %s: epoch %d is not retained (retained: %v)", name, epochN, retained)
+		// An epoch a rollback or restore abandoned is refused: its outputs
+		// are gone from the output log (and the sink), so a savepoint of it
+		// would restore a log naming deleted files.
+		if m, _, err = c.LineageAt(ctx, head, epochN); err != nil {
+			return nil, fmt.Errorf("savepoint %s: %w", name, err)
 		}
 	}
 	u, err := SavepointURL(p, name)

@@ -457,3 +457,70 @@ func TestGraphSinksIceberg(t *testing.T) {
 		t.Fatalf("an iceberg sink after a files sink: %v", err)
 	}
 }
+
+// sinkDir is the folder of one of fourSinkNames in env e.
+func (g *graphEnv) sinkDir(s struct{ name, input, format, dir string }) string {
+	if s.dir == "" {
+		return strings.TrimPrefix(g.sink, "file://")
+	}
+	return filepath.Join(g.dir, "sinks", s.dir)
+}
+
+// checkSinksExact fails unless every sink of fourSinkNames holds exactly
+// the part files its committed outputs name (outside _rejected/).
+func checkSinksExact(t *testing.T, g *graphEnv, p *spec.Pipeline, what string) {
+	t.Helper()
+	for _, s := range fourSinkNames {
+		urls, err := engine.OutputURLs(context.Background(), p, s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{}
+		for _, u := range urls {
+			want[strings.TrimPrefix(u, "file://")] = true
+		}
+		var extra []string
+		for _, f := range sinkFiles(t, g.sinkDir(s)) {
+			if strings.Contains(f, "/_rejected/") {
+				continue
+			}
+			if !want[f] {
+				extra = append(extra, filepath.Base(f))
+			}
+			delete(want, f)
+		}
+		if len(extra) > 0 || len(want) > 0 {
+			t.Fatalf("%s: sink %s holds %d files no epoch committed %v, and misses %d committed ones %v", what, s.name, len(extra), extra, len(want), want)
+		}
+	}
+}
+
+// TestGraphSinksOrphans: a file of an attempt that never committed, of an
+// epoch older than the retained ones, is deleted from every sink of the
+// graph, not only the first (docs/graph.md: each sink deletes files in its
+// location that no epoch committed).
+func TestGraphSinksOrphans(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 12)
+	p := e.pipelineWith(t, strings.Replace(multiSinkSpec(fourSinks), "parallelism: 2}", "parallelism: 2, retain_epochs: 2}", 1))
+	run(t, p, engine.Options{UntilEpoch: 4})
+	var fakes []string
+	for _, s := range fourSinkNames {
+		files := sinkFiles(t, e.sinkDir(s))
+		if len(files) == 0 {
+			t.Fatalf("sink %s holds nothing after 4 epochs", s.name)
+		}
+		data, err := os.ReadFile(files[0])
+		must(t, err)
+		fake := filepath.Join(e.sinkDir(s), "part-g000001-e0000000001-s0000-deadbeef."+s.format)
+		must(t, os.WriteFile(fake, data, 0o644))
+		fakes = append(fakes, fake)
+	}
+	run(t, p, engine.Options{Drain: true})
+	for _, f := range fakes {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("orphan %s is still there after a run", f)
+		}
+	}
+	checkSinksExact(t, e, p, "after a run")
+}

@@ -151,11 +151,38 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 			}
 		}
 	}
-	if len(chain) > 0 && len(chain) < keep && chain[len(chain)-1].Parent != nil {
+	if len(chain) > 0 && len(chain) < keep {
 		last := chain[len(chain)-1]
-		if !retiredDuringVerify(ctx, c, last) {
-			rep.add(Damage{Object: last.Parent.ManifestPath(), Kind: DamageMissing,
+		lp, err := c.LineageParent(ctx, last)
+		if err != nil {
+			return nil, fmt.Errorf("verify: lineage of epoch %d: %w", last.Epoch, err)
+		}
+		if lp != nil && !retiredDuringVerify(ctx, c, last) {
+			rep.add(Damage{Object: lp.ManifestPath(), Kind: DamageMissing,
 				Detail: fmt.Sprintf("the chain ends at epoch %d, whose parent's manifest is missing", last.Epoch)})
+		}
+	}
+	// Every file the output log lists is a committed output a reader is
+	// told to read (floe outputs): each must exist in its sink, also those
+	// of epochs retention no longer keeps.
+	if outLog.Len() > 0 {
+		objs, err := st.sink.List(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("verify: list the sink: %w", err)
+		}
+		present := make(map[string]bool, len(objs))
+		for _, o := range objs {
+			present[o.Key] = true
+		}
+		for _, f := range outLog.Entries() {
+			if seen[f] {
+				continue // checked above with its size and checksum
+			}
+			rep.Files++
+			if !present[f] {
+				rep.add(Damage{Object: f, Kind: DamageMissing,
+					Detail: "the output log lists this committed output (floe outputs names it to readers), but the sink does not hold it"})
+			}
 		}
 	}
 	return rep, nil

@@ -33,8 +33,12 @@ type Committer struct {
 	// manifests caches decoded manifests by key. A manifest is immutable
 	// once created, so a cached one is always current until retention
 	// deletes it (which evicts it).
-	mu        sync.Mutex
-	manifests map[string]*manifest.Manifest
+	mu          sync.Mutex
+	manifests   map[string]*manifest.Manifest
+	generations map[int64]*manifest.Generation
+	// traced: per generation restored from a savepoint, whether the
+	// savepoint is a copy of this state's epoch (LineageParent).
+	traced map[int64]bool
 }
 
 func (c *Committer) cached(key string) *manifest.Manifest {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/floe-dev/floe/manifest"
@@ -42,15 +43,23 @@ func readVerified(ctx context.Context, s store.Store, ref manifest.FileRef) ([]b
 	return data, nil
 }
 
-// Chain returns up to n committed manifests ending at head, newest first,
-// following parent links.
+// Chain returns up to n committed manifests of the head's lineage, newest
+// first: from head through LineageParent (lineage.go), so the epochs a
+// rollback or restore abandoned are not part of it.
 func (c *Committer) Chain(ctx context.Context, head *Head, n int) ([]*manifest.Manifest, error) {
 	if head == nil || head.Manifest == nil || n <= 0 {
 		return nil, nil
 	}
 	out := []*manifest.Manifest{head.Manifest}
-	for cur := head.Manifest; len(out) < n && cur.Parent != nil; {
-		m, err := c.ReadManifest(ctx, cur.Parent.Generation, cur.Parent.Epoch)
+	for cur := head.Manifest; len(out) < n; {
+		ref, err := c.LineageParent(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		if ref == nil {
+			break
+		}
+		m, err := c.ReadManifest(ctx, ref.Generation, ref.Epoch)
 		if errors.Is(err, store.ErrNotFound) {
 			break // older manifests were removed by retention
 		}
@@ -74,6 +83,10 @@ type GCOptions struct {
 	// root is a committed output (the engine's output log, exact for every
 	// epoch). Without it only outputs of retained epochs can be judged.
 	Committed func(path string) bool
+	// SidePrefixes are the sink's folders of side outputs ("_rejected/"):
+	// they are not in the output log, so their files are judged by the
+	// lineage's manifests.
+	SidePrefixes []string
 }
 
 // GCStats counts what a collection removed.
@@ -169,16 +182,19 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	return st, nil
 }
 
-// cleanSink deletes sink files that no committed attempt wrote: files of
-// epochs up to the head that opts.Committed (or, without it, the retained
-// manifests) does not list. Files of epochs newer than the head are kept (an
-// attempt may be in flight), and so is a file whose fate cannot be decided
-// (an epoch older than the retained chain, without opts.Committed): a
-// committed output is never deleted.
+// cleanSink deletes sink files that no committed attempt wrote, in every
+// sink the store reaches (a pipeline's further sinks are keys under
+// "@<name>/"): files of epochs up to the head that opts.Committed (exact for
+// every epoch) does not list, and side outputs in the sink (opts.SidePrefixes,
+// e.g. "_rejected/") that the lineage manifest of their epoch does not list
+// or whose epoch a rollback or restore abandoned (lineageJudge). Files of
+// epochs newer than the head are kept (an attempt may be in flight), and so
+// is a file whose fate cannot be decided (a side output of an epoch older
+// than the retained lineage): a committed output is never deleted.
 func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, headEpoch int64, opts GCOptions) (int, error) {
-	committed := map[int64]*manifest.Manifest{}
-	for _, m := range chain {
-		committed[m.Epoch] = m
+	j, err := c.lineageJudge(ctx, chain)
+	if err != nil {
+		return 0, fmt.Errorf("sink cleanup: %w", err)
 	}
 	objs, err := c.Sink.List(ctx, "")
 	if err != nil {
@@ -187,16 +203,18 @@ func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, h
 	n := 0
 	for _, o := range objs {
 		info, ok := manifest.ParseOutputName(o.Key)
-		if !ok {
-			continue
+		if !ok || info.Epoch > headEpoch {
+			continue // not floe's, or possibly in flight: judged once the head passes it
+		}
+		side := false
+		for _, p := range opts.SidePrefixes {
+			side = side || strings.HasPrefix(o.Key, p)
 		}
 		var orphan bool
-		if info.Epoch > headEpoch {
-			continue // possibly in flight: judged once the head passes it
-		} else if opts.Committed != nil && !strings.Contains(o.Key, "/") {
+		if opts.Committed != nil && !side {
 			orphan = !opts.Committed(o.Key)
-		} else if m := committed[info.Epoch]; m != nil {
-			orphan = m.Generation != info.Generation || !strings.HasPrefix(m.Attempt, info.AttemptPrefix)
+		} else {
+			orphan = j.orphan(info)
 		}
 		if !orphan {
 			continue
@@ -207,4 +225,53 @@ func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, h
 		n++
 	}
 	return n, nil
+}
+
+// judge decides the fate of a file named by its epoch (side outputs, and
+// outputs when no output log is at hand) from the head's retained lineage.
+type judge struct {
+	byEpoch map[int64]*manifest.Manifest
+	// bound: every lineage epoch above it is in byEpoch, so an epoch in
+	// (bound, head] missing from byEpoch was abandoned by a rollback or a
+	// restore; epochs at or below it cannot be judged.
+	bound int64
+}
+
+func (c *Committer) lineageJudge(ctx context.Context, chain []*manifest.Manifest) (judge, error) {
+	j := judge{byEpoch: map[int64]*manifest.Manifest{}, bound: math.MaxInt64}
+	for _, m := range chain {
+		j.byEpoch[m.Epoch] = m
+	}
+	if len(chain) == 0 {
+		return j, nil
+	}
+	oldest := chain[len(chain)-1]
+	lp, err := c.LineageParent(ctx, oldest)
+	if err != nil {
+		return j, err
+	}
+	if lp != nil {
+		j.bound = lp.Epoch
+	} else {
+		// The lineage starts here (the first epoch, or state restored from
+		// a savepoint this state cannot trace): judge nothing older.
+		j.bound = oldest.Epoch - 1
+	}
+	return j, nil
+}
+
+// orphan reports whether a file of info's generation, epoch and attempt can
+// never be committed: its epoch's lineage manifest was written by another
+// attempt, or its epoch was abandoned.
+func (j judge) orphan(info manifest.OutputInfo) bool {
+	if m := j.byEpoch[info.Epoch]; m != nil {
+		return m.Generation != info.Generation || !strings.HasPrefix(m.Attempt, info.AttemptPrefix)
+	}
+	return info.Epoch > j.bound
+}
+
+// abandoned reports whether epoch e (at most the head) was abandoned by a
+// rollback or restore: newer than the judged bound and not on the lineage.
+func (j judge) abandoned(e int64) bool {
+	return j.byEpoch[e] == nil && e > j.bound
 }

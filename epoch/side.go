@@ -32,10 +32,12 @@ type SideSweeper struct {
 	cand map[int64][]sideFile
 }
 
-// SweepSideOutputs runs at the start of a run. Side-output files of the
-// last keep epochs ending at head that the committed attempt did not write
-// are deleted now; files of epochs newer than the head are remembered for
-// Settle.
+// SweepSideOutputs runs at the start of a run (and at the end of one that
+// committed a restore). Side-output files of the last keep epochs of the
+// head's lineage that the committed attempt did not write, and those of
+// epochs a rollback or restore abandoned (side outputs follow the lineage
+// like outputs), are deleted now; files of epochs newer than the head are
+// remembered for Settle.
 func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, dirs []SideDir) (*SideSweeper, error) {
 	sw := &SideSweeper{c: c, cand: map[int64][]sideFile{}}
 	chain, err := c.Chain(ctx, head, keep)
@@ -45,6 +47,10 @@ func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, 
 	byEpoch := map[int64]map[string]bool{}
 	for _, m := range chain {
 		byEpoch[m.Epoch] = sideNames(m)
+	}
+	j, err := c.lineageJudge(ctx, chain)
+	if err != nil {
+		return nil, err
 	}
 	for _, d := range dirs {
 		objs, err := d.Store.List(ctx, d.Prefix)
@@ -60,7 +66,8 @@ func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, 
 				sw.cand[info.Epoch] = append(sw.cand[info.Epoch], sideFile{d, o.Key})
 				continue
 			}
-			if names, known := byEpoch[info.Epoch]; known && !names[path.Base(o.Key)] {
+			names, known := byEpoch[info.Epoch]
+			if known && !names[path.Base(o.Key)] || j.abandoned(info.Epoch) {
 				if err := d.Store.Delete(ctx, o.Key); err != nil {
 					return nil, fmt.Errorf("%s: delete orphan %s: %w", d.Name, o.Key, err)
 				}

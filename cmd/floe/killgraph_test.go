@@ -189,6 +189,10 @@ func killGraphRestart(t *testing.T, seed uint64, wantKills int, be graphKillBack
 		}
 	}
 	t.Logf("compared %d + %d output rows (two sinks) and %d + %d late rows: equal", len(want), len(want2), len(wantDedup), len(wantJoin))
+	// Every sink holds exactly its committed files: the orphans killed
+	// attempts wrote to any sink, not only the first, were deleted.
+	checkSinkExact(t, ctx, killSpec, "out", be.kill.sink)
+	checkSinkExact(t, ctx, killSpec, "per-category", be.kill.sink2)
 	// Every file the retained epochs name is there, whole.
 	if v := runFloe(t, "verify", killSpec); !strings.Contains(v.stdout, ": 0 problems") {
 		t.Errorf("verify after kills:\n%s", v.stdout)
@@ -395,4 +399,35 @@ func lateRowsAt(t testing.TB, ctx context.Context, u string) []string {
 	}
 	slices.Sort(rows)
 	return rows
+}
+
+// checkSinkExact fails unless the part files in a sink are exactly those
+// `floe outputs SPEC --sink NAME` lists: no file of an attempt that never
+// committed is left (a reader globbing the folder would read its rows).
+func checkSinkExact(t testing.TB, ctx context.Context, specPath, sinkName, sinkURL string) {
+	t.Helper()
+	base := sinkURL
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base = base[:i]
+	}
+	base = strings.TrimSuffix(base, "/") + "/"
+	want := map[string]bool{}
+	for _, line := range strings.Fields(runFloe(t, "outputs", specPath, "--sink", sinkName).stdout) {
+		want[strings.TrimPrefix(line, base)] = true
+	}
+	var extra []string
+	for k := range listKeys(t, ctx, sinkURL) {
+		if !strings.HasPrefix(k, "part-") {
+			continue // the marker, _rejected/
+		}
+		if !want[k] {
+			extra = append(extra, k)
+		}
+		delete(want, k)
+	}
+	slices.Sort(extra)
+	if len(extra) > 0 || len(want) > 0 {
+		t.Errorf("sink %s after kills: %d part files no epoch committed (first 5: %q), %d committed files missing",
+			sinkName, len(extra), firstN(extra, 5), len(want))
+	}
 }

@@ -191,7 +191,10 @@ epoch's generation, number, commit time, duration, input files, rows in / out / 
 rejected, output files, bytes written (outputs, side outputs, state, logs), and the
 object-store requests it made before its commit (GET, PUT, LIST, DELETE) with the
 retries among them. "-" marks a figure the manifest does not record (epochs written by
-an older floe; rows of the oldest retained epoch when its parent was removed).`,
+an older floe; rows of the oldest retained epoch when its parent was removed).
+Only the head's lineage is listed: after a rollback (or a savepoint restore) the epochs
+it abandoned are not, each epoch's rows are differences against its predecessor on the
+lineage, and the restoring epoch says which epoch it continues.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
