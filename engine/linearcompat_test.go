@@ -30,7 +30,7 @@ type linearFixture struct {
 }
 
 var linearFixtures = []linearFixture{
-	{dir: "../testdata/compat/linear-v2", stop: 5, spec: `# testdata/compat/linear-v2: see ../README-linear.md. Do not edit: the state under
+	{dir: "../testdata/compat/linear-v2", stop: 4, spec: `# testdata/compat/linear-v2: see ../README-linear.md. Do not edit: the state under
 # state/ was written by this spec; engine's TestLinearCompat continues it.
 name: linear-v2
 source: {type: files, url: in, format: jsonl,
@@ -124,8 +124,8 @@ func continueLinearFixture(t *testing.T, fx linearFixture) {
 		}
 	}
 	before := committedRows(t, p)
-	if len(before) == 0 {
-		t.Fatal("fixture holds no output rows")
+	if len(before) == 0 && len(fixtureGen.Plan) == 0 {
+		t.Fatal("fixture holds no output rows") // a windowed fixture may hold only open windows
 	}
 
 	// The plan the current code makes is the fixture's: same generation.
