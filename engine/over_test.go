@@ -127,6 +127,19 @@ func TestGraphOver(t *testing.T) {
 	if len(want) < 100 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("over stage: %d rows, want %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
+	// floe state cat: after the drain every row was emitted, and each
+	// bidder's state is its 3 newest bids (the frame, prices only).
+	v := readState(t, ref.pipelineFrom(t, overGraph), engine.StateQuery{})
+	if len(v.Ops) != 1 || v.Ops[0].Kind != "over" {
+		t.Fatalf("state: %+v", v.Ops)
+	}
+	perBidder := map[string]int{}
+	for _, r := range v.Ops[0].Rows {
+		perBidder[fmt.Sprint(r.Key...)]++
+	}
+	if len(perBidder) != 5 || v.Ops[0].States != 15 {
+		t.Fatalf("state holds %d rows for %d bidders, want 3 for each of 5: %v", v.Ops[0].States, len(perBidder), perBidder)
+	}
 
 	e := newGraphEnv(t)
 	e.putAuctions(t, files)
