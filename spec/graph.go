@@ -89,7 +89,10 @@ type Stage struct {
 	Lookup  *Lookup
 	TopN    *TopN
 	Dedup   *Dedup
-	Over    *Over
+	// Over is omitted from the JSON form when nil, so that the plan hash
+	// of a graph without an over stage (engine graphHash) is what it was
+	// before the kind existed.
+	Over *Over `json:",omitempty"`
 }
 
 // Kind returns one of StageKinds, or "" when none or several are set.
