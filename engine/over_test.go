@@ -127,6 +127,19 @@ func TestGraphOver(t *testing.T) {
 	if len(want) < 100 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("over stage: %d rows, want %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
+	// floe replay --verify of every epoch, at the recorded parallelism and
+	// at 3: the over stage restores from its parent's state and emits the
+	// same rows.
+	rp := ref.pipelineFrom(t, overGraph)
+	for ep := res.FirstEpoch; ep <= res.LastEpoch; ep++ {
+		for _, par := range []int{0, 3} {
+			v, err := engine.VerifyReplay(context.Background(), rp, engine.ReplayOptions{Epoch: ep, Parallelism: par})
+			if err != nil || !v.Identical() {
+				t.Fatalf("replay epoch %d at parallelism %d: %v %+v", ep, par, err, v)
+			}
+		}
+	}
+
 	// floe state cat: after the drain every row was emitted, and each
 	// bidder's state is its 3 newest bids (the frame, prices only).
 	v := readState(t, ref.pipelineFrom(t, overGraph), engine.StateQuery{})
