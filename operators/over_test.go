@@ -433,3 +433,24 @@ func TestOverSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOverStateFingerprintPinned pins the over state's layout: its schema
+// and fingerprint (floe-over-state/v1). A change makes every existing
+// pipeline with an over stage refuse its state: change them only with a
+// new state format version and a way to read the old one.
+func TestOverStateFingerprintPinned(t *testing.T) {
+	o := newOverT(t, OverSpec{ID: "o", Keys: []string{"user"}, EventTime: "ts", Rows: 10,
+		Aggregates: mustAggs(t, "a", "avg(n)", "c", "count()")})
+	const schema = "key_group:int32 user:utf8 over.pending:bool over.time:timestamp[us, tz=UTC] over.seq:int64 " +
+		"ts:timestamp[us, tz=UTC] n:int64 f:float64 s:utf8 i32:int32"
+	var got []string
+	for _, f := range o.StateSchema().Fields() {
+		got = append(got, f.Name+":"+f.Type.String())
+	}
+	if g := strings.Join(got, " "); g != schema {
+		t.Errorf("state schema\n got %s\nwant %s", g, schema)
+	}
+	if fp := o.StateFingerprint(); fp != "over-v1-5b0e2134494fee8e0f6a0f57ff8eea6e" {
+		t.Errorf("StateFingerprint = %s", fp)
+	}
+}

@@ -759,6 +759,10 @@ func TestWatermarkDelayAndEventTime(t *testing.T) {
 	if got := g2.WatermarkDelay("d"); got != time.Minute {
 		t.Errorf("dedup keep first: %v", got)
 	}
+	g3 := &Graph{Stages: []Stage{{Name: "o", Inputs: []string{"x"}, Over: &Over{OrderBy: "t2", Rows: 10, AllowedLateness: 3 * time.Second}}}, Sources: []NamedSource{{Name: "x", Source: Source{EventTime: "t"}}}}
+	if d, et := g3.WatermarkDelay("o"), g3.EventTime("o"); d != 3*time.Second || et != "t" {
+		t.Errorf("over: WatermarkDelay %v (want its lateness), EventTime %q (want the input's: order_by does not restamp rows)", d, et)
+	}
 	if got := g2.WatermarkDelay("t"); got != time.Hour+time.Minute {
 		t.Errorf("tumbling top_n: %v", got)
 	}
