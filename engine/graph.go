@@ -27,7 +27,8 @@ import (
 // inputs' rows to its subtasks by key group, then advances them to its
 // watermark and hands on what they emitted. Every stateful node keeps its
 // state in the epoch like the linear pipeline's window (operator id = the
-// stage's name), so kill, restore and rescale hold for every stage.
+// stage's name), so kill, restore and rescale hold for every stage (an
+// over stage too).
 
 // gnode is one node of a compiled graph.
 type gnode struct {
@@ -361,6 +362,26 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		n.stateful, n.fp = true, op.StateFingerprint()
 		n.keyCols = [][]int{op.KeyColumns(0)}
 		n.newOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
+	case st.Over != nil:
+		ov := st.Over
+		os := operators.OverSpec{ID: n.name, Keys: ov.Keys, EventTime: ov.OrderBy, Rows: ov.Rows, AllowedLateness: ov.AllowedLateness}
+		if os.EventTime == "" {
+			os.EventTime = eventTimeOf(g, st.Inputs[0])
+		}
+		for _, a := range ov.Aggregates {
+			as, err := operators.ParseAggregate(a.Name, fmt.Sprintf("%s(%s)", a.Func, a.Column))
+			if err != nil {
+				return fmt.Errorf("over: %w", err)
+			}
+			os.Aggregates = append(os.Aggregates, as)
+		}
+		op, err := operators.NewOver(os, in, k)
+		if err != nil {
+			return fmt.Errorf("over: %w", err)
+		}
+		n.stateful, n.fp = true, op.StateFingerprint()
+		n.keyCols = [][]int{op.KeyColumns(0)}
+		n.newOp = func() (operators.Stateful, error) { return operators.NewOver(os, in, k) }
 	case st.Lookup != nil:
 		l := st.Lookup
 		ls := operators.LookupSpec{ID: n.name, Type: operators.InnerJoin, StreamKeys: l.LeftKeys, TableKeys: l.RightKeys, RightPrefix: l.RightPrefix}
@@ -424,7 +445,7 @@ func describeGraph(p *spec.Pipeline, parallelism int) string {
 	return g.DescribeWith(func(name string) string {
 		if st := g.Stage(name); st != nil {
 			switch st.Kind() {
-			case spec.KindWindow, spec.KindJoin, spec.KindTopN, spec.KindDedup:
+			case spec.KindWindow, spec.KindJoin, spec.KindTopN, spec.KindDedup, spec.KindOver:
 				return fmt.Sprintf("parallelism %d", parallelism)
 			}
 		}

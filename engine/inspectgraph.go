@@ -253,6 +253,10 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		case st.Dedup != nil:
 			keys, seq = st.Dedup.Keys, operators.ColDedupSeq
 			ident, sorts = []string{operators.ColDedupPending, operators.ColDedupTime}, []string{operators.ColDedupTime, operators.ColDedupPending}
+		case st.Over != nil:
+			keys, seq = st.Over.Keys, operators.ColOverSeq
+			ident = []string{operators.ColOverPending, operators.ColOverTime}
+			sorts = ident
 		case st.TopN != nil:
 			keys, seq = st.TopN.Keys, operators.ColTopNSeq
 			ident = []string{"window_start", "window_end", colTopNRank}
@@ -437,6 +441,17 @@ func describeStage(st *spec.Stage) string {
 			per = fmt.Sprintf("per tumbling %s", t.Tumbling)
 		}
 		return fmt.Sprintf("top_n %d by %s %s, allowed lateness %s", t.N, strings.Join(order, ", "), per, t.AllowedLateness)
+	case st.Over != nil:
+		o := st.Over
+		aggs := make([]string, len(o.Aggregates))
+		for i, a := range o.Aggregates {
+			aggs[i] = a.Name + "=" + a.String()
+		}
+		order := o.OrderBy
+		if order == "" {
+			order = "the input's event time"
+		}
+		return fmt.Sprintf("over rows %d preceding by %s, %s, allowed lateness %s", o.Rows, order, strings.Join(aggs, " "), o.AllowedLateness)
 	case st.Join != nil:
 		j := st.Join
 		typ := "inner"

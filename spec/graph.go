@@ -32,6 +32,9 @@ const (
 	maxNameLen = 64
 	// maxTopN bounds top_n.n: the stage keeps n rows per key in state.
 	maxTopN = 10000
+	// maxOverRows bounds over.rows: the stage keeps that many rows per key
+	// (operators.MaxOverRows).
+	maxOverRows = 10000
 	// maxKeyColumns bounds the key columns of a join, lookup, top_n or dedup.
 	maxKeyColumns = 32
 )
@@ -43,10 +46,11 @@ const (
 	KindLookup = "lookup"
 	KindTopN   = "top_n"
 	KindDedup  = "dedup"
+	KindOver   = "over"
 )
 
 // StageKinds lists every stage kind, in documentation order.
-var StageKinds = []string{KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
+var StageKinds = []string{KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup, KindOver}
 
 // NamedSource is one entry of `sources:`. Its name is unique among
 // sources and stages.
@@ -85,6 +89,10 @@ type Stage struct {
 	Lookup  *Lookup
 	TopN    *TopN
 	Dedup   *Dedup
+	// Over is omitted from the JSON form when nil, so that the plan hash
+	// of a graph without an over stage (engine graphHash) is what it was
+	// before the kind existed.
+	Over *Over `json:",omitempty"`
 }
 
 // Kind returns one of StageKinds, or "" when none or several are set.
@@ -96,6 +104,7 @@ func (s Stage) Kind() string {
 	}{
 		{s.Filter != nil, KindFilter}, {s.Project != nil, KindProject}, {s.Window != nil, KindWindow},
 		{s.Join != nil, KindJoin}, {s.Lookup != nil, KindLookup}, {s.TopN != nil, KindTopN}, {s.Dedup != nil, KindDedup},
+		{s.Over != nil, KindOver},
 	} {
 		if c.set {
 			n, k = n+1, c.kind
@@ -259,6 +268,25 @@ type Dedup struct {
 	AllowedLateness time.Duration
 }
 
+// Over adds to each row aggregates over the row and the Rows rows of its
+// key before it, in event-time order: SQL's agg(col) OVER (PARTITION BY
+// Keys ORDER BY OrderBy ROWS BETWEEN Rows PRECEDING AND CURRENT ROW). A row
+// is emitted once the watermark (minus AllowedLateness) passes its time.
+type Over struct {
+	// Keys may be empty: one partition.
+	Keys []string
+	// OrderBy names the timestamp column rows are ordered by; empty = the
+	// input's event time.
+	OrderBy string
+	// Rows is the number of preceding rows in the frame (0..10000).
+	Rows int
+	// Aggregates are the columns added, in declared order.
+	Aggregates []Aggregate
+	// AllowedLateness delays the cutoff (watermark - AllowedLateness) at
+	// which rows are emitted and after which a row is late.
+	AllowedLateness time.Duration
+}
+
 // isGraph reports whether p uses the graph form: it has sources, stages or
 // sinks, or its spec file names one of those keys (even with no entries).
 func (p *Pipeline) isGraph() bool {
@@ -326,11 +354,12 @@ func (p *Pipeline) setGraphDefaults() {
 // ---- decoding ----
 
 var (
-	stageFields  = []string{"name", "input", "inputs", "late_url", KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup}
+	stageFields  = []string{"name", "input", "inputs", "late_url", KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup, KindOver}
 	joinFields   = []string{"type", "on", "left_on", "right_on", "left_time", "right_time", "interval", "window", "allowed_lateness", "right_prefix"}
 	lookupFields = []string{"url", "format", "schema", "csv", "pattern", "type", "on", "left_on", "right_on", "right_prefix"}
 	topNFields   = []string{"n", "key", "order_by", "tumbling", "event_time", "allowed_lateness", "rank_column"}
 	dedupFields  = []string{"key", "keep", "within", "event_time", "allowed_lateness"}
+	overFields   = []string{"key", "order_by", "rows", "aggregates", "allowed_lateness"}
 )
 
 // graph decodes the graph form's top-level fields (sources, stages, sinks)
@@ -444,6 +473,9 @@ func (d *decoder) stage(n *node, sp string) Stage {
 	}
 	if v := f[KindDedup]; v != nil {
 		st.Dedup = d.dedupStage(v, join(sp, KindDedup))
+	}
+	if v := f[KindOver]; v != nil {
+		st.Over = d.overStage(v, join(sp, KindOver))
 	}
 	return st
 }
@@ -673,6 +705,43 @@ func (d *decoder) dedupStage(n *node, path string) *Dedup {
 	return dd
 }
 
+func (d *decoder) overStage(n *node, path string) *Over {
+	o := &Over{}
+	f := d.fields(n, path, overFields...)
+	if f == nil {
+		return o
+	}
+	if v := f["key"]; v != nil {
+		o.Keys = d.stringList(v, join(path, "key"))
+	}
+	if v := f["order_by"]; v != nil {
+		fp := join(path, "order_by")
+		s := d.str(v, fp)
+		words := strings.Fields(s)
+		switch {
+		case d.c.hasFailed(fp):
+		case len(words) == 1 || len(words) == 2 && strings.EqualFold(words[1], "asc"):
+			o.OrderBy = words[0]
+		default:
+			d.c.decodeErr(v.pos, fp, "invalid order %q: an over stage orders by one timestamp column, ascending (e.g. order_by: dateTime)", s)
+		}
+	}
+	if v := f["rows"]; v != nil {
+		o.Rows = d.smallInt(v, join(path, "rows"))
+	}
+	if v := f["aggregates"]; v != nil {
+		fp := join(path, "aggregates")
+		names, vals := d.pairs(v, fp)
+		for i, name := range names {
+			o.Aggregates = append(o.Aggregates, d.aggregate(vals[i], join(fp, name), name))
+		}
+	}
+	if v := f["allowed_lateness"]; v != nil {
+		o.AllowedLateness = d.duration(v, join(path, "allowed_lateness"))
+	}
+	return o
+}
+
 // ---- Graph queries ----
 
 // Source returns the source named name, or nil.
@@ -813,6 +882,8 @@ func (g *Graph) WatermarkDelay(name string) time.Duration {
 		return st.Dedup.AllowedLateness
 	case st.TopN != nil:
 		return st.TopN.AllowedLateness + st.TopN.Tumbling
+	case st.Over != nil:
+		return st.Over.AllowedLateness
 	}
 	return 0
 }
@@ -976,6 +1047,20 @@ func (g *Graph) describeStage(st *Stage) string {
 		}
 		if dd.AllowedLateness > 0 {
 			what += ", lateness " + fmtDur(dd.AllowedLateness)
+		}
+	case KindOver:
+		o := st.Over
+		order := o.OrderBy
+		if order == "" && len(st.Inputs) == 1 {
+			order = g.EventTime(st.Inputs[0])
+		}
+		aggs := make([]string, len(o.Aggregates))
+		for i, a := range o.Aggregates {
+			aggs[i] = a.Name + "=" + a.String()
+		}
+		what = fmt.Sprintf("over rows %d preceding by %s, key %s, %s", o.Rows, order, keyList(o.Keys), strings.Join(aggs, " "))
+		if o.AllowedLateness > 0 {
+			what += ", lateness " + fmtDur(o.AllowedLateness)
 		}
 	default:
 		what = "?"

@@ -414,9 +414,9 @@ func TestGraphErrors(t *testing.T) {
 		{"join unknown field", "join: {on", "join: {lateness: 1m, on",
 			[]wantErr{{"join: {|lateness", `stages[1].join.lateness: unknown field (allowed: type, on, left_on, right_on, left_time, right_time, interval, window, allowed_lateness, right_prefix)`}}},
 		{"no kind", `    filter: "bytes > 0"` + "\n", "",
-			[]wantErr{{"- |name: valid", `stages[0]: needs one of filter, project, window, join, lookup, top_n, dedup`}}},
+			[]wantErr{{"- |name: valid", `stages[0]: needs one of filter, project, window, join, lookup, top_n, dedup, over`}}},
 		{"two kinds", `    filter: "bytes > 0"`, `    filter: "bytes > 0"` + "\n    dedup: {key: user_id, within: 1h}",
-			[]wantErr{{"- |name: valid", `stages[0]: sets more than one of filter, project, window, join, lookup, top_n, dedup; use one list item per stage`}}},
+			[]wantErr{{"- |name: valid", `stages[0]: sets more than one of filter, project, window, join, lookup, top_n, dedup, over; use one list item per stage`}}},
 		{"misspelt stage field", "input: clicks", "inptu: clicks",
 			[]wantErr{
 				{"- |name: valid", `stages[0].input: required: name the source or stage this stage reads`},
@@ -425,7 +425,7 @@ func TestGraphErrors(t *testing.T) {
 		{"window id in a stage", "window: {key", "window: {id: w, key",
 			[]wantErr{{"id: |w", `stages[2].window.id: a stage's id is its name; leave window.id out`}}},
 		{"late_url on a filter", `    filter: "bytes > 0"`, `    filter: "bytes > 0"` + "\n    late_url: /late",
-			[]wantErr{{"late_url: |/late", `stages[0].late_url: a filter stage finds no rows late (window, join, top_n and dedup stages do)`}}},
+			[]wantErr{{"late_url: |/late", `stages[0].late_url: a filter stage finds no rows late (window, join, top_n, dedup and over stages do)`}}},
 		{"late_url on a source", "event_time: ts}\n  orders", "event_time: ts, late_url: /late}\n  orders",
 			[]wantErr{{"late_url: |/late", `sources.clicks.late_url: in the graph form late rows belong to the stage that finds them late: set late_url on the window, join, top_n or dedup stage`}}},
 		{"source problems keep their path", "format: jsonl, schema: {ts: timestamp, user_id: string, bytes", "format: jsonl, schema: {ts: timestamp, user_id: strin, bytes",
@@ -522,6 +522,19 @@ func TestStageConfigErrors(t *testing.T) {
 			[]wantErr{{"on: |[k,", `stages[0].lookup.on: 33 key columns; at most 32`}}},
 		{"dedup empty key column", `    dedup: {key: [user_id, ""], within: 1h}`,
 			[]wantErr{{`user_id, |""`, `stages[0].dedup.key[1]: empty column name`}}},
+		{"over is fine", `    over: {key: [user_id], order_by: ts, rows: 10, aggregates: {avg_bytes: "avg(bytes)", n: "count()"}}` + "\n    late_url: /late", nil},
+		{"over needs rows and aggregates", `    over: {key: [user_id]}`,
+			[]wantErr{
+				{"over: {|key", `stages[0].over.rows: required: how many preceding rows the frame holds (ROWS BETWEEN n PRECEDING AND CURRENT ROW), e.g. rows: 10`},
+				{"over: {|key", `stages[0].over.aggregates: required: at least one name: "func(column)", e.g. {avg_price: "avg(price)"}`},
+			}},
+		{"over rows range and order", `    over: {rows: 10001, order_by: ts desc, aggregates: {d: "count_distinct(bytes)", s: "sum(bytes)"}, allowed_lateness: -1s}`,
+			[]wantErr{
+				{"rows: |10001", `stages[0].over.rows: must be between 0 and 10000, got 10001 (rows: n means ROWS BETWEEN n PRECEDING AND CURRENT ROW)`},
+				{"order_by: |ts desc", `stages[0].over.order_by: invalid order "ts desc": an over stage orders by one timestamp column, ascending (e.g. order_by: dateTime)`},
+				{`d: |"count_distinct`, `stages[0].over.aggregates.d: count_distinct is not supported in an over stage (count, sum, avg, min, max, first, last are)`},
+				{"allowed_lateness: |-1s", `stages[0].over.allowed_lateness: must not be negative`},
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -745,6 +758,10 @@ func TestWatermarkDelayAndEventTime(t *testing.T) {
 	dd.Keep = KeepFirst
 	if got := g2.WatermarkDelay("d"); got != time.Minute {
 		t.Errorf("dedup keep first: %v", got)
+	}
+	g3 := &Graph{Stages: []Stage{{Name: "o", Inputs: []string{"x"}, Over: &Over{OrderBy: "t2", Rows: 10, AllowedLateness: 3 * time.Second}}}, Sources: []NamedSource{{Name: "x", Source: Source{EventTime: "t"}}}}
+	if d, et := g3.WatermarkDelay("o"), g3.EventTime("o"); d != 3*time.Second || et != "t" {
+		t.Errorf("over: WatermarkDelay %v (want its lateness), EventTime %q (want the input's: order_by does not restamp rows)", d, et)
 	}
 	if got := g2.WatermarkDelay("t"); got != time.Hour+time.Minute {
 		t.Errorf("tumbling top_n: %v", got)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/floe-dev/floe/internal/aggsyntax"
 )
 
 // Graph is a pipeline as a directed acyclic graph: named sources, stages
@@ -503,10 +505,12 @@ func (p *Pipeline) validateStage(c *collector, i int) {
 		validateTopN(c, sp+"."+KindTopN, st.TopN)
 	case KindDedup:
 		validateDedup(c, sp+"."+KindDedup, st.Dedup)
+	case KindOver:
+		validateOver(c, sp+"."+KindOver, st.Over)
 	case "":
 		all := strings.Join(StageKinds, ", ")
 		n := 0
-		for _, set := range []bool{st.Filter != nil, st.Project != nil, st.Window != nil, st.Join != nil, st.Lookup != nil, st.TopN != nil, st.Dedup != nil} {
+		for _, set := range []bool{st.Filter != nil, st.Project != nil, st.Window != nil, st.Join != nil, st.Lookup != nil, st.TopN != nil, st.Dedup != nil, st.Over != nil} {
 			if set {
 				n++
 			}
@@ -520,7 +524,7 @@ func (p *Pipeline) validateStage(c *collector, i int) {
 	if st.LateURL != "" {
 		switch kind {
 		case KindFilter, KindProject, KindLookup:
-			c.add(sp+".late_url", "a %s stage finds no rows late (window, join, top_n and dedup stages do)", kind)
+			c.add(sp+".late_url", "a %s stage finds no rows late (window, join, top_n, dedup and over stages do)", kind)
 		default:
 			checkURLField(c, sp+".late_url", st.LateURL, false)
 		}
@@ -730,5 +734,40 @@ func validateDedup(c *collector, dp string, d *Dedup) {
 		c.add(dp+".within", "must be > 0")
 	case d.Within == 0:
 		c.add(dp+".within", "required: how long a key's first row is remembered, e.g. within: 1h")
+	}
+}
+
+func validateOver(c *collector, op string, o *Over) {
+	validateKeyList(c, op+".key", o.Keys)
+	if o.Rows < 0 || o.Rows > maxOverRows {
+		c.add(op+".rows", "must be between 0 and %d, got %d (rows: n means ROWS BETWEEN n PRECEDING AND CURRENT ROW)", maxOverRows, o.Rows)
+	}
+	if c.origin != nil {
+		if _, ok := c.origin.pos[op+".rows"]; !ok {
+			c.add(op+".rows", "required: how many preceding rows the frame holds (ROWS BETWEEN n PRECEDING AND CURRENT ROW), e.g. rows: 10")
+		}
+	}
+	if o.AllowedLateness < 0 {
+		c.add(op+".allowed_lateness", "must not be negative")
+	}
+	ap := op + ".aggregates"
+	if len(o.Aggregates) == 0 {
+		c.add(ap, "required: at least one name: \"func(column)\", e.g. {avg_price: \"avg(price)\"}")
+	}
+	for j, a := range o.Aggregates {
+		fp := ap + "." + a.Name
+		switch {
+		case a.Name == "":
+			c.add(index(ap, j), "empty aggregate name")
+		case a.RenamedFrom != "":
+			c.add(fp+".renamed_from", "applies to window aggregates only (an over stage's state holds input columns, not aggregates)")
+		case c.hasFailed(fp):
+		case a.Func == CountDistinct:
+			c.add(fp, "count_distinct is not supported in an over stage (count, sum, avg, min, max, first, last are)")
+		default:
+			if err := aggsyntax.Check(string(a.Func), a.Column); err != nil {
+				c.add(fp, "%s", err.Error())
+			}
+		}
 	}
 }

@@ -64,6 +64,13 @@ WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`},
 c AS (SELECT auction, starttime, count(*) AS num FROM w GROUP BY ALL),
 m AS (SELECT starttime, max(num) AS maxn FROM c GROUP BY ALL)
 SELECT c.auction, c.num, c.starttime FROM c JOIN m USING (starttime) WHERE c.num >= m.maxn`},
+	{Name: "q6", Title: "average selling price by seller (OVER ROWS frame)", Streams: []string{Auctions, Bids},
+		SQL: `WITH q AS (
+  SELECT A.id, A.seller, A.expires, max(B.price) AS final
+  FROM {auctions} A JOIN {bids} B ON A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires
+  GROUP BY A.id, A.seller, A.expires)
+SELECT seller, avg(final) OVER (PARTITION BY seller ORDER BY expires, id ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS avg_price
+FROM q`},
 	{Name: "q7", Title: "highest bid per window joined back to the bid", Streams: []string{Bids},
 		SQL: `WITH b AS (SELECT *, time_bucket(INTERVAL 10 SECOND, dateTime) AS ws FROM {bids}),
 m AS (SELECT ws, max(price) AS maxprice FROM b GROUP BY ws)

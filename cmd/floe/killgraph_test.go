@@ -24,7 +24,8 @@ import (
 // keep-last dedup of the bids, a windowed join of the deduplicated bids
 // with the auctions, a window per category over the join and a top-n over
 // that window, written to two sinks: the top-n and the per-category
-// window (the pipeline's sinks commit together, epoch by epoch). The dedup
+// window's results with an over stage's average volume of each category's
+// last 4 windows (the pipeline's sinks commit together, epoch by epoch). The dedup
 // and the join find late rows (rows older than
 // their watermark, in later files) and write them to their late_url.
 const killGraphSpec = `name: %s
@@ -63,9 +64,12 @@ stages:
   - name: top
     input: per-category
     top_n: {n: 5, order_by: [volume desc, category], allowed_lateness: 10s}
+  - name: category-trend
+    input: per-category
+    over: {key: [category], order_by: window_end, rows: 3, aggregates: {avg_volume: "avg(volume)", windows: "count()"}, allowed_lateness: 10s}
 sinks:
   out: {input: top, type: files, url: %q, format: parquet}
-  per-category: {input: per-category, type: files, url: %q, format: parquet}
+  per-category: {input: category-trend, type: files, url: %q, format: parquet}
 state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
 `
 

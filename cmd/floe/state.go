@@ -50,7 +50,7 @@ Each aggregate is the value the window would emit if the input ended at this epo
 --key matches the key's values joined by "," (e.g. --key u42, or --key u42,/home for two key columns).
 
 A pipeline in the graph form prints every keyed stage (--op STAGE for one): a window stage
-as above, a dedup, top_n or join stage one line per row it holds:
+as above, a dedup, top_n, over or join stage one line per row it holds:
 
   op=<stage> <key>=<v>... <state column>=<v>... key_group=<g> subtask=<s>`,
 		Args: cobra.ExactArgs(1),
@@ -151,7 +151,7 @@ aggregate (finalised), key_group, subtask. Query it with DuckDB, e.g.:
   duckdb -c "select user_id, clicks from 'state.parquet' order by clicks desc limit 10"
 
 A pipeline in the graph form exports one keyed stage (--op STAGE, required when it has several):
-a window stage as above; a dedup, top_n or join stage as operator, the key columns, its state
+a window stage as above; a dedup, top_n, over or join stage as operator, the key columns, its state
 columns, key_group, subtask.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
