@@ -1,7 +1,6 @@
 package operators
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -567,9 +566,22 @@ func (a *minMaxAcc[T]) reset(s int32) {
 }
 func (a *minMaxAcc[T]) better(x, cur T) bool {
 	if a.max {
-		return cmp.Less(cur, x)
+		return sqlLess(cur, x)
 	}
-	return cmp.Less(x, cur)
+	return sqlLess(x, cur)
+}
+
+// sqlLess orders values as SQL engines do (DuckDB, PostgreSQL): a float
+// NaN above every number, so min ignores NaN unless every value is NaN and
+// max is NaN when any value is (cmp.Less puts NaN below every number).
+func sqlLess[T value](a, b T) bool {
+	if a != a { // NaN
+		return false
+	}
+	if b != b {
+		return true
+	}
+	return a < b
 }
 func (a *minMaxAcc[T]) merge(dst, src int32) {
 	if a.has[src] && (!a.has[dst] || a.better(a.v[src], a.v[dst])) {

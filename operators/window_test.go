@@ -116,3 +116,19 @@ func TestSlidingWindows(t *testing.T) {
 		adv(math.MaxInt64, `"a" 5 15 3 1011 10`, `"a" 10 20 1 10 10`),
 	})
 }
+
+// TestMinMaxNaN: min and max over floats order NaN above every number, as
+// SQL engines do (DuckDB, PostgreSQL): min of {1, NaN, 2} is 1, max NaN;
+// min of NaN alone is NaN.
+func TestMinMaxNaN(t *testing.T) {
+	nan := math.NaN()
+	w := newWin(t, WindowSpec{Kind: Tumbling, Size: 10 * us, Aggregates: mustAggs(t, "lo", "min(f)", "hi", "max(f)")})
+	runSteps(t, w, []step{
+		proc(
+			ev{ts: 1, user: sp("a"), f: fp(1)}, ev{ts: 2, user: sp("a"), f: fp(nan)}, ev{ts: 3, user: sp("a"), f: fp(2)},
+			ev{ts: 1, user: sp("b"), f: fp(nan)},
+			ev{ts: 1, user: sp("c"), f: fp(nan)}, ev{ts: 2, user: sp("c"), f: fp(-1)},
+		),
+		adv(10, `"a" 0 10 1 NaN`, `"b" 0 10 NaN NaN`, `"c" 0 10 -1 NaN`),
+	})
+}
