@@ -337,8 +337,8 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 }
 
 // partSink encodes a streamed epoch's output into parts of about partBytes,
-// one open part per sink directory (one, or one per day of a day-partitioned
-// Iceberg table; together they share the bound), and writes each finished
+// one open part per sink directory (one, one per partition of an Iceberg
+// table, or one per Hive partition directory; together they share the bound), and writes each finished
 // part in the background, one at a time.
 type partSink struct {
 	r      *runner
@@ -394,12 +394,16 @@ func (s *partSink) write(b arrow.RecordBatch) error {
 				groups["data/day="+day] = g
 			}
 		}
+	} else if h := r.plan.sinkParts; h != nil {
+		if groups, err = sinkGroups(h, "", []arrow.RecordBatch{o}, r.mem); err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
 	}
 	for _, dir := range sortedKeys(groups) {
 		enc := s.open[dir]
 		if enc == nil {
 			opts := formats.EncodeOptions{Mem: r.mem, Compression: "snappy"}
-			if enc, err = formats.NewPartEncoder(s.format, r.plan.output, opts); err != nil {
+			if enc, err = formats.NewPartEncoder(s.format, r.plan.sinkParts.schema(r.plan.output), opts); err != nil {
 				return err
 			}
 			s.open[dir] = enc

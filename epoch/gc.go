@@ -71,7 +71,8 @@ type GCOptions struct {
 	// wasteful; the engine cleans it at the start and end of a run).
 	SkipSink bool
 	// Committed, when set, tells whether a sink-relative path at the sink
-	// root is a committed output (the engine's output log, exact for every
+	// root or in a Hive partition directory below it (col=value/...) is a
+	// committed output (the engine's output log, exact for every
 	// epoch). Without it only outputs of retained epochs can be judged.
 	Committed func(path string) bool
 }
@@ -193,7 +194,9 @@ func (c *Committer) cleanSink(ctx context.Context, chain []*manifest.Manifest, h
 		var orphan bool
 		if info.Epoch > headEpoch {
 			continue // possibly in flight: judged once the head passes it
-		} else if opts.Committed != nil && !strings.Contains(o.Key, "/") {
+		} else if opts.Committed != nil && info.Dir == "" {
+			// At the sink root or in its Hive partition directories
+			// (col=value/...): where the output log lists every file.
 			orphan = !opts.Committed(o.Key)
 		} else if m := committed[info.Epoch]; m != nil {
 			orphan = m.Generation != info.Generation || !strings.HasPrefix(m.Attempt, info.AttemptPrefix)
