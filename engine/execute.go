@@ -158,13 +158,13 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			// each in a day-partitioned table.
 			groups = map[string][]arrow.RecordBatch{"data": bs}
 			if r.table.partCol >= 0 {
-				byDay, err := splitByDay(bs, r.table.partCol, r.mem)
+				byDay, err := splitByPartition(bs, r.table.partCol, r.table.transform, r.mem)
 				if err != nil {
 					return nil, err
 				}
 				groups = map[string][]arrow.RecordBatch{}
-				for day, g := range byDay {
-					groups["data/day="+day] = g
+				for dir, g := range byDay {
+					groups["data/"+dir] = g
 				}
 			}
 		} else if h := r.plan.sinkParts; h != nil {

@@ -100,6 +100,27 @@ func (h *hiveParts) schema(out *arrow.Schema) *arrow.Schema {
 // ("dt=2015-07-15/hm=08%3A00"), each group's batches holding the files'
 // columns only.
 func (h *hiveParts) split(bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+	var seg strings.Builder
+	return groupRows(bs, h.keep, h.file, mem, func(b arrow.RecordBatch, i int) (string, error) {
+		seg.Reset()
+		for j, c := range h.cols {
+			if j > 0 {
+				seg.WriteByte('/')
+			}
+			v, ok := hiveValue(b.Column(c), i)
+			s := manifest.HivePartitionSegment(h.names[j], v, ok)
+			if len(s) > manifest.MaxPartitionSegment {
+				return "", fmt.Errorf("partition column %s: value %.40q... makes a directory name of %d bytes (at most %d)", h.names[j], v, len(s), manifest.MaxPartitionSegment)
+			}
+			seg.WriteString(s)
+		}
+		return seg.String(), nil
+	})
+}
+
+// groupRows groups the rows of bs by the directory dirOf names, each
+// group's batches holding columns keep of the input (schema file).
+func groupRows(bs []arrow.RecordBatch, keep []int, file *arrow.Schema, mem memory.Allocator, dirOf func(b arrow.RecordBatch, i int) (string, error)) (map[string][]arrow.RecordBatch, error) {
 	out := map[string][]arrow.RecordBatch{}
 	ctx := compute.WithAllocator(context.Background(), mem)
 	for _, b := range bs {
@@ -109,21 +130,11 @@ func (h *hiveParts) split(bs []arrow.RecordBatch, mem memory.Allocator) (map[str
 		}
 		rows := map[string][]int64{}
 		var order []string
-		var seg strings.Builder
 		for i := range n {
-			seg.Reset()
-			for j, c := range h.cols {
-				if j > 0 {
-					seg.WriteByte('/')
-				}
-				v, ok := hiveValue(b.Column(c), i)
-				s := manifest.HivePartitionSegment(h.names[j], v, ok)
-				if len(s) > manifest.MaxPartitionSegment {
-					return nil, fmt.Errorf("partition column %s: value %.40q... makes a directory name of %d bytes (at most %d)", h.names[j], v, len(s), manifest.MaxPartitionSegment)
-				}
-				seg.WriteString(s)
+			dir, err := dirOf(b, i)
+			if err != nil {
+				return nil, err
 			}
-			dir := seg.String()
 			if _, seen := rows[dir]; !seen {
 				order = append(order, dir)
 			}
@@ -131,19 +142,19 @@ func (h *hiveParts) split(bs []arrow.RecordBatch, mem memory.Allocator) (map[str
 		}
 		for _, dir := range order {
 			idx := rows[dir]
-			cols := make([]arrow.Array, len(h.keep))
+			cols := make([]arrow.Array, len(keep))
 			if len(idx) == n {
-				for k, c := range h.keep {
+				for k, c := range keep {
 					cols[k] = b.Column(c)
 				}
-				out[dir] = append(out[dir], array.NewRecordBatch(h.file, cols, int64(n)))
+				out[dir] = append(out[dir], array.NewRecordBatch(file, cols, int64(n)))
 				continue
 			}
 			ib := array.NewInt64Builder(mem)
 			ib.AppendValues(idx, nil)
 			ind := ib.NewArray()
 			ib.Release()
-			for k, c := range h.keep {
+			for k, c := range keep {
 				a, err := compute.TakeArray(ctx, b.Column(c), ind)
 				if err != nil {
 					ind.Release()
@@ -152,7 +163,7 @@ func (h *hiveParts) split(bs []arrow.RecordBatch, mem memory.Allocator) (map[str
 				cols[k] = a
 			}
 			ind.Release()
-			out[dir] = append(out[dir], array.NewRecordBatch(h.file, cols, int64(len(idx))))
+			out[dir] = append(out[dir], array.NewRecordBatch(file, cols, int64(len(idx))))
 			for _, a := range cols {
 				a.Release()
 			}

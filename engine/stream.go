@@ -385,13 +385,13 @@ func (s *partSink) write(b arrow.RecordBatch) error {
 	if r.table != nil {
 		groups = map[string][]arrow.RecordBatch{"data": {o}}
 		if r.table.partCol >= 0 {
-			byDay, err := splitByDay([]arrow.RecordBatch{o}, r.table.partCol, r.mem)
+			byDay, err := splitByPartition([]arrow.RecordBatch{o}, r.table.partCol, r.table.transform, r.mem)
 			if err != nil {
 				return err
 			}
 			groups = map[string][]arrow.RecordBatch{}
-			for day, g := range byDay {
-				groups["data/day="+day] = g
+			for dir, g := range byDay {
+				groups["data/"+dir] = g
 			}
 		}
 	} else if h := r.plan.sinkParts; h != nil {
