@@ -121,6 +121,12 @@ func TestKillRestartHivePartitioned(t *testing.T) {
 			t.Errorf("planted orphan %s is still there", k)
 		}
 	}
+	// floe verify checks every committed file (sizes, checksums) and
+	// replay --verify the head epoch against its files.
+	runFloe(t, "verify", killSpec)
+	if out := runFloe(t, "replay", killSpec, "--verify", "--epoch", strconv.FormatInt(head, 10)).stdout; !strings.Contains(strings.ToLower(out), "identical") {
+		t.Errorf("replay --verify of the head epoch:\n%s", out)
+	}
 	if len(folders) < 30 {
 		t.Errorf("%d partition folders, want one per minute window (about 40)", len(folders))
 	}
