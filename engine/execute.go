@@ -158,31 +158,44 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			// each in a day-partitioned table.
 			groups = map[string][]arrow.RecordBatch{"data": bs}
 			if r.table.partCol >= 0 {
-				byDay, err := splitByDay(bs, r.table.partCol, r.mem)
+				byDay, err := splitByPartition(bs, r.table.partCol, r.table.transform, r.mem)
 				if err != nil {
 					return nil, err
 				}
 				groups = map[string][]arrow.RecordBatch{}
-				for day, g := range byDay {
-					groups["data/day="+day] = g
+				for dir, g := range byDay {
+					groups["data/"+dir] = g
 				}
 			}
+		} else if h := r.plan.sinkParts; h != nil {
+			var err error
+			if groups, err = sinkGroups(h, "", bs, r.mem); err != nil {
+				return nil, fmt.Errorf("sink: %w", err)
+			}
 		}
+		schema := r.plan.sinkParts.schema(r.plan.output)
 		for dir, g := range groups {
 			wg.Go(func() error {
-				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.p.Sink.Format, r.plan.output, g)
+				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.p.Sink.Format, schema, g)
 			})
 		}
 	}
 	for i, perSub := range out.extra {
 		sk, nd := extraSinks(r.p)[i], r.plan.graph.extra[i]
+		h := r.plan.extraPartsOf(i)
 		for s, bs := range perSub {
 			if len(bs) == 0 {
 				continue
 			}
-			wg.Go(func() error {
-				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, extraSinkDir(sk.Name), s, sk.Sink.Format, nd.out, bs)
-			})
+			groups, err := sinkGroups(h, extraSinkDir(sk.Name), bs, r.mem)
+			if err != nil {
+				return nil, fmt.Errorf("sinks.%s: %w", sk.Name, err)
+			}
+			for dir, g := range groups {
+				wg.Go(func() error {
+					return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, sk.Sink.Format, h.schema(nd.out), g)
+				})
+			}
 		}
 	}
 	for s, bs := range out.lateRows {

@@ -152,6 +152,9 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 	pl.source = gp.nodes[0].out
 	pl.declared = pl.source
 	pl.hash = graphHash(g, gp)
+	if err := pl.partitionSinks(p); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

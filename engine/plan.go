@@ -67,6 +67,10 @@ type plan struct {
 	// once per batch instead of hashing a string per row. windowIn stays
 	// plain, so fingerprints, state plans and the plan hash do not change.
 	decodeAs *arrow.Schema
+	// sinkParts and extraParts are the Hive partitioning of the first sink
+	// and of the further sinks (nil: not partitioned), hivesink.go.
+	sinkParts  *hiveParts
+	extraParts []*hiveParts
 }
 
 // dictKeyType is the type a window's string key column is decoded as when
@@ -312,6 +316,9 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, e
 	}
 	pl.output = cur
 	pl.hash = hashPlan(encodePlan(p, src))
+	if err := pl.partitionSinks(p); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

@@ -508,7 +508,7 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
 	}
 	for _, bs := range out.out {
-		lines, err := jsonLines(r.plan.output, bs)
+		lines, err := partitionedLines(r.plan.sinkParts, r.plan.output, bs, r.mem)
 		if err != nil {
 			return inputSummary{}, fmt.Errorf("replay: outputs: %w", err)
 		}
@@ -517,7 +517,7 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 	for i, perSub := range out.extra {
 		sr := SinkRows{Name: extraSinks(r.p)[i].Name}
 		for _, bs := range perSub {
-			lines, err := jsonLines(r.plan.graph.extra[i].out, bs)
+			lines, err := partitionedLines(r.plan.extraPartsOf(i), r.plan.graph.extra[i].out, bs, r.mem)
 			if err != nil {
 				return inputSummary{}, fmt.Errorf("replay: outputs of sink %s: %w", sr.Name, err)
 			}
@@ -753,6 +753,11 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output %s: %w", f.Path, err)
 		}
+		if part := x.pl.hivePartitionOf(x.p, f.Path); part != "" {
+			for i, l := range ls {
+				ls[i] = part + " " + l // as partitionedLines writes it
+			}
+		}
 		sink, _ := splitSinkPath(f.Path)
 		add(outputKind(sink), ls)
 	}
@@ -795,6 +800,31 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(lines)
+	return lines, nil
+}
+
+// partitionedLines returns output rows of schema out as JSON lines; for a
+// Hive-partitioned sink (h not nil) each line is the row as its file holds
+// it (without the partition columns) after its partition directory and a
+// space: "dt=2015-07-15/hm=08%3A00 {...}".
+func partitionedLines(h *hiveParts, out *arrow.Schema, bs []arrow.RecordBatch, mem memory.Allocator) ([]string, error) {
+	if h == nil {
+		return jsonLines(out, bs)
+	}
+	groups, err := h.split(bs, mem)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, dir := range sortedKeys(groups) {
+		ls, err := jsonLines(h.file, groups[dir])
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range ls {
+			lines = append(lines, dir+" "+l)
+		}
+	}
 	return lines, nil
 }
 

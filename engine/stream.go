@@ -358,8 +358,8 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 }
 
 // partSink encodes a streamed epoch's output into parts of about partBytes,
-// one open part per sink directory (one, or one per day of a day-partitioned
-// Iceberg table; together they share the bound), and writes each finished
+// one open part per sink directory (one, one per partition of an Iceberg
+// table, or one per Hive partition directory; together they share the bound), and writes each finished
 // part in the background, one at a time.
 type partSink struct {
 	r      *runner
@@ -406,21 +406,25 @@ func (s *partSink) write(b arrow.RecordBatch) error {
 	if r.table != nil {
 		groups = map[string][]arrow.RecordBatch{"data": {o}}
 		if r.table.partCol >= 0 {
-			byDay, err := splitByDay([]arrow.RecordBatch{o}, r.table.partCol, r.mem)
+			byDay, err := splitByPartition([]arrow.RecordBatch{o}, r.table.partCol, r.table.transform, r.mem)
 			if err != nil {
 				return err
 			}
 			groups = map[string][]arrow.RecordBatch{}
-			for day, g := range byDay {
-				groups["data/day="+day] = g
+			for dir, g := range byDay {
+				groups["data/"+dir] = g
 			}
+		}
+	} else if h := r.plan.sinkParts; h != nil {
+		if groups, err = sinkGroups(h, "", []arrow.RecordBatch{o}, r.mem); err != nil {
+			return fmt.Errorf("sink: %w", err)
 		}
 	}
 	for _, dir := range sortedKeys(groups) {
 		enc := s.open[dir]
 		if enc == nil {
 			opts := formats.EncodeOptions{Mem: r.mem, Compression: "snappy"}
-			if enc, err = formats.NewPartEncoder(s.format, r.plan.output, opts); err != nil {
+			if enc, err = formats.NewPartEncoder(s.format, r.plan.sinkParts.schema(r.plan.output), opts); err != nil {
 				return err
 			}
 			s.open[dir] = enc

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/iceberg"
@@ -31,29 +29,49 @@ type tableSink struct {
 	t          *iceberg.Table
 	pipelineID string
 	published  int64
-	partCol    int // index in the output schema of the day-partition column, -1 for none
+	partCol    int    // index in the output schema of the partition source column, -1 for none
+	transform  string // its partition transform: identity, hour, day, month, year
 }
 
 // icebergPartition resolves sink.partition_by against the output schema:
-// the column index of day(col), or -1. The default is the window start's
-// day when the output has a window_start timestamp.
-func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, error) {
+// the partition_by value, the column index of its source (-1 for none) and
+// its transform. The default is the window start's day when the output has
+// a window_start timestamp.
+func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, string, error) {
 	pb := p.Sink.PartitionBy
 	if pb == "" {
 		if idx := out.FieldIndices("window_start"); len(idx) == 1 && out.Field(idx[0]).Type.ID() == arrow.TIMESTAMP {
-			return "day(window_start)", idx[0], nil
+			return "day(window_start)", idx[0], "day", nil
 		}
-		return "", -1, nil
+		return "", -1, "", nil
 	}
 	if pb == "none" {
-		return "", -1, nil
+		return "", -1, "", nil
 	}
-	col := strings.TrimSuffix(strings.TrimPrefix(pb, "day("), ")")
+	tr, col, ok := spec.ParsePartitionTransform(pb)
+	if !ok {
+		return "", -1, "", fmt.Errorf("sink.partition_by %s: want none, identity(<column>) or hour, day, month or year(<timestamp column>)", pb)
+	}
 	idx := out.FieldIndices(col)
-	if len(idx) != 1 || out.Field(idx[0]).Type.ID() != arrow.TIMESTAMP {
-		return "", -1, fmt.Errorf("sink.partition_by %s: the output has no timestamp column %q (columns: %v)", pb, col, fieldNames(out))
+	if len(idx) != 1 {
+		return "", -1, "", fmt.Errorf("sink.partition_by %s: the output has no column %q (columns: %v)", pb, col, fieldNames(out))
 	}
-	return pb, idx[0], nil
+	f := out.Field(idx[0])
+	if tr != "identity" && f.Type.ID() != arrow.TIMESTAMP {
+		return "", -1, "", fmt.Errorf("sink.partition_by %s: column %q is %s, want a timestamp", pb, col, f.Type)
+	}
+	if tr == "identity" && (!hivePartitionType(f.Type) || f.Type.ID() == arrow.LARGE_STRING || isUnsigned(f.Type)) {
+		return "", -1, "", fmt.Errorf("sink.partition_by %s: column %q is %s; identity partitions take a string, signed integer, boolean, date or timestamp column", pb, col, f.Type)
+	}
+	return pb, idx[0], tr, nil
+}
+
+func isUnsigned(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return true
+	}
+	return false
 }
 
 // openIceberg opens the table of p's iceberg sink for data files of schema
@@ -72,7 +90,7 @@ func openIceberg(ctx context.Context, p *spec.Pipeline, st *stores, partitionBy 
 // plan change the table cannot take is refused by `floe plan` and before a
 // run commits an epoch it could not publish.
 func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *stores, out *arrow.Schema) ([]string, error) {
-	pb, _, err := icebergPartition(p, out)
+	pb, _, _, err := icebergPartition(p, out)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +142,7 @@ func (r *runner) openTable(ctx context.Context) error {
 	if r.p.Sink.Type != spec.SinkIceberg {
 		return nil
 	}
-	pb, col, err := icebergPartition(r.p, r.plan.output)
+	pb, col, tr, err := icebergPartition(r.p, r.plan.output)
 	if err != nil {
 		return err
 	}
@@ -136,7 +154,7 @@ func (r *runner) openTable(ctx context.Context) error {
 	if ident := r.writeIdentity(); ident != nil {
 		id = ident.ID
 	}
-	ts := &tableSink{t: t, pipelineID: id, partCol: col}
+	ts := &tableSink{t: t, pipelineID: id, partCol: col, transform: tr}
 	if ts.published, err = t.PublishedEpoch(ctx, id); err != nil {
 		return fmt.Errorf("iceberg sink: %w", err)
 	}
@@ -216,55 +234,45 @@ func (r *runner) maintainTable(ctx context.Context) {
 		"deleted_manifests", rep.DeletedManifests)
 }
 
-// splitByDay splits output batches by the UTC day of column col, for a
-// day-partitioned table: each returned group holds one day's rows, keyed by
-// the day ("2006-01-02").
-func splitByDay(bs []arrow.RecordBatch, col int, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
-	out := map[string][]arrow.RecordBatch{}
-	ctx := compute.WithAllocator(context.Background(), mem)
-	for _, b := range bs {
-		ts := b.Column(col).(*array.Timestamp)
-		days := map[int64]bool{}
-		for i := 0; i < ts.Len(); i++ {
-			if ts.IsValid(i) {
-				days[floorDay(int64(ts.Value(i)))] = true
-			}
-		}
-		if len(days) == 1 && ts.NullN() == 0 {
-			for d := range days {
-				out[dayName(d)] = append(out[dayName(d)], b)
-			}
-			continue
-		}
-		for d := range days {
-			mb := array.NewBooleanBuilder(mem)
-			for i := 0; i < ts.Len(); i++ {
-				mb.Append(ts.IsValid(i) && floorDay(int64(ts.Value(i))) == d)
-			}
-			mask := mb.NewArray()
-			mb.Release()
-			part, err := compute.FilterRecordBatch(ctx, b, mask, compute.DefaultFilterOptions())
-			mask.Release()
-			if err != nil {
-				return nil, err
-			}
-			out[dayName(d)] = append(out[dayName(d)], part)
-		}
-		if ts.NullN() > 0 {
-			return nil, fmt.Errorf("partition column %s has nulls", b.Schema().Field(col).Name)
-		}
+// splitByPartition splits output batches by the partition of column col
+// under transform (identity, hour, day, month, year), for a partitioned
+// table: each returned group holds one partition's rows, keyed by its
+// directory below data/: "day=2006-01-02" (as floe always wrote it),
+// "hour=2006-01-02-15", "month=2006-01", "year=2006", or "<col>=<value>"
+// for identity (escaped as a Hive partition directory; null as
+// __HIVE_DEFAULT_PARTITION__). A time transform refuses nulls.
+func splitByPartition(bs []arrow.RecordBatch, col int, transform string, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+	if len(bs) == 0 {
+		return nil, nil
 	}
-	return out, nil
-}
-
-const dayMicros = int64(24 * time.Hour / time.Microsecond)
-
-func floorDay(us int64) int64 {
-	d := us / dayMicros
-	if us%dayMicros < 0 {
-		d--
+	schema := bs[0].Schema()
+	keep := make([]int, schema.NumFields())
+	for i := range keep {
+		keep[i] = i
 	}
-	return d
+	name := schema.Field(col).Name
+	return groupRows(bs, keep, schema, mem, func(b arrow.RecordBatch, i int) (string, error) {
+		a := b.Column(col)
+		if transform == "identity" {
+			v, ok := hiveValue(a, i)
+			return manifest.HivePartitionSegment(name, v, ok), nil
+		}
+		ts, ok := a.(*array.Timestamp)
+		if !ok {
+			return "", fmt.Errorf("partition column %s is %s, want a timestamp", name, a.DataType())
+		}
+		if ts.IsNull(i) {
+			return "", fmt.Errorf("partition column %s has nulls", name)
+		}
+		t := ts.Value(i).ToTime(ts.DataType().(*arrow.TimestampType).Unit).UTC()
+		switch transform {
+		case "hour":
+			return "hour=" + t.Format("2006-01-02-15"), nil
+		case "month":
+			return "month=" + t.Format("2006-01"), nil
+		case "year":
+			return "year=" + t.Format("2006"), nil
+		}
+		return "day=" + t.Format("2006-01-02"), nil
+	})
 }
-
-func dayName(d int64) string { return time.UnixMicro(d * dayMicros).UTC().Format("2006-01-02") }

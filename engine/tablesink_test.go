@@ -246,3 +246,45 @@ func TestIcebergSchemaEvolves(t *testing.T) {
 		t.Fatalf("a refused run wrote files:\n%s", diffLines(before, after))
 	}
 }
+
+// TestIcebergSinkPartitionTransforms: an iceberg sink partitioned by
+// identity(user_id), hour, month or year of the window start writes each
+// partition's rows into a data file of their own, under data/<partition>/,
+// and the table, read by iceberg-go alone, holds the rows of a files-sink
+// run.
+func TestIcebergSinkPartitionTransforms(t *testing.T) {
+	ref := fileEnv(t)
+	genData(t, ref, tableGen)
+	pref := ref.pipeline(t, strings.Replace(windowSpec, "tumbling: 1m", "tumbling: 1h", 1))
+	run(t, pref, engine.Options{Drain: true})
+	want := committedRows(t, pref)
+	sort.Strings(want)
+	for _, tc := range []struct{ partitionBy, dirs string }{
+		{"identity(user_id)", "user_id=*"},
+		{"hour(window_start)", "hour=*"},
+		{"month(window_start)", "month=*"},
+		{"year(window_start)", "year=*"},
+	} {
+		t.Run(strings.TrimSuffix(tc.dirs, "=*"), func(t *testing.T) {
+			e := fileEnv(t)
+			genData(t, e, tableGen)
+			p := e.pipeline(t, strings.Replace(icebergSpec, `{type: iceberg, url: "{{sink}}"}`, `{type: iceberg, url: "{{sink}}", partition_by: "`+tc.partitionBy+`"}`, 1))
+			run(t, p, engine.Options{Drain: true})
+			sinkDir := strings.TrimPrefix(e.sink, "file://")
+			got, epochs := tableRows(t, sinkDir)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("table: %d rows, files sink: %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+			}
+			if !uniqueEpochs(epochs) {
+				t.Errorf("snapshot epochs %v", epochs)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(sinkDir, "data", tc.dirs))
+			if len(dirs) == 0 {
+				t.Fatalf("no data/%s directories", tc.dirs)
+			}
+			if tc.partitionBy != "month(window_start)" && tc.partitionBy != "year(window_start)" && len(dirs) < 2 {
+				t.Errorf("data files in %d partitions: %v", len(dirs), dirs)
+			}
+		})
+	}
+}

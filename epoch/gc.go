@@ -80,7 +80,8 @@ type GCOptions struct {
 	// wasteful; the engine cleans it at the start and end of a run).
 	SkipSink bool
 	// Committed, when set, tells whether a sink-relative path at the sink
-	// root is a committed output (the engine's output log, exact for every
+	// root or in a Hive partition directory below it (col=value/...) is a
+	// committed output (the engine's output log, exact for every
 	// epoch). Without it only outputs of retained epochs can be judged.
 	Committed func(path string) bool
 	// SidePrefixes are the sink's folders of side outputs ("_rejected/"):

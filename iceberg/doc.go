@@ -68,7 +68,8 @@
 // A data file's manifest record is built from its Parquet footer: record
 // count, column sizes, value and null counts, lower and upper bounds
 // (strings and binary truncated to 16 characters, as Iceberg's default
-// metrics mode) and, for a day-partitioned table, the partition value, which
+// metrics mode) and, for a partitioned table (identity, hour, day, month or
+// year of one column), the partition value, which
 // all rows of the file must share. Columns are matched by name (floe's files
 // carry no field IDs; the table's schema.name-mapping.default says the same
 // to readers).

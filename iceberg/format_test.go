@@ -162,7 +162,7 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("error shows the password: %v", err)
 		}
 	}
-	for _, p := range []string{"day()", "hour(window_start)", "day(window_start"} {
+	for _, p := range []string{"day()", "minute(window_start)", "day(window_start", "bucket[4](user_id)", "identity()"} {
 		if _, err := Open(ctx, ft.st, ft.loc, Options{PartitionBy: p}); err == nil {
 			t.Errorf("partition_by %q accepted", p)
 		}

@@ -53,9 +53,11 @@ type Options struct {
 	// Iceberg timestamptz (a timestamp without a zone is taken as UTC; floe
 	// writes timestamp[us, UTC]).
 	Schema *arrow.Schema
-	// PartitionBy is "" (or "none"): unpartitioned, or "day(col)": by the
-	// day of the timestamp column col. Used only to create the table. With
-	// day(col) each data file must hold rows of one day.
+	// PartitionBy is "" (or "none"): unpartitioned; "hour(col)",
+	// "day(col)", "month(col)" or "year(col)": by that part of the
+	// timestamp column col; or "identity(col)": by the value of column col
+	// (a string, integer, boolean, date or timestamp column). Used only to
+	// create the table. Each data file must hold rows of one partition.
 	PartitionBy string
 	// Renames maps a column to its previous name (an aggregate's
 	// renamed_from): when an epoch's files have the column and not the
@@ -97,7 +99,13 @@ type Table struct {
 	loc  string
 	opts Options
 	log  *slog.Logger
-	day  string // partition source column, "" for unpartitioned
+	part partitionBy // the partition of a table it creates; zero: unpartitioned
+}
+
+// partitionBy is a parsed Options.PartitionBy.
+type partitionBy struct {
+	transform string // "identity", "hour", "day", "month", "year"; "" unpartitioned
+	col       string
 }
 
 // Open returns the table at location, whose files st holds (st is rooted at
@@ -113,7 +121,7 @@ func Open(ctx context.Context, st store.Store, location string, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	day, err := parsePartitionBy(opts.PartitionBy)
+	part, err := parsePartitionBy(opts.PartitionBy)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: table %s: %w", loc, err)
 	}
@@ -127,7 +135,7 @@ func Open(ctx context.Context, st store.Store, location string, opts Options) (*
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Table{st: st, loc: loc, opts: opts, log: log, day: day}
+	t := &Table{st: st, loc: loc, opts: opts, log: log, part: part}
 	s, err := t.load(ctx)
 	if err != nil {
 		return nil, err
@@ -165,17 +173,49 @@ func canonicalLocation(raw string) (string, error) {
 	return s, nil
 }
 
-func parsePartitionBy(s string) (string, error) {
+func parsePartitionBy(s string) (partitionBy, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "none" {
-		return "", nil
+		return partitionBy{}, nil
 	}
-	if col, ok := strings.CutPrefix(s, "day("); ok {
-		if col, ok = strings.CutSuffix(col, ")"); ok && strings.TrimSpace(col) != "" {
-			return strings.TrimSpace(col), nil
+	for _, tr := range []string{"identity", "hour", "day", "month", "year"} {
+		if col, ok := strings.CutPrefix(s, tr+"("); ok {
+			if col, ok = strings.CutSuffix(col, ")"); ok && strings.TrimSpace(col) != "" {
+				return partitionBy{transform: tr, col: strings.TrimSpace(col)}, nil
+			}
 		}
 	}
-	return "", fmt.Errorf("partition_by %q: want none or day(<timestamp column>)", s)
+	return partitionBy{}, fmt.Errorf("partition_by %q: want none, identity(<column>) or hour, day, month or year(<timestamp column>)", s)
+}
+
+// spec returns the partition spec of p over schema sc: one field named as
+// Iceberg's tools name it (col for identity, col_day for day(col), ...).
+func (p partitionBy) spec(sc *iceberg.Schema) (iceberg.PartitionSpec, error) {
+	if p.transform == "" {
+		return *iceberg.UnpartitionedSpec, nil
+	}
+	f, ok := sc.FindFieldByName(p.col)
+	if !ok {
+		return iceberg.PartitionSpec{}, fmt.Errorf("partition column %q is not in the schema", p.col)
+	}
+	var tr iceberg.Transform
+	name := p.col + "_" + p.transform
+	switch p.transform {
+	case "identity":
+		switch f.Type.(type) {
+		case iceberg.StringType, iceberg.Int32Type, iceberg.Int64Type, iceberg.BooleanType, iceberg.DateType, iceberg.TimestampTzType, iceberg.TimestampType:
+		default:
+			return iceberg.PartitionSpec{}, fmt.Errorf("partition column %q is %s; identity partitions take a string, integer, boolean, date or timestamp column", p.col, f.Type)
+		}
+		tr, name = iceberg.IdentityTransform{}, p.col
+	case "hour", "day", "month", "year":
+		if _, ok := f.Type.(iceberg.TimestampTzType); !ok {
+			return iceberg.PartitionSpec{}, fmt.Errorf("partition column %q is %s, want a timestamp", p.col, f.Type)
+		}
+		tr = map[string]iceberg.Transform{"hour": iceberg.HourTransform{}, "day": iceberg.DayTransform{},
+			"month": iceberg.MonthTransform{}, "year": iceberg.YearTransform{}}[p.transform]
+	}
+	return iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldByName(p.col, name, tr, sc, nil))
 }
 
 // check refuses a version floe must not commit on.
@@ -428,19 +468,9 @@ func (t *Table) create(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iceberg: create %s: %w", t.loc, err)
 	}
-	spec := *iceberg.UnpartitionedSpec
-	if t.day != "" {
-		f, ok := sc.FindFieldByName(t.day)
-		if !ok {
-			return fmt.Errorf("iceberg: create %s: partition column %q is not in the schema", t.loc, t.day)
-		}
-		if _, ok := f.Type.(iceberg.TimestampTzType); !ok {
-			return fmt.Errorf("iceberg: create %s: partition column %q is %s, want a timestamp", t.loc, t.day, f.Type)
-		}
-		spec, err = iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldByName(t.day, t.day+"_day", iceberg.DayTransform{}, sc, nil))
-		if err != nil {
-			return fmt.Errorf("iceberg: create %s: partition spec: %w", t.loc, err)
-		}
+	spec, err := t.part.spec(sc)
+	if err != nil {
+		return fmt.Errorf("iceberg: create %s: %w", t.loc, err)
 	}
 	props := t.tableProps()
 	for k, v := range stamp(1) {

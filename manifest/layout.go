@@ -226,12 +226,25 @@ type OutputInfo struct {
 	Subtask       int
 	AttemptPrefix string // first AttemptPrefixLen characters of the attempt
 	Ext           string // with its leading dot, or empty
+	// Partition is the Hive partition directories directly above the name
+	// ("dt=2015-07-15/hm=08%3A00", "" for none): "<col>=<value>" segments
+	// of a files sink's partition_by (HivePartitionSegment).
+	Partition string
+	// Dir is the rest of the directory, above Partition ("" at the sink
+	// root; "_rejected", "@<sink>", "data" for other places floe writes).
+	Dir string
 }
 
 // ParseOutputName parses the base name (the part after the last "/") of a
-// sink key written by OutputName. ok is false for any other name.
+// sink key written by OutputName, and splits the directory above it into
+// Dir and Partition. ok is false for any other name.
 func ParseOutputName(key string) (OutputInfo, bool) {
-	name := key[strings.LastIndexByte(key, '/')+1:]
+	slash := strings.LastIndexByte(key, '/')
+	name := key[slash+1:]
+	var dir, part string
+	if slash > 0 {
+		dir, part = splitOutputDir(key[:slash])
+	}
 	rest, ok := strings.CutPrefix(name, "part-")
 	if !ok {
 		return OutputInfo{}, false
@@ -253,7 +266,7 @@ func ParseOutputName(key string) (OutputInfo, bool) {
 	if len(short) != AttemptPrefixLen || !isLowerHex(short) {
 		return OutputInfo{}, false
 	}
-	return OutputInfo{Generation: gen, Epoch: epoch, Subtask: int(sub), AttemptPrefix: short, Ext: ext}, true
+	return OutputInfo{Generation: gen, Epoch: epoch, Subtask: int(sub), AttemptPrefix: short, Ext: ext, Partition: part, Dir: dir}, true
 }
 
 // parseNumber parses prefix followed by a canonical zero-padded decimal of

@@ -107,9 +107,17 @@ func TestParseOutputName(t *testing.T) {
 		ok   bool
 		want OutputInfo
 	}{
-		{OutputName(3, 41, 2, attemptA, "parquet"), true, OutputInfo{3, 41, 2, "0f8fad5b", ".parquet"}},
-		{"dt=2026-11-29/" + OutputName(3, 41, 0, attemptA, "snappy.parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".snappy.parquet"}},
-		{OutputName(3, 41, 2, attemptA, ""), true, OutputInfo{3, 41, 2, "0f8fad5b", ""}},
+		{OutputName(3, 41, 2, attemptA, "parquet"), true, OutputInfo{3, 41, 2, "0f8fad5b", ".parquet", "", ""}},
+		{"dt=2026-11-29/" + OutputName(3, 41, 0, attemptA, "snappy.parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".snappy.parquet", "dt=2026-11-29", ""}},
+		{OutputName(3, 41, 2, attemptA, ""), true, OutputInfo{3, 41, 2, "0f8fad5b", "", "", ""}},
+		{"dt=2015-07-15/hm=08%3A00/" + OutputName(3, 41, 1, attemptA, "jsonl"), true, OutputInfo{3, 41, 1, "0f8fad5b", ".jsonl", "dt=2015-07-15/hm=08%3A00", ""}},
+		{"k=__HIVE_DEFAULT_PARTITION__/" + OutputName(3, 41, 1, attemptA, "jsonl"), true, OutputInfo{3, 41, 1, "0f8fad5b", ".jsonl", "k=__HIVE_DEFAULT_PARTITION__", ""}},
+		{"_rejected/" + OutputName(3, 41, 0, attemptA, "jsonl"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".jsonl", "", "_rejected"}},
+		{"@hot/k=1/" + OutputName(3, 41, 0, attemptA, "parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".parquet", "k=1", "@hot"}},
+		{"data/day=2026-11-29/" + OutputName(3, 41, 0, attemptA, "parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".parquet", "day=2026-11-29", "data"}},
+		{"k=1/x/" + OutputName(3, 41, 0, attemptA, "parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".parquet", "", "k=1/x"}},
+		{"a=b=c/" + OutputName(3, 41, 0, attemptA, "parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".parquet", "", "a=b=c"}},
+		{"=v/" + OutputName(3, 41, 0, attemptA, "parquet"), true, OutputInfo{3, 41, 0, "0f8fad5b", ".parquet", "", "=v"}},
 		{"part-g3-e41-s2-0f8fad5b.parquet", false, OutputInfo{}},
 		{"part-g000003-e0000000041-s0002-0F8FAD5B.parquet", false, OutputInfo{}},
 		{"part-g000003-e0000000041-s0002-0f8fad.parquet", false, OutputInfo{}},
@@ -121,6 +129,47 @@ func TestParseOutputName(t *testing.T) {
 		got, ok := ParseOutputName(tt.key)
 		if ok != tt.ok || got != tt.want {
 			t.Errorf("ParseOutputName(%q) = %+v, %v; want %+v, %v", tt.key, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestEscapeHivePathName pins the escaping of partition directory names to
+// Hive's FileUtils.escapePathName (which Spark copies): its special
+// characters and control characters as %XX in upper-case hex, everything
+// else (spaces, non-ASCII letters) as is; null and empty values as the
+// default partition.
+func TestEscapeHivePathName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"2015-07-15", "2015-07-15"},
+		{"08:00", "08%3A00"},
+		{"a/b", "a%2Fb"},
+		{"k=v", "k%3Dv"},
+		{"100%", "100%25"},
+		{`"#%'*/:=?\{[]^`, "%22%23%25%27%2A%2F%3A%3D%3F%5C%7B%5B%5D%5E"},
+		{"\t\n\x00\x1f\x7f", "%09%0A%00%1F%7F"},
+		{"é ü 東京", "é ü 東京"},
+		{"a b,c;d(e)f!g~h&i+j$k@l}m|n<o>p`", "a b,c;d(e)f!g~h&i+j$k@l}m|n<o>p`"},
+		{"bad\xffutf8", "bad%FFutf8"},
+		{"..", ".."},
+	}
+	for _, tt := range tests {
+		if got := EscapeHivePathName(tt.in); got != tt.want {
+			t.Errorf("EscapeHivePathName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		col, val string
+		valid    bool
+		want     string
+	}{
+		{"dt", "2015-07-15", true, "dt=2015-07-15"},
+		{"hm", "08:00", true, "hm=08%3A00"},
+		{"k", "", true, "k=__HIVE_DEFAULT_PARTITION__"},
+		{"k", "x", false, "k=__HIVE_DEFAULT_PARTITION__"},
+		{"a=b", "c/d", true, "a%3Db=c%2Fd"},
+	} {
+		if got := HivePartitionSegment(tt.col, tt.val, tt.valid); got != tt.want {
+			t.Errorf("HivePartitionSegment(%q, %q, %v) = %q, want %q", tt.col, tt.val, tt.valid, got, tt.want)
 		}
 	}
 }

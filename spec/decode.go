@@ -655,7 +655,11 @@ func (d *decoder) sink(n *node, path string, s *Sink, extra ...string) map[strin
 		s.Type = SinkType(d.str(v, join(path, "type")))
 	}
 	if v := f["partition_by"]; v != nil {
-		s.PartitionBy = d.str(v, join(path, "partition_by"))
+		if s.Type == SinkFiles {
+			s.PartitionColumns = d.stringList(v, join(path, "partition_by"))
+		} else {
+			s.PartitionBy = d.str(v, join(path, "partition_by"))
+		}
 	}
 	if v := f["url"]; v != nil {
 		s.URL = d.url(v, join(path, "url"))

@@ -314,7 +314,7 @@ func (p *Pipeline) legacyField() string {
 		return "source"
 	case len(p.Operators) > 0:
 		return "operators"
-	case p.Sink != (Sink{}):
+	case !p.Sink.IsZero():
 		return "sink"
 	}
 	return ""
@@ -950,6 +950,9 @@ func (g *Graph) DescribeWith(note func(name string) string) string {
 		what := fmt.Sprintf("%s %s %s", s.Sink.Type, s.Sink.Format, s.Sink.URL)
 		if s.Sink.PartitionBy != "" {
 			what += ", partition by " + s.Sink.PartitionBy
+		}
+		if len(s.Sink.PartitionColumns) > 0 {
+			what += ", partition by " + strings.Join(s.Sink.PartitionColumns, ", ")
 		}
 		header("sink", s.Name, what)
 		flow([]string{s.Input}, s.Name, true)

@@ -42,7 +42,7 @@ func TestGraphParse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if p.Source.Type != "" || p.Operators != nil || p.Sink != (Sink{}) {
+	if p.Source.Type != "" || p.Operators != nil || !p.Sink.IsZero() {
 		t.Errorf("graph form filled the linear fields: %+v %+v %+v", p.Source, p.Operators, p.Sink)
 	}
 	g, err := p.Graph()
@@ -239,7 +239,7 @@ func TestLegacyNormalisesToLinearGraph(t *testing.T) {
 				}
 				prev = op.ID
 			}
-			if len(g.Sinks) != 1 || g.Sinks[0].Name != "sink" || g.Sinks[0].Input != prev || g.Sinks[0].Sink != p.Sink {
+			if len(g.Sinks) != 1 || g.Sinks[0].Name != "sink" || g.Sinks[0].Input != prev || !reflect.DeepEqual(g.Sinks[0].Sink, p.Sink) {
 				t.Errorf("sinks = %+v", g.Sinks)
 			}
 			if g.EventTime(g.Sinks[0].Input) == "" || g.SinkPath("sink") != "sink" || !slices.Equal(g.SinksOf(prev), []string{"sink"}) {

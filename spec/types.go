@@ -352,9 +352,21 @@ type Sink struct {
 	Type   SinkType
 	URL    string
 	Format Format
-	// PartitionBy (Iceberg sinks): "day(<timestamp column>)" (the default:
-	// the window start's day when the output has one) or "none".
+	// PartitionBy (Iceberg sinks): "identity(<column>)",
+	// "hour(<timestamp column>)", "day(...)" (the default: the window
+	// start's day when the output has one), "month(...)", "year(...)" or
+	// "none".
 	PartitionBy string
+	// PartitionColumns (files sinks, `partition_by: [col, ...]`): the
+	// output columns whose values name Hive-style directories
+	// (col=value/...) the sink's files are written into; the files hold the
+	// other columns. Empty: every file at the sink root.
+	PartitionColumns []string
+}
+
+// IsZero reports whether s is the zero Sink (no field set).
+func (s Sink) IsZero() bool {
+	return s.Type == "" && s.URL == "" && s.Format == "" && s.PartitionBy == "" && len(s.PartitionColumns) == 0
 }
 
 // State is where the pipeline's manifests and operator state live.

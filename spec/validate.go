@@ -368,14 +368,29 @@ func validateSinkAt(c *collector, sp string, s *Sink) {
 		c.add(sp+".type", "required (allowed: files, iceberg)")
 	case SinkFiles:
 		if s.PartitionBy != "" {
-			c.add(sp+".partition_by", "applies to iceberg sinks only")
+			c.add(sp+".partition_by", "a files sink takes a list of column names, e.g. [dt, hm]")
+		}
+		seen := map[string]bool{}
+		for i, col := range s.PartitionColumns {
+			switch {
+			case col == "":
+				c.add(index(sp+".partition_by", i), "empty column name")
+			case seen[col]:
+				c.add(index(sp+".partition_by", i), "column %q listed twice", col)
+			}
+			seen[col] = true
 		}
 	case SinkIceberg:
 		if s.Format != Parquet {
 			c.add(sp+".format", "an iceberg sink writes parquet (leave format out)")
 		}
-		if pb := s.PartitionBy; pb != "" && pb != "none" && !(strings.HasPrefix(pb, "day(") && strings.HasSuffix(pb, ")") && len(pb) > 5) {
-			c.add(sp+".partition_by", "invalid value %q (allowed: none, day(<timestamp column>))", pb)
+		if len(s.PartitionColumns) > 0 {
+			c.add(sp+".partition_by", "an iceberg sink takes one transform, e.g. day(ts) or identity(col)")
+		}
+		if pb := s.PartitionBy; pb != "" && pb != "none" {
+			if _, _, ok := ParsePartitionTransform(pb); !ok {
+				c.add(sp+".partition_by", "invalid value %q (allowed: none, identity(<column>), hour(<timestamp column>), day(...), month(...), year(...))", pb)
+			}
 		}
 	default:
 		c.add(sp+".type", "invalid value %q (allowed: files, iceberg)", s.Type)
@@ -465,3 +480,21 @@ func contains(list []string, s string) bool {
 // closest returns the entry of candidates nearest to s by edit distance,
 // if near enough to be a likely typo (suggest.Closest, the one policy).
 func closest(s string, candidates []string) string { return suggest.Closest(s, candidates) }
+
+// PartitionTransforms are the Iceberg partition transforms an iceberg
+// sink's partition_by may name.
+var PartitionTransforms = []string{"identity", "hour", "day", "month", "year"}
+
+// ParsePartitionTransform splits an Iceberg partition_by value such as
+// "day(ts)" into its transform and column; ok is false for anything else.
+func ParsePartitionTransform(s string) (transform, column string, ok bool) {
+	open := strings.IndexByte(s, '(')
+	if open < 0 || !strings.HasSuffix(s, ")") {
+		return "", "", false
+	}
+	transform, column = s[:open], s[open+1:len(s)-1]
+	if column == "" || !contains(PartitionTransforms, transform) {
+		return "", "", false
+	}
+	return transform, column, true
+}

@@ -294,7 +294,9 @@ func (c *Comparison) String() string {
 
 // Compare reads floe's output files and DuckDB's output file and compares
 // them row by row on the reference's columns (by name), timestamps as
-// microseconds since 1970.
+// microseconds since 1970. floe's files are read with hive_partitioning, so
+// the columns of a partitioned sink (partition_by, q10) come back from the
+// folder names, as strings.
 func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Comparison, error) {
 	db, err := OpenDuckDB(ctx)
 	if err != nil {
@@ -337,7 +339,7 @@ func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Compari
 		c.OnlyDuckDB = c.DuckDBRows
 		return c, nil
 	}
-	f := "SELECT " + strings.Join(sel, ", ") + " FROM read_parquet(" + sqlList(floeFiles) + ")"
+	f := "SELECT " + strings.Join(sel, ", ") + " FROM read_parquet(" + sqlList(floeFiles) + ", hive_partitioning = true, hive_types_autocast = false)"
 	if err := errors.Join(count(f, &c.FloeRows),
 		count(f+" EXCEPT ALL "+d, &c.OnlyFloe), count(d+" EXCEPT ALL "+f, &c.OnlyDuckDB)); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,6 +448,14 @@ func TestQueriesAgree(t *testing.T) {
 				}
 				if !c.Equal() || c.DuckDBRows != dr.Rows {
 					t.Errorf("outputs differ on %v: %s", c.Columns, c)
+				}
+				if q.Name == "q10" { // PARTITIONED BY (dt, hm): Hive folders
+					for _, f := range fr.Outputs {
+						rel, _ := filepath.Rel(filepath.Join(dir, "out"), f)
+						if !regexp.MustCompile(`^dt=\d{4}-\d\d-\d\d/hm=\d\d%3A\d\d/part-[^/]+\.parquet$`).MatchString(filepath.ToSlash(rel)) {
+							t.Fatalf("q10 output %s is not in a dt=yyyy-MM-dd/hm=HH%%3Amm folder", rel)
+						}
+					}
 				}
 				if q.Name != "q2" || format != Parquet {
 					return
