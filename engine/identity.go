@@ -134,8 +134,12 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 				continue
 			}
 			if c.old != c.new {
-				return fmt.Errorf("%s changed: %s → %s, but epochs up to %d were committed with the old value; %s",
-					c.field, orNone(c.old), orNone(c.new), head.Epoch(), fix)
+				hint := ""
+				if c.field == "sink.url" {
+					hint = movedHint
+				}
+				return fmt.Errorf("%s changed: %s → %s, but %s with the old value; %s",
+					c.field, orNone(c.old), orNone(c.new), committedWith(head), fix+hint)
 			}
 		}
 	}
@@ -211,8 +215,12 @@ func (ip *identityPlan) checkSinks(head *epoch.Head) error {
 				r.URL, r.Name, head.Epoch(), r.Name, rec.Sink)
 		case i < 0:
 			return fmt.Errorf("sinks.%s removed, but epochs up to %d committed outputs to it (%s); %s", r.Name, head.Epoch(), r.URL, fix)
+		case want.Sinks[i].URL != r.URL && ip.copiedWithMarker(want.Sinks[i].URL, rec.ID):
+			// Copied with its marker, as the first sink may be (check): a
+			// move of the whole pipeline.
+			ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s moved: %s → %s (its marker names this pipeline)", r.Name, r.URL, want.Sinks[i].URL))
 		case want.Sinks[i].URL != r.URL:
-			return fmt.Errorf("sinks.%s.url changed: %s → %s, but epochs up to %d were committed with the old value; %s", r.Name, r.URL, want.Sinks[i].URL, head.Epoch(), fix)
+			return fmt.Errorf("sinks.%s.url changed: %s → %s, but %s with the old value; %s", r.Name, r.URL, want.Sinks[i].URL, committedWith(head), fix+movedHint)
 		case want.Sinks[i].Format != r.Format:
 			return fmt.Errorf("sinks.%s.format changed: %s → %s, but epochs up to %d were committed with the old value; %s", r.Name, r.Format, want.Sinks[i].Format, head.Epoch(), fix)
 		}
@@ -223,6 +231,30 @@ func (ip *identityPlan) checkSinks(head *epoch.Head) error {
 		}
 	}
 	return nil
+}
+
+// movedHint says how a sink is moved, for the refusal of a changed sink url.
+const movedHint = "; to move a sink, copy its files with its " + manifest.SinkMarkerName + " to the new location first (README: Moving a pipeline)"
+
+// committedWith says which epochs were committed under the recorded
+// identity: the head's, or (restoring a savepoint into an empty state)
+// the savepoint's.
+func committedWith(head *epoch.Head) string {
+	if head.Epoch() == 0 {
+		return "the restored savepoint's epochs were committed"
+	}
+	return fmt.Sprintf("epochs up to %d were committed", head.Epoch())
+}
+
+// copiedWithMarker reports whether the sink at url holds a marker of the
+// pipeline id: it was copied with the pipeline's other files.
+func (ip *identityPlan) copiedWithMarker(url, id string) bool {
+	for _, m := range ip.markers {
+		if m.url == url && m.marker != nil && !m.marker.Legacy && m.marker.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func orNone(s string) string {

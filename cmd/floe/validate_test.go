@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -196,5 +197,57 @@ func TestCLIFromSavepointPath(t *testing.T) {
 	code, _, errOut = floe("run", spec2, "--from-savepoint", "./no/such/savepoint")
 	if code == 0 || strings.Contains(errOut, "use 1 to 128 letters") || !strings.Contains(errOut, "no/such/savepoint") {
 		t.Fatalf("missing path: code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCLIGraphPipelineCopied: a graph pipeline's folder copied whole (spec,
+// input, state, every sink) runs in its new place with "moved" warnings,
+// as a linear one does, and ends with the rows of the original.
+func TestCLIGraphPipelineCopied(t *testing.T) {
+	root := t.TempDir()
+	job2 := filepath.Join(root, "job2")
+	if err := os.CopyFS(filepath.Join(job2, "in"), os.DirFS("../../testdata/auctions")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer(`"../auctions/`, `"in/`, `"../../out/`, `"out/`, `"../../.floe"`, `"state"`).Replace(string(data))
+	os.WriteFile(filepath.Join(job2, "p.yaml"), []byte(s), 0o644)
+	if code, out, e := floe("run", filepath.Join(job2, "p.yaml"), "--until-epoch", "2"); code != 0 {
+		t.Fatalf("run: %s%s", out, e)
+	}
+	job3 := filepath.Join(root, "job3")
+	if err := os.CopyFS(job3, os.DirFS(job2)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := floe("plan", filepath.Join(job3, "p.yaml"))
+	if code != 0 || !strings.Contains(out, "warning: sink per-category moved") || strings.Contains(out, "url changed") {
+		t.Fatalf("plan of the copy: code %d\n%s%s", code, out, errOut)
+	}
+	lines := func(job string) []string {
+		if code, out, e := floe("run", filepath.Join(job, "p.yaml"), "--drain"); code != 0 {
+			t.Fatalf("run %s: %s%s", job, out, e)
+		}
+		_, list, _ := floe("outputs", filepath.Join(job, "p.yaml"))
+		var rows []string
+		for _, f := range strings.Fields(list) {
+			f = strings.TrimPrefix(f, "file://")
+			if !strings.HasSuffix(f, ".jsonl") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatalf("listed output %s: %v", f, err)
+			}
+			rows = append(rows, strings.Split(strings.TrimSpace(string(b)), "\n")...)
+		}
+		slices.Sort(rows)
+		return rows
+	}
+	got, want := lines(job3), lines(job2)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("copied pipeline: %d rows, the original %d", len(got), len(want))
 	}
 }
