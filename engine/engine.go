@@ -142,6 +142,10 @@ var (
 // RequestStats counts object-store requests (see store.RetryStats).
 type RequestStats = store.RetryStats
 
+// Requests counts object-store requests as the store bills them (see
+// store.Requests).
+type Requests = store.Requests
+
 // Store is the object-store interface, for Options.WrapStore.
 type Store = store.Store
 
@@ -165,6 +169,7 @@ func (s *stores) requests() store.RetryStats {
 		add(&t.Put, x.Put)
 		add(&t.List, x.List)
 		add(&t.Delete, x.Delete)
+		t.Requests = t.Requests.Add(x.Requests)
 		t.Retries += x.Retries
 		t.Timeouts += x.Timeouts
 		t.GaveUp += x.GaveUp

@@ -489,7 +489,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	m := r.manifest(edit)
 	req := r.st.requests().Sub(req0)
 	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)),
-		Gets: req.Get.Calls, Puts: req.Put.Calls, Lists: req.List.Calls, Deletes: req.Delete.Calls, Retries: req.Retries}
+		Gets: req.Requests.Get, Puts: req.Requests.Put, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
 	for _, f := range files {
 		m.Stats.BytesIn += f.Size
 	}
@@ -522,7 +522,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
 		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
 		"duration", time.Since(t0).Round(time.Millisecond),
-		"gets", req.Get.Calls, "puts", req.Put.Calls, "lists", req.List.Calls, "deletes", req.Delete.Calls, "retries", req.Retries)
+		"gets", req.Requests.Get, "puts", req.Requests.Put, "lists", req.Requests.List, "deletes", req.Requests.Delete, "retries", req.Retries)
 	return len(files), nil
 }
 
