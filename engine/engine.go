@@ -67,6 +67,9 @@ type Options struct {
 	// base name matches ReprocessFiles (a path.Match glob).
 	ReprocessRejected bool
 	ReprocessFiles    string
+	// FullList makes a source with order: lexical list the whole source
+	// this run, however recent the last full listing (listing.go).
+	FullList bool
 	// Migrations are registered steps between state format versions (see
 	// StateMigration); a run whose restored state is in an older format
 	// applies the shortest chain of them.

@@ -45,7 +45,12 @@ type runner struct {
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
-	outputs     *epoch.SegLog
+	listing     *listing // how the source is listed (listing.go)
+	// recordListing: the run made a full listing (or forgot processed
+	// files) that the head does not record yet; an epoch commits it even
+	// without new input.
+	recordListing bool
+	outputs       *epoch.SegLog
 	inputs      map[string]manifest.InputState
 	counters    manifest.Counters
 	wm          int64
@@ -136,7 +141,7 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	for _, w := range rp.identity.warnings {
 		r.log.Warn(w)
 	}
-	r.head, r.plan = head, rp.plan
+	r.head, r.plan, r.listing = head, rp.plan, rp.listing
 	if rp.newGeneration {
 		g, err := r.c.StartGeneration(ctx, head, rp.generationRecord())
 		if err != nil {
@@ -215,7 +220,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
 		r.res.UntilReached = true
 	}
-	pend := r.dc.interleave(pendingFiles(files, r.seen.Has))
+	pend := r.dc.interleave(r.pendingOf(files))
 	known := int64(len(pend))
 	r.warnAfterDrain(pend)
 	r.noteChanged(files)
@@ -244,8 +249,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 		batch := r.dc.selectFiles(pend)
 		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
-		if len(batch) == 0 && !drainNow && r.mustCommit {
-			// Commit the restored state as it is.
+		if len(batch) == 0 && !drainNow && (r.mustCommit || r.recordListing) {
+			// Commit the restored state as it is (or the full listing).
 			if _, err := r.epoch(ctx, nil, pend, false, false); err != nil {
 				return &r.res, err
 			}
@@ -263,16 +268,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 				continue
 			case <-time.After(r.opts.Trigger):
 			}
-			if files, err = listSource(ctx, r.p, r.st.source); err != nil {
+			now := r.opts.now()
+			r.listing.replan(r.p, now)
+			if files, err = r.listing.list(ctx, r.p, r.st.source, now); err != nil {
 				return &r.res, err
 			}
-			pend = r.dc.interleave(pendingFiles(files, r.seen.Has))
+			pend = r.dc.interleave(r.pendingOf(files))
 			known = r.res.Files + int64(len(pend))
 			r.warnAfterDrain(pend)
 			r.noteChanged(files)
 			if len(pend) == 0 {
-				// Idle: let the idle timeout advance the watermark.
-				if _, err := r.epoch(ctx, nil, nil, false, true); err != nil {
+				// Idle: let the idle timeout advance the watermark (and
+				// record a full listing).
+				if _, err := r.epoch(ctx, nil, nil, false, !r.recordListing); err != nil {
 					return &r.res, err
 				}
 			}
@@ -487,6 +495,13 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	phase("offsets")
 	m := r.manifest(edit)
+	var frontier string
+	if len(files) <= len(pend) {
+		frontier = r.listing.next(pend[len(files):])
+	} else {
+		frontier = r.listing.next(nil)
+	}
+	r.listing.record(m, frontier)
 	req := r.st.requests().Sub(req0)
 	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)),
 		Gets: req.Requests.Get, Puts: req.Requests.Put, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
@@ -510,7 +525,8 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	r.apply(edit, head)
-	r.mustCommit = false
+	r.mustCommit, r.recordListing = false, false
+	r.listing.frontier = frontier
 	if err := r.publish(ctx); err != nil {
 		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
 	}
