@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/internal/faultproxy"
 	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
 
@@ -83,4 +88,228 @@ func TestRequestCountsEqualServer(t *testing.T) {
 	if r := recs[0]; *r.Gets+*r.Puts+*r.Lists+*r.Deletes > want.Total() || *r.Puts == 0 {
 		t.Fatalf("epoch stats gets=%d puts=%d lists=%d deletes=%d: more than the server received (%+v), or no put", *r.Gets, *r.Puts, *r.Lists, *r.Deletes, want)
 	}
+}
+
+const lexSpec = `
+name: lex
+source: {type: files, url: "{{source}}", format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, order: lexical, full_list_every: 1h{{extra}}}
+operators:
+  - project: {event_time: event_time, user_id: user_id, bytes: bytes}
+sink:  {type: files, url: "{{sink}}", format: parquet}
+state: {url: "{{state}}", parallelism: {{par}}}
+`
+
+func lexPipeline(t *testing.T, e *env, extra string, par int) *spec.Pipeline {
+	return e.pipeline(t, strings.NewReplacer("{{extra}}", extra, "{{par}}", fmt.Sprint(par)).Replace(lexSpec))
+}
+
+// listRec records the start key of every listing of the source.
+type listRec struct {
+	store.Store
+	mu     sync.Mutex
+	afters []string
+}
+
+func (l *listRec) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+	return l.ListAfter(ctx, prefix, "")
+}
+
+func (l *listRec) ListAfter(ctx context.Context, prefix, after string) ([]store.ObjectInfo, error) {
+	l.mu.Lock()
+	l.afters = append(l.afters, after)
+	l.mu.Unlock()
+	return store.ListAfter(ctx, l.Store, prefix, after)
+}
+
+// take returns the start keys recorded since the last call.
+func (l *listRec) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.afters
+	l.afters = nil
+	return out
+}
+
+func recording(rec *listRec, now func() time.Time) engine.Options {
+	return engine.Options{Now: now, WrapStore: func(name string, s store.Store) store.Store {
+		if name != "source" {
+			return s
+		}
+		rec.Store = s
+		return rec
+	}}
+}
+
+// putN writes the file key with one row whose bytes value is n.
+func putN(t *testing.T, e *env, key string, n int) {
+	e.put(t, key, jsonl(ev("00:00:10", "u1", n)))
+}
+
+// wantEachOnce checks the committed rows are the bytes values want, each once.
+func wantEachOnce(t *testing.T, p *spec.Pipeline, want ...int) {
+	t.Helper()
+	rows := committedRows(t, p)
+	if len(rows) != len(want) {
+		t.Fatalf("committed %d rows, want %d (each file once):\n%s", len(rows), len(want), strings.Join(rows, "\n"))
+	}
+	for _, n := range want {
+		hits := 0
+		for _, r := range rows {
+			if strings.HasSuffix(r, fmt.Sprintf(",bytes=%d", n)) {
+				hits++
+			}
+		}
+		if hits != 1 {
+			t.Fatalf("value %d committed %d times, want once:\n%s", n, hits, strings.Join(rows, "\n"))
+		}
+	}
+}
+
+func headOf(t *testing.T, p *spec.Pipeline) *manifest.Manifest {
+	t.Helper()
+	return headChain(t, p, 1)[0]
+}
+
+// TestLexicalListing: with source.order: lexical a run lists only the keys
+// after the listing frontier; a late key that sorts before it is not seen
+// by ordered listings and is read by the first full listing, due
+// full_list_every after the last one, once; nothing is read twice.
+func TestLexicalListing(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	rec := &listRec{}
+	opts := recording(rec, func() time.Time { return now })
+	for i := 1; i <= 5; i++ {
+		putN(t, e, fmt.Sprintf("day=2026-12-01/f%02d.jsonl", i*10), i)
+	}
+	if res := run(t, p, opts); res.Files != 5 {
+		t.Fatalf("first run read %d files, want 5", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "" {
+		t.Fatalf("first run listed after %q, want one full listing", got)
+	}
+	m := headOf(t, p)
+	if m.Source.ListedAfter != "day=2026-12-01/f50.jsonl" || m.Source.FullListAt == nil || !m.Source.FullListAt.Equal(t0) {
+		t.Fatalf("head records frontier %q, full listing at %v", m.Source.ListedAfter, m.Source.FullListAt)
+	}
+
+	// A new key, and a late one that sorts before the frontier.
+	now = t0.Add(10 * time.Minute)
+	putN(t, e, "day=2026-12-02/f10.jsonl", 6)
+	putN(t, e, "day=2026-12-01/f15.jsonl", 7) // late
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("ordered run read %d files, want 1 (the new one)", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "day=2026-12-01/f50.jsonl" {
+		t.Fatalf("ordered run listed after %q, want after the frontier", got)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
+
+	// Nothing new: an ordered run commits nothing and lists one key.
+	now = t0.Add(30 * time.Minute)
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 0 {
+		t.Fatalf("idle ordered run: %d files, %d epochs", res.Files, res.Epochs)
+	}
+	rec.take()
+
+	// An hour after the last full listing: a full listing finds the late key.
+	now = t0.Add(61 * time.Minute)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("full-listing run read %d files, want 1 (the late one)", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "" {
+		t.Fatalf("due run listed after %q, want a full listing", got)
+	}
+	m = headOf(t, p)
+	if m.Source.ListedAfter != "day=2026-12-02/f10.jsonl" || !m.Source.FullListAt.Equal(now) {
+		t.Fatalf("head records frontier %q, full listing at %v", m.Source.ListedAfter, m.Source.FullListAt)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7)
+
+	// --full-list, and another due full listing with nothing new: nothing
+	// is read again; the due one is recorded by an epoch without input.
+	opts.FullList = true
+	if res := run(t, p, opts); res.Files != 0 {
+		t.Fatalf("--full-list run read %d files again", res.Files)
+	}
+	opts.FullList = false
+	now = t0.Add(3 * time.Hour)
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 1 {
+		t.Fatalf("due full listing with nothing new: %d files, %d epochs (want 0, 1: the listing recorded)", res.Files, res.Epochs)
+	}
+	now = t0.Add(3*time.Hour + time.Minute)
+	rec.take()
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 0 {
+		t.Fatalf("run after a recorded full listing: %d files, %d epochs", res.Files, res.Epochs)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] == "" {
+		t.Fatalf("run after a recorded full listing listed after %q, want an ordered listing", got)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7)
+}
+
+// TestLexicalFrontierBehindPending: a run that stops before it read every
+// listed file (max_files_per_epoch, --until-epoch) records the frontier
+// just before the first file still pending, not at the greatest key it
+// processed, so the next ordered listing still finds the rest.
+func TestLexicalFrontierBehindPending(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, ", max_files_per_epoch: 1", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	rec := &listRec{}
+	opts := recording(rec, func() time.Time { return now })
+	for i := 1; i <= 5; i++ {
+		putN(t, e, fmt.Sprintf("f%02d.jsonl", i*10), i)
+	}
+	opts.UntilEpoch = 2
+	if res := run(t, p, opts); res.Files != 2 {
+		t.Fatalf("first run read %d files, want 2", res.Files)
+	}
+	if m := headOf(t, p); m.Source.ListedAfter != "f20.jsonl" {
+		t.Fatalf("frontier %q after reading f10, f20 of five: want f20.jsonl", m.Source.ListedAfter)
+	}
+	opts.UntilEpoch = 0
+	now = t0.Add(time.Minute)
+	rec.take()
+	if res := run(t, p, opts); res.Files != 3 {
+		t.Fatalf("second run read %d files, want the 3 left", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "f20.jsonl" {
+		t.Fatalf("second run listed after %q, want f20.jsonl", got)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5)
+}
+
+// TestLexicalRescale: late keys across a rescale (parallelism 2 -> 1 ->
+// 3): each is read by the first full listing after it landed, once.
+func TestLexicalRescale(t *testing.T) {
+	e := fileEnv(t)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	opts := engine.Options{Now: func() time.Time { return now }}
+	putN(t, e, "k20.jsonl", 1)
+	putN(t, e, "k40.jsonl", 2)
+	run(t, lexPipeline(t, e, "", 2), opts)
+	putN(t, e, "k30.jsonl", 3) // late
+	putN(t, e, "k50.jsonl", 4)
+	now = t0.Add(time.Minute)
+	if res := run(t, lexPipeline(t, e, "", 1), opts); res.Files != 1 {
+		t.Fatalf("rescaled ordered run read %d files, want 1 (k50)", res.Files)
+	}
+	putN(t, e, "k10.jsonl", 5) // late
+	now = t0.Add(2 * time.Hour)
+	p := lexPipeline(t, e, "", 3)
+	if res := run(t, p, opts); res.Files != 2 {
+		t.Fatalf("rescaled run with a due full listing read %d files, want 2 (k10, k30)", res.Files)
+	}
+	now = t0.Add(4 * time.Hour)
+	if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+		t.Fatalf("a later full listing read %d files again", res.Files)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5)
 }
