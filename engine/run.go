@@ -51,13 +51,13 @@ type runner struct {
 	// without new input.
 	recordListing bool
 	outputs       *epoch.SegLog
-	inputs      map[string]manifest.InputState
-	counters    manifest.Counters
-	wm          int64
-	res         Result
-	started     time.Time
-	sides       *epoch.SideSweeper
-	pf          *prefetcher
+	inputs        map[string]manifest.InputState
+	counters      manifest.Counters
+	wm            int64
+	res           Result
+	started       time.Time
+	sides         *epoch.SideSweeper
+	pf            *prefetcher
 	// epochFloor is the lowest epoch number the next attempt may take: a
 	// restore into an empty state continues the restored epoch numbers.
 	epochFloor int64
