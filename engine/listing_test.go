@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -312,4 +314,60 @@ func TestLexicalRescale(t *testing.T) {
 		t.Fatalf("a later full listing read %d files again", res.Files)
 	}
 	wantEachOnce(t, p, 1, 2, 3, 4, 5)
+}
+
+// TestForgetAfter: with source.forget_after, a processed file older than
+// the bound is forgotten by the processed-file set (the head's count
+// drops) and, when it reappears with its old modification time, is not
+// read again; an unprocessed file older than the bound is ignored.
+func TestForgetAfter(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lexical=%v", ordered), func(t *testing.T) {
+			e := fileEnv(t)
+			tmpl := strings.Replace(lexSpec, "order: lexical, full_list_every: 1h", "forget_after: 30d", 1)
+			if ordered {
+				tmpl = strings.Replace(lexSpec, "{{extra}}", ", forget_after: 30d{{extra}}", 1)
+			}
+			p := e.pipeline(t, strings.NewReplacer("{{extra}}", "", "{{par}}", "1").Replace(tmpl))
+			t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+			now := t0
+			opts := engine.Options{Now: func() time.Time { return now }}
+			touch := func(key string, mod time.Time) {
+				if err := os.Chtimes(filepath.Join(e.sourceDir, key), mod, mod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			putN(t, e, "a.jsonl", 1)
+			touch("a.jsonl", t0.Add(-20*24*time.Hour))
+			putN(t, e, "b.jsonl", 2)
+			touch("b.jsonl", t0.Add(-1*time.Hour))
+			putN(t, e, "old.jsonl", 3)
+			touch("old.jsonl", t0.Add(-40*24*time.Hour)) // never read: older than the bound
+			if res := run(t, p, opts); res.Files != 2 {
+				t.Fatalf("first run read %d files, want 2 (old.jsonl is past forget_after)", res.Files)
+			}
+			if c := headOf(t, p).Source.Count; c != 2 {
+				t.Fatalf("processed-file set holds %d, want 2", c)
+			}
+			// 15 days on a.jsonl is 35 days old: forgotten (with a full
+			// listing, which the lexical source makes every hour).
+			now = t0.Add(15 * 24 * time.Hour)
+			putN(t, e, "c.jsonl", 4)
+			touch("c.jsonl", now)
+			if res := run(t, p, opts); res.Files != 1 {
+				t.Fatalf("second run read %d files, want 1 (c.jsonl)", res.Files)
+			}
+			if c := headOf(t, p).Source.Count; c != 2 {
+				t.Fatalf("processed-file set holds %d after forgetting a.jsonl, want 2 (b, c)", c)
+			}
+			// a.jsonl reappears (rewritten, its old modification time kept).
+			putN(t, e, "a.jsonl", 1)
+			touch("a.jsonl", t0.Add(-20*24*time.Hour))
+			now = now.Add(2 * time.Hour)
+			if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+				t.Fatalf("a forgotten file that reappeared was read again (%d files)", res.Files)
+			}
+			wantEachOnce(t, p, 1, 2, 4)
+		})
+	}
 }
