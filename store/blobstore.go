@@ -98,6 +98,22 @@ func (b *bucketStore) Get(ctx context.Context, key string) ([]byte, string, erro
 	return data, etag, nil
 }
 
+var _ Reader = (*bucketStore)(nil)
+
+// Read implements Reader: Get without the ETag (mem:// does not hash the
+// content; S3 does not require the response to carry one).
+func (b *bucketStore) Read(ctx context.Context, key string) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	b.countMem(OpGet)
+	data, err := b.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, b.wrap("get", key, err)
+	}
+	return data, nil
+}
+
 func (b *bucketStore) get(ctx context.Context, key string) ([]byte, string, error) {
 	r, err := b.bucket.NewReader(ctx, key, nil)
 	if err != nil {
