@@ -90,6 +90,17 @@ func TestRequestCountsEqualServer(t *testing.T) {
 	if r := recs[0]; *r.Gets+*r.Puts+*r.Lists+*r.Deletes > want.Total() || *r.Puts == 0 {
 		t.Fatalf("epoch stats gets=%d puts=%d lists=%d deletes=%d: more than the server received (%+v), or no put", *r.Gets, *r.Puts, *r.Lists, *r.Deletes, want)
 	}
+
+	// floe status: the listing's keys and requests, and a warning past
+	// the bound.
+	st, err := engine.ReadStatusWith(context.Background(), p, engine.StatusOptions{MaxListRequests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ListedKeys == nil || *st.ListedKeys != 1101 || *st.ListRequests != 2 || st.Listing != "full" || st.FilesSeen != 1101 ||
+		!strings.Contains(st.ListWarning, "2 requests") || !strings.Contains(st.ListWarning, "order: lexical") {
+		t.Fatalf("status listing %q, keys %v, requests %v, held %d, warning %q", st.Listing, st.ListedKeys, st.ListRequests, st.FilesSeen, st.ListWarning)
+	}
 }
 
 const lexSpec = `
@@ -209,7 +220,19 @@ func TestLexicalListing(t *testing.T) {
 	if got := rec.take(); len(got) != 1 || got[0] != "day=2026-12-01/f50.jsonl" {
 		t.Fatalf("ordered run listed after %q, want after the frontier", got)
 	}
-	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
+	putN(t, e, "day=2026-12-02/f20.jsonl", 8)
+	st, err := engine.ReadStatusWith(context.Background(), p, engine.StatusOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Listing != "after day=2026-12-02/f10.jsonl" || *st.ListedKeys != 1 || *st.PendingFiles != 1 || st.FilesSeen != 6 || st.ListWarning != "" {
+		t.Fatalf("status: listing %q, %d keys, %d pending, %d held, warning %q", st.Listing, *st.ListedKeys, *st.PendingFiles, st.FilesSeen, st.ListWarning)
+	}
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("ordered run read %d files, want 1", res.Files)
+	}
+	rec.take()
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 8)
 
 	// Nothing new: an ordered run commits nothing and lists one key.
 	now = t0.Add(30 * time.Minute)
@@ -227,10 +250,10 @@ func TestLexicalListing(t *testing.T) {
 		t.Fatalf("due run listed after %q, want a full listing", got)
 	}
 	m = headOf(t, p)
-	if m.Source.ListedAfter != "day=2026-12-02/f10.jsonl" || !m.Source.FullListAt.Equal(now) {
+	if m.Source.ListedAfter != "day=2026-12-02/f20.jsonl" || !m.Source.FullListAt.Equal(now) {
 		t.Fatalf("head records frontier %q, full listing at %v", m.Source.ListedAfter, m.Source.FullListAt)
 	}
-	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7)
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7, 8)
 
 	// --full-list, and another due full listing with nothing new: nothing
 	// is read again; the due one is recorded by an epoch without input.
@@ -251,7 +274,7 @@ func TestLexicalListing(t *testing.T) {
 	if got := rec.take(); len(got) != 1 || got[0] == "" {
 		t.Fatalf("run after a recorded full listing listed after %q, want an ordered listing", got)
 	}
-	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7)
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7, 8)
 }
 
 // TestLexicalFrontierBehindPending: a run that stops before it read every

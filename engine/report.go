@@ -61,6 +61,16 @@ type Status struct {
 	OldestPendingTime   *time.Time `json:"oldest_pending_time,omitempty"`
 	OldestPendingAgeS   *float64   `json:"oldest_pending_age_s,omitempty"`
 	ListError           string     `json:"list_error,omitempty"`
+	// Listing cost (ReadStatus, unless NoList): how the next run lists the
+	// source ("full" or "after <frontier>", source.order: lexical), the
+	// keys that listing returns, the requests it took (LIST pages on S3),
+	// and the processed-file set a run holds (FilesSeen).
+	Listing      string `json:"listing,omitempty"`
+	ListedKeys   *int64 `json:"listed_keys,omitempty"`
+	ListRequests *int64 `json:"list_requests,omitempty"`
+	// ListWarning is set when the listing took more than
+	// StatusOptions.MaxListRequests requests.
+	ListWarning         string     `json:"list_warning,omitempty"`
 	StateBytes          int64      `json:"state_bytes,omitempty"`     // operator state: bases and deltas
 	StateRows           int64      `json:"state_rows,omitempty"`      // rows of the base files
 	MetadataBytes       int64      `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
@@ -165,6 +175,12 @@ func (s *Status) Print(w io.Writer) {
 }
 
 func (s *Status) printPending(tw io.Writer) {
+	if s.ListedKeys != nil {
+		fmt.Fprintf(tw, "listing\t%s: %d keys in %d requests; %d processed files held\n", s.Listing, *s.ListedKeys, *s.ListRequests, s.FilesSeen)
+	}
+	if s.ListWarning != "" {
+		fmt.Fprintf(tw, "warning\t%s\n", s.ListWarning)
+	}
 	switch {
 	case s.ListError != "":
 		fmt.Fprintf(tw, "pending\tunknown: %s\n", s.ListError)
@@ -307,7 +323,14 @@ type StatusOptions struct {
 	// HeadOnly reads the head and nothing else: no listing, no chain of
 	// retained epochs (for frequent callers such as a metrics writer).
 	HeadOnly bool
+	// MaxListRequests bounds the requests of a source listing before
+	// status warns (0: DefaultMaxListRequests).
+	MaxListRequests int64
 }
+
+// DefaultMaxListRequests is StatusOptions.MaxListRequests when unset: ten
+// LIST pages, 10,000 keys on S3, per run.
+const DefaultMaxListRequests = 10
 
 // ReadStatus reads the committed head and the pipeline's health; see
 // ReadStatusWith.
@@ -383,7 +406,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 		}
 	}
 	if !so.NoList {
-		if err := s.pending(ctx, p, st, c, head, now); err != nil {
+		if err := s.pending(ctx, p, st, c, head, now, so.MaxListRequests); err != nil {
 			return nil, err
 		}
 	}
@@ -450,8 +473,30 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *e
 
 // pending lists the source and counts the files not processed yet. A
 // listing error is recorded, not returned: the head is still worth showing.
-func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time) error {
-	files, err := listSource(ctx, p, st.source)
+func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
+	l := planListing(p, &Options{Now: func() time.Time { return now }}, head, false)
+	req0 := st.requests()
+	files, err := l.list(ctx, p, st.source, now)
+	if err == nil {
+		reqs := st.requests().Sub(req0).Requests.List
+		s.ListedKeys, s.ListRequests = ptr(int64(len(files))), &reqs
+		s.Listing = "full"
+		if !l.full {
+			s.Listing = "after " + l.after
+		}
+		if maxReqs <= 0 {
+			maxReqs = DefaultMaxListRequests
+		}
+		if reqs > maxReqs {
+			s.ListWarning = fmt.Sprintf("listing the source took %d requests (%d keys), more than %d, and every run pays it", reqs, len(files), maxReqs)
+			if p.Source.Order == "" {
+				s.ListWarning += "; if new keys sort after old ones, source.order: lexical lists only the new ones"
+			}
+			if p.Source.ForgetAfter == 0 {
+				s.ListWarning += "; source.forget_after bounds the processed-file set"
+			}
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -467,7 +512,14 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 	}
 	var n, bytes int64
 	var oldest *store.ObjectInfo
+	cutoff := time.Time{}
+	if p.Source.ForgetAfter > 0 {
+		cutoff = now.Add(-p.Source.ForgetAfter)
+	}
 	for _, f := range pendingFiles(files, seen.Has) {
+		if !f.ModTime.IsZero() && f.ModTime.Before(cutoff) {
+			continue // source.forget_after: never read
+		}
 		n++
 		bytes += f.Size
 		if oldest == nil || (!f.ModTime.IsZero() && (oldest.ModTime.IsZero() || f.ModTime.Before(oldest.ModTime))) {
