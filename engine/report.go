@@ -49,18 +49,18 @@ type Status struct {
 
 	// Health figures (ReadStatus only). Times are RFC 3339, durations in
 	// seconds, relative to Now.
-	Now                 *time.Time `json:"now,omitempty"`
-	LastCommit          *time.Time `json:"last_commit,omitempty"`
-	LastCommitAgeS      *float64   `json:"last_commit_age_s,omitempty"`
-	MaxEventTime        string     `json:"max_event_time,omitempty"`
-	WatermarkLagEventS  *float64   `json:"watermark_lag_event_s,omitempty"` // newest event time seen - watermark
-	WatermarkLagWallS   *float64   `json:"watermark_lag_wall_s,omitempty"`  // now - watermark
-	PendingFiles        *int64     `json:"pending_files,omitempty"`
-	PendingBytes        *int64     `json:"pending_bytes,omitempty"`
-	OldestPending       string     `json:"oldest_pending,omitempty"`
-	OldestPendingTime   *time.Time `json:"oldest_pending_time,omitempty"`
-	OldestPendingAgeS   *float64   `json:"oldest_pending_age_s,omitempty"`
-	ListError           string     `json:"list_error,omitempty"`
+	Now                *time.Time `json:"now,omitempty"`
+	LastCommit         *time.Time `json:"last_commit,omitempty"`
+	LastCommitAgeS     *float64   `json:"last_commit_age_s,omitempty"`
+	MaxEventTime       string     `json:"max_event_time,omitempty"`
+	WatermarkLagEventS *float64   `json:"watermark_lag_event_s,omitempty"` // newest event time seen - watermark
+	WatermarkLagWallS  *float64   `json:"watermark_lag_wall_s,omitempty"`  // now - watermark
+	PendingFiles       *int64     `json:"pending_files,omitempty"`
+	PendingBytes       *int64     `json:"pending_bytes,omitempty"`
+	OldestPending      string     `json:"oldest_pending,omitempty"`
+	OldestPendingTime  *time.Time `json:"oldest_pending_time,omitempty"`
+	OldestPendingAgeS  *float64   `json:"oldest_pending_age_s,omitempty"`
+	ListError          string     `json:"list_error,omitempty"`
 	// Listing cost (ReadStatus, unless NoList): how the next run lists the
 	// source ("full" or "after <frontier>", source.order: lexical), the
 	// keys that listing returns, the requests it took (LIST pages on S3),
@@ -70,13 +70,13 @@ type Status struct {
 	ListRequests *int64 `json:"list_requests,omitempty"`
 	// ListWarning is set when the listing took more than
 	// StatusOptions.MaxListRequests requests.
-	ListWarning         string     `json:"list_warning,omitempty"`
-	StateBytes          int64      `json:"state_bytes,omitempty"`     // operator state: bases and deltas
-	StateRows           int64      `json:"state_rows,omitempty"`      // rows of the base files
-	MetadataBytes       int64      `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
-	Operators           []OpState  `json:"operators,omitempty"`       // state per operator and subtask
-	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests on the chain ending at the head
-	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
+	ListWarning         string    `json:"list_warning,omitempty"`
+	StateBytes          int64     `json:"state_bytes,omitempty"`     // operator state: bases and deltas
+	StateRows           int64     `json:"state_rows,omitempty"`      // rows of the base files
+	MetadataBytes       int64     `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
+	Operators           []OpState `json:"operators,omitempty"`       // state per operator and subtask
+	RetainedEpochs      int       `json:"retained_epochs,omitempty"` // manifests on the chain ending at the head
+	OldestRetainedEpoch int64     `json:"oldest_retained_epoch,omitempty"`
 	// LastEpoch is what the head epoch cost (nil: not recorded).
 	LastEpoch *manifest.EpochStats `json:"last_epoch,omitempty"`
 	// Table (iceberg sinks): the epoch published to the table and its
