@@ -394,3 +394,65 @@ func TestForgetAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestLexicalS3Requests: on S3, after 1,100 processed files (two LIST
+// pages), a run with one new file lists the source with one request
+// (StartAfter the frontier), the whole run with at most 6 (the source;
+// state gen= after the start and after the commit; the sink at the start
+// and the end; _rejected/), counted at the server; a late key is read by
+// the due full listing, once.
+func TestLexicalS3Requests(t *testing.T) {
+	e, px := proxiedEnv(t)
+	src, err := store.Open(context.Background(), e.source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i := range 1100 {
+		if _, err := src.Put(context.Background(), fmt.Sprintf("k%05d.jsonl", 10*i+10), jsonl(ev("00:00:10", "u1", i)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	opts := engine.Options{Now: func() time.Time { return now }}
+	sourceLists := func() (n int, afters []string) {
+		for _, q := range px.Requests() {
+			if store.S3Op(q.Method, q.Path, q.RawQuery, true) == store.OpList && strings.Contains(q.RawQuery, "prefix=in%2Fevents%2F") {
+				n++
+				v, _ := url.ParseQuery(q.RawQuery)
+				afters = append(afters, v.Get("start-after"))
+			}
+		}
+		return n, afters
+	}
+	px.ResetCounts()
+	run(t, p, opts)
+	if n, _ := sourceLists(); n != 2 {
+		t.Fatalf("the first (full) listing took %d requests, want 2 pages", n)
+	}
+	putN(t, e, "k99999.jsonl", 5000)
+	putN(t, e, "k00015.jsonl", 5001) // late: sorts before the frontier
+	now = t0.Add(time.Minute)
+	px.ResetCounts()
+	res := run(t, p, opts)
+	n, afters := sourceLists()
+	all := serverRequests(px)
+	t.Logf("one new file after 1,100: source listing %d requests (start-after %q); the run %+v", n, afters, all)
+	if res.Files != 1 || n != 1 || afters[0] != "in/events/k11000.jsonl" {
+		t.Fatalf("ordered run: %d files, source listed with %d requests after %q; want 1 file, 1 request after the frontier", res.Files, n, afters)
+	}
+	if all.List > 6 || all != res.Requests.Requests {
+		t.Fatalf("the run sent %+v (counted %+v); want at most 6 LIST requests and equal counts", all, res.Requests.Requests)
+	}
+	now = t0.Add(2 * time.Hour)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("due full listing read %d files, want the late one", res.Files)
+	}
+	want := []int{5000, 5001}
+	for i := range 1100 {
+		want = append(want, i)
+	}
+	wantEachOnce(t, p, want...)
+}

@@ -50,14 +50,17 @@ type runner struct {
 	// files) that the head does not record yet; an epoch commits it even
 	// without new input.
 	recordListing bool
-	outputs       *epoch.SegLog
-	inputs        map[string]manifest.InputState
-	counters      manifest.Counters
-	wm            int64
-	res           Result
-	started       time.Time
-	sides         *epoch.SideSweeper
-	pf            *prefetcher
+	// retainedAt is the head epoch whose state-root collection completed
+	// last (0: none since the last commit).
+	retainedAt int64
+	outputs    *epoch.SegLog
+	inputs     map[string]manifest.InputState
+	counters   manifest.Counters
+	wm         int64
+	res        Result
+	started    time.Time
+	sides      *epoch.SideSweeper
+	pf         *prefetcher
 	// epochFloor is the lowest epoch number the next attempt may take: a
 	// restore into an empty state continues the restored epoch numbers.
 	epochFloor int64
@@ -301,7 +304,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	// Final cleanup of orphans of the epochs this run committed.
 	if r.res.Epochs > 0 {
-		r.retain(ctx, false)
+		r.retainEnd(ctx)
 		r.maintainTable(ctx)
 	}
 	r.res.LastEpoch = r.head.Epoch()
@@ -313,7 +316,23 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 // next collection deletes what this one left), so it is logged, not
 // returned: the epoch is committed either way.
 func (r *runner) retain(ctx context.Context, skipSink bool) {
-	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil {
+		r.retainedAt = 0
+		if !errors.Is(err, context.Canceled) {
+			r.log.Warn("retention failed; the next epoch tries again", "error", err)
+		}
+		return
+	}
+	r.retainedAt = r.head.Epoch()
+}
+
+// retainEnd is the run's last retention, with the sink: the state root
+// only if the head's collection after its commit did not complete (one
+// listing fewer per run).
+func (r *runner) retainEnd(ctx context.Context) {
+	opts := r.gcOptions(false)
+	opts.SinkOnly = r.retainedAt != 0 && r.retainedAt == r.head.Epoch()
+	if _, err := r.c.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("retention failed; the next epoch tries again", "error", err)
 	}
 }
