@@ -456,3 +456,19 @@ func TestLexicalS3Requests(t *testing.T) {
 	}
 	wantEachOnce(t, p, want...)
 }
+
+// TestGraphRefusesOrder: the graph form lists its sources whole; order and
+// forget_after on a named source are refused with a message naming it.
+func TestGraphRefusesOrder(t *testing.T) {
+	p, err := spec.Load("../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := t.TempDir()
+	p.State.URL = fileURL(filepath.Join(d, "state"))
+	p.Sources[0].Source.ForgetAfter = time.Hour
+	_, err = engine.Run(context.Background(), p, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order and forget_after are not supported in the graph form") {
+		t.Fatalf("graph source with forget_after: %v", err)
+	}
+}
