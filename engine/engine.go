@@ -67,6 +67,9 @@ type Options struct {
 	// base name matches ReprocessFiles (a path.Match glob).
 	ReprocessRejected bool
 	ReprocessFiles    string
+	// FullList makes a source with order: lexical list the whole source
+	// this run, however recent the last full listing (listing.go).
+	FullList bool
 	// Migrations are registered steps between state format versions (see
 	// StateMigration); a run whose restored state is in an older format
 	// applies the shortest chain of them.
@@ -152,6 +155,10 @@ func Redact(rawURL string) string { return store.Redact(rawURL) }
 // RequestStats counts object-store requests (see store.RetryStats).
 type RequestStats = store.RetryStats
 
+// Requests counts object-store requests as the store bills them (see
+// store.Requests).
+type Requests = store.Requests
+
 // Store is the object-store interface, for Options.WrapStore.
 type Store = store.Store
 
@@ -175,6 +182,7 @@ func (s *stores) requests() store.RetryStats {
 		add(&t.Put, x.Put)
 		add(&t.List, x.List)
 		add(&t.Delete, x.Delete)
+		t.Requests = t.Requests.Add(x.Requests)
 		t.Retries += x.Retries
 		t.Timeouts += x.Timeouts
 		t.GaveUp += x.GaveUp

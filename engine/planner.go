@@ -19,6 +19,7 @@ import (
 type runPlan struct {
 	head        *epoch.Head
 	files       []store.ObjectInfo // the source listing the plan was made from
+	listing     *listing           // how it was listed (listing.go)
 	plan        *plan
 	parallelism int
 	k           int // max parallelism: the key-group count
@@ -83,7 +84,8 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	if rp.parallelism, rp.k, err = parallelismOf(p, opts); err != nil {
 		return nil, err
 	}
-	if rp.files, err = listSource(ctx, p, st.source); err != nil {
+	rp.listing = planListing(p, opts, head, from.kind != "")
+	if rp.files, err = rp.listing.list(ctx, p, st.source, opts.now()); err != nil {
 		return nil, err
 	}
 	if isGraph(p) {

@@ -51,24 +51,34 @@ type Status struct {
 
 	// Health figures (ReadStatus only). Times are RFC 3339, durations in
 	// seconds, relative to Now.
-	Now                 *time.Time `json:"now,omitempty"`
-	LastCommit          *time.Time `json:"last_commit,omitempty"`
-	LastCommitAgeS      *float64   `json:"last_commit_age_s,omitempty"`
-	MaxEventTime        string     `json:"max_event_time,omitempty"`
-	WatermarkLagEventS  *float64   `json:"watermark_lag_event_s,omitempty"` // newest event time seen - watermark
-	WatermarkLagWallS   *float64   `json:"watermark_lag_wall_s,omitempty"`  // now - watermark
-	PendingFiles        *int64     `json:"pending_files,omitempty"`
-	PendingBytes        *int64     `json:"pending_bytes,omitempty"`
-	OldestPending       string     `json:"oldest_pending,omitempty"`
-	OldestPendingTime   *time.Time `json:"oldest_pending_time,omitempty"`
-	OldestPendingAgeS   *float64   `json:"oldest_pending_age_s,omitempty"`
-	ListError           string     `json:"list_error,omitempty"`
-	StateBytes          int64      `json:"state_bytes,omitempty"`     // operator state: bases and deltas
-	StateRows           int64      `json:"state_rows,omitempty"`      // rows of the base files
-	MetadataBytes       int64      `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
-	Operators           []OpState  `json:"operators,omitempty"`       // state per operator and subtask
-	RetainedEpochs      int        `json:"retained_epochs,omitempty"` // manifests of the head's lineage
-	OldestRetainedEpoch int64      `json:"oldest_retained_epoch,omitempty"`
+	Now                *time.Time `json:"now,omitempty"`
+	LastCommit         *time.Time `json:"last_commit,omitempty"`
+	LastCommitAgeS     *float64   `json:"last_commit_age_s,omitempty"`
+	MaxEventTime       string     `json:"max_event_time,omitempty"`
+	WatermarkLagEventS *float64   `json:"watermark_lag_event_s,omitempty"` // newest event time seen - watermark
+	WatermarkLagWallS  *float64   `json:"watermark_lag_wall_s,omitempty"`  // now - watermark
+	PendingFiles       *int64     `json:"pending_files,omitempty"`
+	PendingBytes       *int64     `json:"pending_bytes,omitempty"`
+	OldestPending      string     `json:"oldest_pending,omitempty"`
+	OldestPendingTime  *time.Time `json:"oldest_pending_time,omitempty"`
+	OldestPendingAgeS  *float64   `json:"oldest_pending_age_s,omitempty"`
+	ListError          string     `json:"list_error,omitempty"`
+	// Listing cost (ReadStatus, unless NoList): how the next run lists the
+	// source ("full" or "after <frontier>", source.order: lexical), the
+	// keys that listing returns, the requests it took (LIST pages on S3),
+	// and the processed-file set a run holds (FilesSeen).
+	Listing      string `json:"listing,omitempty"`
+	ListedKeys   *int64 `json:"listed_keys,omitempty"`
+	ListRequests *int64 `json:"list_requests,omitempty"`
+	// ListWarning is set when the listing took more than
+	// StatusOptions.MaxListRequests requests.
+	ListWarning         string    `json:"list_warning,omitempty"`
+	StateBytes          int64     `json:"state_bytes,omitempty"`     // operator state: bases and deltas
+	StateRows           int64     `json:"state_rows,omitempty"`      // rows of the base files
+	MetadataBytes       int64     `json:"metadata_bytes,omitempty"`  // processed-file and output-log segments
+	Operators           []OpState `json:"operators,omitempty"`       // state per operator and subtask
+	RetainedEpochs      int       `json:"retained_epochs,omitempty"` // manifests of the head's lineage
+	OldestRetainedEpoch int64     `json:"oldest_retained_epoch,omitempty"`
 	// RestorableEpochs are the retained epochs of the head's lineage, newest
 	// first: what rollback --to-epoch, savepoint create --epoch, state and
 	// replay accept. After a rollback they skip the abandoned epochs.
@@ -173,6 +183,12 @@ func (s *Status) Print(w io.Writer) {
 }
 
 func (s *Status) printPending(tw io.Writer) {
+	if s.ListedKeys != nil {
+		fmt.Fprintf(tw, "listing\t%s: %d keys in %d requests; %d processed files held\n", s.Listing, *s.ListedKeys, *s.ListRequests, s.FilesSeen)
+	}
+	if s.ListWarning != "" {
+		fmt.Fprintf(tw, "warning\t%s\n", s.ListWarning)
+	}
 	switch {
 	case s.ListError != "":
 		fmt.Fprintf(tw, "pending\tunknown: %s\n", s.ListError)
@@ -341,7 +357,14 @@ type StatusOptions struct {
 	// HeadOnly reads the head and nothing else: no listing, no chain of
 	// retained epochs (for frequent callers such as a metrics writer).
 	HeadOnly bool
+	// MaxListRequests bounds the requests of a source listing before
+	// status warns (0: DefaultMaxListRequests).
+	MaxListRequests int64
 }
+
+// DefaultMaxListRequests is StatusOptions.MaxListRequests when unset: ten
+// LIST pages, 10,000 keys on S3, per run.
+const DefaultMaxListRequests = 10
 
 // ReadStatus reads the committed head and the pipeline's health; see
 // ReadStatusWith.
@@ -424,7 +447,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 		}
 	}
 	if !so.NoList {
-		if err := s.pending(ctx, p, st, c, head, now); err != nil {
+		if err := s.pending(ctx, p, st, c, head, now, so.MaxListRequests); err != nil {
 			return nil, err
 		}
 	}
@@ -491,8 +514,30 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *e
 
 // pending lists the source and counts the files not processed yet. A
 // listing error is recorded, not returned: the head is still worth showing.
-func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time) error {
-	files, err := listSource(ctx, p, st.source)
+func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
+	l := planListing(p, &Options{Now: func() time.Time { return now }}, head, false)
+	req0 := st.requests()
+	files, err := l.list(ctx, p, st.source, now)
+	if err == nil {
+		reqs := st.requests().Sub(req0).Requests.List
+		s.ListedKeys, s.ListRequests = ptr(int64(len(files))), &reqs
+		s.Listing = "full"
+		if !l.full {
+			s.Listing = "after " + l.after
+		}
+		if maxReqs <= 0 {
+			maxReqs = DefaultMaxListRequests
+		}
+		if reqs > maxReqs {
+			s.ListWarning = fmt.Sprintf("listing the source took %d requests (%d keys), more than %d, and every run pays it", reqs, len(files), maxReqs)
+			if p.Source.Order == "" {
+				s.ListWarning += "; if new keys sort after old ones, source.order: lexical lists only the new ones"
+			}
+			if p.Source.ForgetAfter == 0 {
+				s.ListWarning += "; source.forget_after bounds the processed-file set"
+			}
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -508,7 +553,14 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 	}
 	var n, bytes int64
 	var oldest *store.ObjectInfo
+	cutoff := time.Time{}
+	if p.Source.ForgetAfter > 0 {
+		cutoff = now.Add(-p.Source.ForgetAfter)
+	}
 	for _, f := range pendingFiles(files, seen.Has) {
+		if !f.ModTime.IsZero() && f.ModTime.Before(cutoff) {
+			continue // source.forget_after: never read
+		}
 		n++
 		bytes += f.Size
 		if oldest == nil || (!f.ModTime.IsZero() && (oldest.ModTime.IsZero() || f.ModTime.Before(oldest.ModTime))) {

@@ -47,14 +47,22 @@ type runner struct {
 	ranges      [][2]int
 	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
-	outputs     *epoch.SegLog
-	inputs      map[string]manifest.InputState
-	counters    manifest.Counters
-	wm          int64
-	res         Result
-	started     time.Time
-	sides       *epoch.SideSweeper
-	pf          *prefetcher
+	listing     *listing // how the source is listed (listing.go)
+	// recordListing: the run made a full listing (or forgot processed
+	// files) that the head does not record yet; an epoch commits it even
+	// without new input.
+	recordListing bool
+	// retainedAt is the head epoch whose state-root collection completed
+	// last (0: none since the last commit).
+	retainedAt int64
+	outputs    *epoch.SegLog
+	inputs     map[string]manifest.InputState
+	counters   manifest.Counters
+	wm         int64
+	res        Result
+	started    time.Time
+	sides      *epoch.SideSweeper
+	pf         *prefetcher
 	// epochFloor is the lowest epoch number the next attempt may take: a
 	// restore into an empty state continues the restored epoch numbers.
 	epochFloor int64
@@ -149,7 +157,7 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	for _, w := range rp.identity.warnings {
 		r.log.Warn(w)
 	}
-	r.head, r.plan, r.ident = head, rp.plan, rp.identity
+	r.head, r.plan, r.ident, r.listing = head, rp.plan, rp.identity, rp.listing
 	if rp.newGeneration {
 		// Started by beginWriting, when the first epoch is about to write:
 		// a run that commits nothing writes no generation.
@@ -234,7 +242,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
 		r.res.UntilReached = true
 	}
-	pend := r.dc.interleave(pendingFiles(files, r.seen.Has))
+	pend := r.dc.interleave(r.pendingOf(files))
 	known := int64(len(pend))
 	r.warnAfterDrain(pend)
 	r.noteChanged(files)
@@ -263,8 +271,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 		batch := r.dc.selectFiles(pend)
 		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
-		if len(batch) == 0 && !drainNow && r.mustCommit {
-			// Commit the restored state as it is.
+		if len(batch) == 0 && !drainNow && (r.mustCommit || r.recordListing) {
+			// Commit the restored state as it is (or the full listing).
 			if _, err := r.epoch(ctx, nil, pend, false, false); err != nil {
 				return &r.res, err
 			}
@@ -282,16 +290,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 				continue
 			case <-time.After(r.opts.Trigger):
 			}
-			if files, err = listSource(ctx, r.p, r.st.source); err != nil {
+			now := r.opts.now()
+			r.listing.replan(r.p, now)
+			if files, err = r.listing.list(ctx, r.p, r.st.source, now); err != nil {
 				return &r.res, err
 			}
-			pend = r.dc.interleave(pendingFiles(files, r.seen.Has))
+			pend = r.dc.interleave(r.pendingOf(files))
 			known = r.res.Files + int64(len(pend))
 			r.warnAfterDrain(pend)
 			r.noteChanged(files)
 			if len(pend) == 0 {
-				// Idle: let the idle timeout advance the watermark.
-				if _, err := r.epoch(ctx, nil, nil, false, true); err != nil {
+				// Idle: let the idle timeout advance the watermark (and
+				// record a full listing).
+				if _, err := r.epoch(ctx, nil, nil, false, !r.recordListing); err != nil {
 					return &r.res, err
 				}
 			}
@@ -316,7 +327,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
 			return &r.res, err
 		}
-		r.retain(ctx, false)
+		r.retainEnd(ctx)
 		r.sweepAbandoned(ctx)
 		r.maintainTable(ctx)
 	}
@@ -389,7 +400,23 @@ func parallelismNote(p *spec.Pipeline, opts *Options) string {
 // next collection deletes what this one left), so it is logged, not
 // returned: the epoch is committed either way.
 func (r *runner) retain(ctx context.Context, skipSink bool) {
-	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil {
+		r.retainedAt = 0
+		if !errors.Is(err, context.Canceled) {
+			r.log.Warn("retention failed; the next epoch tries again", "error", err)
+		}
+		return
+	}
+	r.retainedAt = r.head.Epoch()
+}
+
+// retainEnd is the run's last retention, with the sink: the state root
+// only if the head's collection after its commit did not complete (one
+// listing fewer per run).
+func (r *runner) retainEnd(ctx context.Context) {
+	opts := r.gcOptions(false)
+	opts.SinkOnly = r.retainedAt != 0 && r.retainedAt == r.head.Epoch()
+	if _, err := r.c.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("retention failed; the next epoch tries again", "error", err)
 	}
 }
@@ -593,9 +620,16 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	phase("offsets")
 	m := r.manifest(edit)
+	var frontier string
+	if len(files) <= len(pend) {
+		frontier = r.listing.next(pend[len(files):])
+	} else {
+		frontier = r.listing.next(nil)
+	}
+	r.listing.record(m, frontier)
 	req := r.st.requests().Sub(req0)
 	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)),
-		Gets: req.Get.Calls, Puts: req.Put.Calls, Lists: req.List.Calls, Deletes: req.Delete.Calls, Retries: req.Retries}
+		Gets: req.Requests.Get, Puts: req.Requests.Put, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
 	for _, f := range files {
 		m.Stats.BytesIn += f.Size
 	}
@@ -616,7 +650,8 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	r.apply(edit, head)
-	r.mustCommit = false
+	r.mustCommit, r.recordListing = false, false
+	r.listing.frontier = frontier
 	if err := r.publish(ctx); err != nil {
 		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
 	}
@@ -628,7 +663,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
 		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
 		"duration", time.Since(t0).Round(time.Millisecond),
-		"gets", req.Get.Calls, "puts", req.Put.Calls, "lists", req.List.Calls, "deletes", req.Delete.Calls, "retries", req.Retries)
+		"gets", req.Requests.Get, "puts", req.Requests.Put, "lists", req.Requests.List, "deletes", req.Requests.Delete, "retries", req.Retries)
 	if msg := rejecting(in.rows+int64(len(in.rejects)), int64(len(in.rejects)), rejectedWhere(r.p)); msg != "" {
 		r.log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
 	}

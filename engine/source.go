@@ -23,7 +23,13 @@ import (
 // progress (names starting with "." or "_") and matches source.pattern, in
 // key order.
 func listSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
-	objs, err := src.List(ctx, "")
+	return listSourceAfter(ctx, p, src, "")
+}
+
+// listSourceAfter is listSource restricted to the keys after after (see
+// listing.go).
+func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, after string) ([]store.ObjectInfo, error) {
+	objs, err := store.ListAfter(ctx, src, "", after)
 	if err != nil {
 		return nil, fmt.Errorf("list source %s: %w", store.Redact(p.Source.URL), err)
 	}

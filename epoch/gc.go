@@ -79,6 +79,9 @@ type GCOptions struct {
 	// SkipSink leaves the sink alone (listing a large sink every epoch is
 	// wasteful; the engine cleans it at the start and end of a run).
 	SkipSink bool
+	// SinkOnly cleans only the sink: the state root was collected for this
+	// head already (it saves the state listing).
+	SinkOnly bool
 	// Committed, when set, tells whether a sink-relative path at the sink
 	// root or in a Hive partition directory below it (col=value/...) is a
 	// committed output (the engine's output log, exact for every
@@ -125,9 +128,11 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 			referenced[f.Path] = true
 		}
 	}
-	objs, err := c.Store.List(ctx, "gen=")
-	if err != nil {
-		return st, fmt.Errorf("retention: list: %w", err)
+	var objs []store.ObjectInfo
+	if !opts.SinkOnly {
+		if objs, err = c.Store.List(ctx, "gen="); err != nil {
+			return st, fmt.Errorf("retention: list: %w", err)
+		}
 	}
 	var manifests, files []string
 	for _, o := range objs {

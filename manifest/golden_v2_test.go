@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // v2 documents: the v1 literals with format 2, the generation's identity,
@@ -43,6 +44,15 @@ func goldenManifestV2() *Manifest {
 	return m
 }
 
+// goldenManifestListingV2 is a manifest of a source with order: lexical
+// (SourceState.ListedAfter, FullListAt).
+func goldenManifestListingV2() *Manifest {
+	m := goldenManifestV2()
+	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	m.Source.ListedAfter, m.Source.FullListAt = "day=2026-12-01/part-0099.parquet", &at
+	return m
+}
+
 func goldenMarkerV2() *SinkMarker {
 	return &SinkMarker{FormatVersion: 2, Pipeline: "clicks-per-user", ID: "9b2c7f0e-3d4a-4c5b-8e6f-7a8b9c0d1e2f",
 		State: "s3://bucket/state/clicks-per-user"}
@@ -68,6 +78,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
 		{"manifest.json", goldenManifestV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestV2()) },
+			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
+		{"manifest-listing.json", goldenManifestListingV2(),
+			func() ([]byte, error) { return EncodeManifest(goldenManifestListingV2()) },
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"sink_marker.json", goldenMarkerV2(),
 			func() ([]byte, error) { return EncodeSinkMarker(goldenMarkerV2()) },

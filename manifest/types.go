@@ -155,6 +155,15 @@ type SourceState struct {
 	// wins), so a run notices an input file changed after it was read.
 	SizesInline  []string  `json:"sizes_inline,omitempty"`
 	SizeSegments []FileRef `json:"size_segments,omitempty"`
+	// ListedAfter (format 2, source.order: lexical) is the listing
+	// frontier: every key that a listing found and that sorts at or before
+	// it was processed (or ignored), so an ordered listing starts after it
+	// (S3 StartAfter). Empty: the next run lists the whole source.
+	ListedAfter string `json:"listed_after,omitempty"`
+	// FullListAt (format 2, source.order: lexical) is when the last full
+	// listing of the source started; the next one is due
+	// source.full_list_every later.
+	FullListAt *time.Time `json:"full_list_at,omitempty"`
 }
 
 // InputState is one input's watermark progress.

@@ -269,6 +269,21 @@ func (d *decoder) duration(n *node, path string) time.Duration {
 	return v
 }
 
+// days is duration that also takes whole days ("30d").
+func (d *decoder) days(n *node, path string) time.Duration {
+	if n.kind == kindScalar && n.sType != scalarNull {
+		t := strings.TrimSpace(n.str)
+		if k, err := strconv.Atoi(strings.TrimSuffix(t, "d")); err == nil && strings.HasSuffix(t, "d") {
+			if k < 1 || k > 100000 {
+				d.c.decodeErr(n.pos, path, "want 1d to 100000d, got %s", excerpt(t))
+				return 0
+			}
+			return time.Duration(k) * 24 * time.Hour
+		}
+	}
+	return d.duration(n, path)
+}
+
 // ParseDuration parses Go duration syntax ("5s", "1m30s", "250ms"). Other
 // forms fail with a message that says what to write instead.
 func ParseDuration(s string) (time.Duration, error) {
@@ -410,7 +425,8 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
-		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture", "validate"}
+		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture", "validate",
+		"order", "full_list_every", "forget_after"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -488,6 +504,12 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			if s.Validate != "used" && s.Validate != "all" && !d.c.hasFailed(fp) {
 				d.c.decodeErr(v.pos, fp, "want used (the columns the pipeline reads; the default) or all (every declared column)")
 			}
+		case "order":
+			s.Order = d.str(v, fp)
+		case "full_list_every":
+			s.FullListEvery = d.duration(v, fp)
+		case "forget_after":
+			s.ForgetAfter = d.days(v, fp)
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {

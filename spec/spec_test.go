@@ -272,7 +272,7 @@ func TestValidationErrors(t *testing.T) {
 		{"typo key", "max_files_per_epoch: 8", "max_file_per_epoch: 8",
 			[]wantErr{{"|max_file_per_epoch", `source.max_file_per_epoch: unknown field (did you mean max_files_per_epoch?)`}}},
 		{"unknown key, no suggestion", "max_files_per_epoch: 8", "zzz: 8",
-			[]wantErr{{"|zzz", `source.zzz: unknown field (allowed: type, url, format, schema, event_time, max_files_per_epoch, max_rows_per_epoch, pattern, csv, watermark, on_error, rejected_url, late_url, inputs, start_from, max_rejected_fraction, capture, validate)`}}},
+			[]wantErr{{"|zzz", `source.zzz: unknown field (allowed: type, url, format, schema, event_time, max_files_per_epoch, max_rows_per_epoch, pattern, csv, watermark, on_error, rejected_url, late_url, inputs, start_from, max_rejected_fraction, capture, validate, order, full_list_every, forget_after)`}}},
 		{"unknown top-level key", "state:", "stat:",
 			[]wantErr{
 				{"|name:", `state.url: required`},
@@ -637,5 +637,36 @@ func TestBuilderMatchesSpec(t *testing.T) {
 	parsed.origin = nil
 	if !reflect.DeepEqual(built, parsed) {
 		t.Errorf("builder and spec differ\nbuilt:  %s\nparsed: %s", dump(built), dump(parsed))
+	}
+}
+
+// TestListingFields: source.order, full_list_every and forget_after
+// (which takes days).
+func TestListingFields(t *testing.T) {
+	with := func(extra string) (*Pipeline, error) {
+		return Parse("clicks.yaml", []byte(strings.Replace(base, "  max_files_per_epoch: 8\n", "  max_files_per_epoch: 8\n"+extra, 1)), t.TempDir())
+	}
+	p, err := with("  order: lexical\n  full_list_every: 2h\n  forget_after: 30d\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Source; s.Order != OrderLexical || s.FullListEvery != 2*time.Hour || s.ForgetAfter != 720*time.Hour {
+		t.Fatalf("decoded order %q, full_list_every %v, forget_after %v", s.Order, s.FullListEvery, s.ForgetAfter)
+	}
+	for _, tc := range []struct{ extra, want string }{
+		{"  order: sorted\n", `source.order: unknown order "sorted" (want lexical, or leave it out)`},
+		{"  full_list_every: 1h\n", "source.full_list_every: only with order: lexical"},
+		{"  forget_after: 0d\n", "source.forget_after: want 1d to 100000d"},
+		{"  forget_after: soon\n", "source.forget_after: invalid duration"},
+	} {
+		if _, err := with(tc.extra); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+	noSchema := strings.Replace(base, "  schema:\n    event_time: timestamp\n    user_id: string\n    page: string\n    bytes: int64\n", "", 1)
+	noSchema = strings.Replace(noSchema, "format: jsonl", "format: parquet", 1)
+	noSchema = strings.Replace(noSchema, "  max_files_per_epoch: 8\n", "  order: lexical\n", 1)
+	if _, err := Parse("clicks.yaml", []byte(noSchema), t.TempDir()); err == nil || !strings.Contains(err.Error(), "order: lexical needs a declared schema") {
+		t.Errorf("lexical without a schema: %v", err)
 	}
 }

@@ -178,7 +178,30 @@ type Source struct {
 	// epoch's state (retention deletes it with the epoch), so `floe replay`
 	// works after the source's own lifecycle rules deleted the originals.
 	Capture bool
+	// Order declares how new keys sort: "" (no promise: every run lists
+	// the whole source) or OrderLexical (new files arrive with keys that
+	// sort after the ones processed, e.g. time-stamped names or
+	// day=YYYY-MM-DD/ folders): a run lists only the keys after the
+	// listing frontier (S3 StartAfter), and the whole source once every
+	// FullListEvery, when a run restores or reprocesses, or with
+	// `floe run --full-list`, so a late key that sorts earlier is still
+	// found, by the first run that lists it whole.
+	Order string
+	// FullListEvery (Order lexical; default DefaultFullListEvery) is the
+	// longest time between two full listings recorded in the head.
+	FullListEvery time.Duration
+	// ForgetAfter (0: never) ignores source files whose modification time
+	// is older than this when a run lists them: they are not read, and
+	// the processed-file set forgets them, so a key that reappears with
+	// its old modification time is not read again.
+	ForgetAfter time.Duration
 }
+
+// OrderLexical is Source.Order for keys that arrive in lexical order.
+const OrderLexical = "lexical"
+
+// DefaultFullListEvery is Source.FullListEvery when it is not set.
+const DefaultFullListEvery = time.Hour
 
 // InputsMode selects how source files map to watermark inputs.
 type InputsMode string

@@ -196,6 +196,19 @@ func validateSourceAt(c *collector, sp string, s *Source) {
 	if s.MaxFilesPerEpoch < 0 {
 		c.add(sp+".max_files_per_epoch", "must not be negative")
 	}
+	switch {
+	case s.Order != "" && s.Order != OrderLexical:
+		c.add(sp+".order", "unknown order %q (want lexical, or leave it out)", s.Order)
+	case s.Order == "" && s.FullListEvery != 0:
+		c.add(sp+".full_list_every", "only with order: lexical (without it every run lists the whole source)")
+	case s.FullListEvery < 0:
+		c.add(sp+".full_list_every", "must be positive")
+	case s.Order == OrderLexical && len(s.Schema) == 0:
+		c.add(sp+".order", "order: lexical needs a declared schema (an inferred one is read from the first file of a full listing)")
+	}
+	if s.ForgetAfter < 0 {
+		c.add(sp+".forget_after", "must be positive")
+	}
 	if s.MaxRowsPerEpoch < 0 {
 		c.add(sp+".max_rows_per_epoch", "must not be negative")
 	}

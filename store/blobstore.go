@@ -34,6 +34,23 @@ type bucketStore struct {
 	s3       *s3.Client
 	s3Bucket string
 	s3Prefix string
+
+	// reqs counts requests: for S3 the HTTP client's countingTransport
+	// counts each one sent; for mem each Store call counts one.
+	reqs *reqCounter
+}
+
+var _ RequestCounter = (*bucketStore)(nil)
+
+// Requests implements RequestCounter.
+func (b *bucketStore) Requests() Requests { return b.reqs.Requests() }
+
+// countMem counts one request of a mem:// store (S3's are counted by the
+// HTTP client).
+func (b *bucketStore) countMem(op Op) {
+	if b.mem {
+		b.reqs.count(op)
+	}
 }
 
 var _ Store = (*bucketStore)(nil)
@@ -73,11 +90,28 @@ func (b *bucketStore) Get(ctx context.Context, key string) ([]byte, string, erro
 	if err := checkKey(key); err != nil {
 		return nil, "", fmt.Errorf("store: get: %w", err)
 	}
+	b.countMem(OpGet)
 	data, etag, err := b.get(ctx, key)
 	if err != nil {
 		return nil, "", b.wrap("get", key, err)
 	}
 	return data, etag, nil
+}
+
+var _ Reader = (*bucketStore)(nil)
+
+// Read implements Reader: Get without the ETag (mem:// does not hash the
+// content; S3 does not require the response to carry one).
+func (b *bucketStore) Read(ctx context.Context, key string) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	b.countMem(OpGet)
+	data, err := b.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, b.wrap("get", key, err)
+	}
+	return data, nil
 }
 
 func (b *bucketStore) get(ctx context.Context, key string) ([]byte, string, error) {
@@ -112,6 +146,7 @@ func (b *bucketStore) Put(ctx context.Context, key string, data []byte, opts Put
 	if err := checkPutOptions(opts); err != nil {
 		return "", fmt.Errorf("store: put %q: %w", key, err)
 	}
+	b.countMem(OpPut)
 	var (
 		etag string
 		err  error
@@ -240,8 +275,31 @@ func addETagCapture(stack *middleware.Stack) error {
 
 // List implements Store.
 func (b *bucketStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	return b.ListAfter(ctx, prefix, "")
+}
+
+var _ ListerAfter = (*bucketStore)(nil)
+
+// ListAfter implements ListerAfter. On S3 it sends StartAfter (the key
+// with the store's prefix), so the server skips what sorts before it; a key
+// gocloud would escape (see s3KeyVerbatim) is listed whole and filtered.
+func (b *bucketStore) ListAfter(ctx context.Context, prefix, after string) ([]ObjectInfo, error) {
+	b.countMem(OpList)
 	var out []ObjectInfo
-	it := b.bucket.List(&blob.ListOptions{Prefix: prefix})
+	opts := &blob.ListOptions{Prefix: prefix}
+	if start := b.s3Prefix + after; after != "" && b.s3 != nil && s3KeyVerbatim(start) {
+		opts.BeforeList = func(as func(any) bool) error {
+			var in *s3.ListObjectsV2Input
+			if !as(&in) || in == nil {
+				return errors.New("cannot set StartAfter: lister does not expose ListObjectsV2Input")
+			}
+			if in.ContinuationToken == nil {
+				in.StartAfter = aws.String(start)
+			}
+			return nil
+		}
+	}
+	it := b.bucket.List(opts)
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
@@ -250,7 +308,7 @@ func (b *bucketStore) List(ctx context.Context, prefix string) ([]ObjectInfo, er
 		if err != nil {
 			return nil, b.wrap("list", prefix, err)
 		}
-		if obj.IsDir {
+		if obj.IsDir || obj.Key <= after {
 			continue
 		}
 		out = append(out, ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
@@ -265,6 +323,7 @@ func (b *bucketStore) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("store: delete: %w", err)
 	}
 	if b.mem {
+		b.reqs.count(OpDelete)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 	}

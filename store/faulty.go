@@ -268,6 +268,31 @@ func (f *Faulty) List(ctx context.Context, prefix string) (out []ObjectInfo, err
 	return out, nil
 }
 
+var (
+	_ ListerAfter    = (*Faulty)(nil)
+	_ RequestCounter = (*Faulty)(nil)
+)
+
+// ListAfter implements ListerAfter; it counts as a List (the fault filter
+// sees the prefix).
+func (f *Faulty) ListAfter(ctx context.Context, prefix, after string) (out []ObjectInfo, err error) {
+	err = f.call(ctx, OpList, prefix, func() error {
+		out, err = ListAfter(ctx, f.inner, prefix, after)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Requests implements RequestCounter: the inner store's (zero if it does
+// not count). A faulted call that did not apply sent no request.
+func (f *Faulty) Requests() Requests {
+	r, _ := CountRequests(f.inner)
+	return r
+}
+
 // Delete implements Store.
 func (f *Faulty) Delete(ctx context.Context, key string) error {
 	return f.call(ctx, OpDelete, key, func() error { return f.inner.Delete(ctx, key) })

@@ -37,9 +37,17 @@ type fileStore struct {
 	lockDir  string
 	dirsOnce sync.Once
 	dirsErr  error
+	reqs     reqCounter // one per Store call
 }
 
-var _ Store = (*fileStore)(nil)
+var (
+	_ Store          = (*fileStore)(nil)
+	_ RequestCounter = (*fileStore)(nil)
+	_ ListerAfter    = (*fileStore)(nil)
+)
+
+// Requests implements RequestCounter: one per Store call.
+func (s *fileStore) Requests() Requests { return s.reqs.Requests() }
 
 const (
 	lockStripes = 64
@@ -92,7 +100,7 @@ func (s *fileStore) path(key string) string {
 
 // Get implements Store.
 func (s *fileStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	data, err := s.Read(ctx, key)
+	data, err := s.read(ctx, key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -103,6 +111,11 @@ var _ Reader = (*fileStore)(nil)
 
 // Read implements Reader: Get without computing the ETag.
 func (s *fileStore) Read(ctx context.Context, key string) ([]byte, error) {
+	return s.read(ctx, key)
+}
+
+func (s *fileStore) read(ctx context.Context, key string) ([]byte, error) {
+	s.reqs.count(OpGet)
 	if err := checkKey(key); err != nil {
 		return nil, fmt.Errorf("store: get: %w", err)
 	}
@@ -127,6 +140,7 @@ func isAbsent(err error) bool {
 
 // Put implements Store.
 func (s *fileStore) Put(ctx context.Context, key string, data []byte, opts PutOptions) (string, error) {
+	s.reqs.count(OpPut)
 	if err := checkKey(key); err != nil {
 		return "", fmt.Errorf("store: put: %w", err)
 	}
@@ -250,6 +264,14 @@ func (s *fileStore) lock(key string) (unlock func(), err error) {
 
 // List implements Store.
 func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	return s.ListAfter(ctx, prefix, "")
+}
+
+// ListAfter implements ListerAfter: the walk skips every directory whose
+// keys all sort before after (a sorted directory walk from the start key,
+// as S3's StartAfter), so its cost follows what comes after it.
+func (s *fileStore) ListAfter(ctx context.Context, prefix, after string) ([]ObjectInfo, error) {
+	s.reqs.count(OpList)
 	// Walk only the deepest directory the prefix names.
 	start := s.root
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
@@ -272,15 +294,20 @@ func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 			}
 			return nil
 		}
-		if d.IsDir() {
-			return nil
-		}
 		rel, err := filepath.Rel(s.root, p)
 		if err != nil {
 			return err
 		}
 		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) {
+		if d.IsDir() {
+			// Every key under the directory starts with dir; if after
+			// does not, they all sort on one side of it.
+			if dir := key + "/"; after != "" && rel != "." && dir < after && !strings.HasPrefix(after, dir) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasPrefix(key, prefix) || key <= after {
 			return nil
 		}
 		info, err := d.Info()
@@ -309,6 +336,7 @@ func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 // Delete implements Store. It also removes the directories the delete left
 // empty, up to the root.
 func (s *fileStore) Delete(ctx context.Context, key string) error {
+	s.reqs.count(OpDelete)
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("store: delete: %w", err)
 	}

@@ -70,7 +70,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if len(q) > 0 {
 			return nil, fmt.Errorf("store: open %q: mem URLs take no query parameters", shown)
 		}
-		s = &bucketStore{bucket: memblob.OpenBucket(nil), mem: true}
+		s = &bucketStore{bucket: memblob.OpenBucket(nil), mem: true, reqs: new(reqCounter)}
 	case "s3":
 		s, err = openS3(ctx, u.Host, strings.Trim(u.Path, "/"), q)
 	default:
@@ -92,6 +92,7 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 		return nil, errors.New("s3 URL needs a bucket name as host")
 	}
 	var s3opts []func(*s3.Options)
+	pathStyle := false
 	for _, key := range []string{"use_path_style", "s3ForcePathStyle", "disable_https", "accelerate"} {
 		v := q.Get(key)
 		if v == "" {
@@ -106,6 +107,7 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 		switch key {
 		case "use_path_style", "s3ForcePathStyle":
 			s3opts = append(s3opts, func(o *s3.Options) { o.UsePathStyle = b })
+			pathStyle = b
 		case "disable_https":
 			s3opts = append(s3opts, func(o *s3.Options) { o.EndpointOptions.DisableHTTPS = b })
 		case "accelerate":
@@ -123,7 +125,8 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 		cfg.Region = "us-east-1"
 	}
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
-	cfg.HTTPClient = newHTTPClient()
+	reqs := new(reqCounter)
+	cfg.HTTPClient = newHTTPClient(reqs, pathStyle)
 	cfg.APIOptions = append(cfg.APIOptions, addETagCapture)
 	// The SDK would print "WARN Skipped validation of multipart checksum"
 	// to stderr on every read of a multipart object.
@@ -143,7 +146,7 @@ func openS3(ctx context.Context, bucket, prefix string, q url.Values) (Store, er
 		b = blob.PrefixedBucket(b, prefix+"/")
 		prefix += "/"
 	}
-	return &bucketStore{bucket: b, s3: client, s3Bucket: bucket, s3Prefix: prefix}, nil
+	return &bucketStore{bucket: b, s3: client, s3Bucket: bucket, s3Prefix: prefix, reqs: reqs}, nil
 }
 
 // checkEndpoint refuses an endpoint parameter that carries credentials: they
@@ -170,11 +173,12 @@ func checkEndpoint(endpoint string) error {
 // newHTTPClient is the S3 client's HTTP client: the SDK's default transport
 // (dial and TLS handshake timeouts, connection pooling) under the deadline
 // transport, which bounds every request (DefaultRequestTimeout,
-// DefaultIdleTimeout, or the RetryPolicy's values carried by the context).
-func newHTTPClient() *http.Client {
+// DefaultIdleTimeout, or the RetryPolicy's values carried by the context),
+// over the counting transport, which counts every request sent in reqs.
+func newHTTPClient(reqs *reqCounter, pathStyle bool) *http.Client {
 	base := awshttp.NewBuildableClient().GetTransport()
 	return &http.Client{Transport: &deadlineTransport{
-		base: base,
+		base: &countingTransport{base: base, c: reqs, pathStyle: pathStyle},
 		def:  requestDeadlines{request: DefaultRequestTimeout, idle: DefaultIdleTimeout},
 	}}
 }

@@ -140,9 +140,10 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 type OpStats struct {
 	// Calls is the number of Store calls.
 	Calls int64
-	// Attempts is the number of tries: Calls plus their retries. For S3
-	// it is the number of requests, except that a Put of 16 MiB or more
-	// makes several (multipart) and a List one per page of 1000 keys.
+	// Attempts is the number of tries: Calls plus their retries. It is
+	// not the number of requests: a Put of 16 MiB or more makes several
+	// on S3 (multipart) and a List one per page of 1000 keys; see
+	// RetryStats.Requests.
 	Attempts int64
 }
 
@@ -150,6 +151,11 @@ type OpStats struct {
 // one before and one after a unit of work (an epoch) and Sub them.
 type RetryStats struct {
 	Get, Put, List, Delete OpStats // Read counts as Get
+	// Requests counts the requests the store sent, as the backend bills
+	// them (see Requests): every LIST page, multipart part, HEAD and
+	// retry. Where the wrapped store does not count them (a wrapper of
+	// another package), it is the tries of each kind.
+	Requests Requests
 	// Retries is the number of tries after the first, over all operations.
 	Retries int64
 	// Timeouts counts tries that ended with a *TimeoutError (request,
@@ -168,7 +174,8 @@ func (s RetryStats) Sub(prev RetryStats) RetryStats {
 	return RetryStats{
 		Get: sub(s.Get, prev.Get), Put: sub(s.Put, prev.Put),
 		List: sub(s.List, prev.List), Delete: sub(s.Delete, prev.Delete),
-		Retries: s.Retries - prev.Retries, Timeouts: s.Timeouts - prev.Timeouts,
+		Requests: s.Requests.Sub(prev.Requests),
+		Retries:  s.Retries - prev.Retries, Timeouts: s.Timeouts - prev.Timeouts,
 		GaveUp: s.GaveUp - prev.GaveUp, Backoff: s.Backoff - prev.Backoff,
 	}
 }
@@ -227,8 +234,13 @@ func (r *Retrying) Retries() int64 { return r.retries.Load() }
 // operations run.
 func (r *Retrying) Stats() RetryStats {
 	load := func(i int) OpStats { return OpStats{r.ops[i].calls.Load(), r.ops[i].attempts.Load()} }
+	get, put, list, del := load(0), load(1), load(2), load(3)
+	reqs, ok := CountRequests(r.inner)
+	if !ok {
+		reqs = Requests{get.Attempts, put.Attempts, list.Attempts, del.Attempts}
+	}
 	return RetryStats{
-		Get: load(0), Put: load(1), List: load(2), Delete: load(3),
+		Get: get, Put: put, List: list, Delete: del, Requests: reqs,
 		Retries:  r.retries.Load(),
 		Timeouts: r.timeouts.Load(),
 		GaveUp:   r.gaveUp.Load(),
@@ -381,6 +393,23 @@ func (r *Retrying) List(ctx context.Context, prefix string) (out []ObjectInfo, e
 	})
 	return out, err
 }
+
+var (
+	_ ListerAfter    = (*Retrying)(nil)
+	_ RequestCounter = (*Retrying)(nil)
+)
+
+// ListAfter implements ListerAfter, with retries.
+func (r *Retrying) ListAfter(ctx context.Context, prefix, after string) (out []ObjectInfo, err error) {
+	err = r.do(ctx, OpList, prefix, false, func(ctx context.Context) error {
+		out, err = ListAfter(ctx, r.inner, prefix, after)
+		return err
+	})
+	return out, err
+}
+
+// Requests implements RequestCounter (Stats().Requests).
+func (r *Retrying) Requests() Requests { return r.Stats().Requests }
 
 // Delete implements Store.
 func (r *Retrying) Delete(ctx context.Context, key string) error {

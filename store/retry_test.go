@@ -252,7 +252,10 @@ func TestRetryStats(t *testing.T) {
 	want := store.RetryStats{
 		Get: store.OpStats{Calls: 1, Attempts: 1}, Put: store.OpStats{Calls: 1, Attempts: 2},
 		List: store.OpStats{Calls: 1, Attempts: 2}, Delete: store.OpStats{Calls: 1, Attempts: 1},
-		Retries: 2,
+		// The faulted tries never reached the backend: it received one
+		// request of each kind.
+		Requests: store.Requests{Get: 1, Put: 1, List: 1, Delete: 1},
+		Retries:  2,
 	}
 	got.Backoff = 0
 	if got != want {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 )
 
@@ -76,4 +77,34 @@ func Read(ctx context.Context, s Store, key string) ([]byte, error) {
 	}
 	data, _, err := s.Get(ctx, key)
 	return data, err
+}
+
+// ListerAfter is an optional interface for listing from a start key: the
+// cost of the listing follows what sorts after the key, not everything
+// under the prefix (S3: ListObjectsV2 with StartAfter; file://: a sorted
+// directory walk that skips the directories before the key). Every store
+// of this package and its wrappers implement it. Use the ListAfter
+// function rather than asserting it.
+type ListerAfter interface {
+	// ListAfter is List restricted to the keys that sort after after
+	// (byte order; after itself excluded). An empty after lists all.
+	ListAfter(ctx context.Context, prefix, after string) ([]ObjectInfo, error)
+}
+
+// ListAfter returns the objects under prefix whose keys sort after after,
+// sorted by key. A store without ListerAfter lists everything and filters
+// (same result, full cost).
+func ListAfter(ctx context.Context, s Store, prefix, after string) ([]ObjectInfo, error) {
+	if after == "" {
+		return s.List(ctx, prefix)
+	}
+	if l, ok := s.(ListerAfter); ok {
+		return l.ListAfter(ctx, prefix, after)
+	}
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(objs), func(i int) bool { return objs[i].Key > after })
+	return objs[i:], nil
 }

@@ -28,7 +28,11 @@ const reexecEnv = "FLOE_TEST_REEXEC_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(reexecEnv) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		code := run(os.Args[1:], os.Stdout, os.Stderr)
+		if f := os.Getenv(peakRSSEnv); f != "" {
+			writePeakRSS(f)
+		}
+		os.Exit(code)
 	}
 	s3test.Main(m)
 }

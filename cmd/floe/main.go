@@ -238,6 +238,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		metricsAddr string
 		metricsPush string
 		maxRestarts int
+		fullList    bool
 		backoff     time.Duration
 		rf          *restoreFlags
 		sf          *storeFlags
@@ -334,7 +335,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 					cancel()
 				}
 			}()
-			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh}
+			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh, FullList: fullList}
 			if err := rf.apply(&opts); err != nil {
 				return err
 			}
@@ -394,6 +395,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&trigger, "trigger", 0, "keep running, starting an epoch every interval (e.g. 10s)")
 	f.IntVar(&parallelism, "parallelism", 0, "keyed subtasks for this run (default: the spec's state.parallelism); a change starts a new generation")
 	f.BoolVar(&drain, "drain", false, "end the input: advance the watermark to +inf and emit every open window")
+	f.BoolVar(&fullList, "full-list", false, "with source.order: lexical, list the whole source this run (finds late keys that sort before the listing frontier now rather than at the next full listing)")
 	f.Int64Var(&untilEpoch, "until-epoch", 0, "stop after committing this epoch")
 	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
 	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")

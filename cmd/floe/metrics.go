@@ -139,10 +139,7 @@ func (m *runMetrics) refresh(ctx context.Context) {
 		m.head = st
 		if e := st.LastEpoch; e != nil && m.ended.IsZero() && !m.seen[st.Epoch] && m.haveProg {
 			m.seen[st.Epoch] = true
-			m.reqs.Get.Calls += e.Gets
-			m.reqs.Put.Calls += e.Puts
-			m.reqs.List.Calls += e.Lists
-			m.reqs.Delete.Calls += e.Deletes
+			m.reqs.Requests = m.reqs.Requests.Add(engine.Requests{Get: e.Gets, Put: e.Puts, List: e.Lists, Delete: e.Deletes})
 			m.reqs.Retries += e.Retries
 		}
 	}
@@ -391,7 +388,7 @@ func newMetricDescs(pipeline string) metricDescs {
 		descEpochDur:     d("floe_last_epoch_duration_seconds", "Wall time of the head epoch, before its commit."),
 		descEpochs:       d("floe_run_epochs_committed_total", "Epochs committed by this run."),
 		descPending:      d("floe_pending_files", "Files this run listed and has not processed yet (lag)."),
-		descRequests:     d("floe_store_requests_total", "Object-store requests of this run, by kind (retries not counted).", "kind"),
+		descRequests:     d("floe_store_requests_total", "Object-store requests of this run, by kind, as the store bills them: every LIST page, multipart part, HEAD and retry (file:// and mem://: one per store call).", "kind"),
 		descRetries:      d("floe_store_retries_total", "Object-store requests of this run that were retried."),
 		descRunStart:     d("floe_run_start_timestamp_seconds", "When this run started, Unix seconds."),
 		descRunEnd:       d("floe_run_end_timestamp_seconds", "When this run ended, Unix seconds (absent while it runs)."),
@@ -444,7 +441,7 @@ func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range []struct {
 		kind string
 		n    int64
-	}{{"get", m.reqs.Get.Calls}, {"put", m.reqs.Put.Calls}, {"list", m.reqs.List.Calls}, {"delete", m.reqs.Delete.Calls}} {
+	}{{"get", m.reqs.Requests.Get}, {"put", m.reqs.Requests.Put}, {"list", m.reqs.Requests.List}, {"delete", m.reqs.Requests.Delete}} {
 		emit(m.d.descRequests, prometheus.CounterValue, float64(k.n), k.kind)
 	}
 	emit(m.d.descRetries, prometheus.CounterValue, float64(m.reqs.Retries))

@@ -142,7 +142,10 @@ func (u *runUI) finish(res *engine.Result, err error) {
 }
 
 func statusCmd(stdout io.Writer) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON   bool
+		maxLists int64
+	)
 	cmd := &cobra.Command{
 		Use:   "status SPEC.yaml",
 		Short: "print the pipeline's health, then its committed head, lag, state size and counters (reads only; exit 1 when damaged)",
@@ -150,6 +153,10 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 source listing. The first line is the health: healthy, behind by N files, drained,
 drained with input that arrived after the drain, damaged (the pointer names a manifest
 that is missing or corrupt: exit 1), or unknown (the source cannot be listed).
+It also shows how the next run lists the source (in full, or after the listing
+frontier with source.order: lexical), how many keys and requests that listing takes,
+and how many processed files a run holds; it warns when the listing takes more than
+--max-list-requests requests.
 --json prints the same fields; times are RFC 3339, durations (_s) in seconds.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -157,7 +164,7 @@ that is missing or corrupt: exit 1), or unknown (the source cannot be listed).
 			if err != nil {
 				return err
 			}
-			st, err := engine.ReadStatus(cmd.Context(), p)
+			st, err := engine.ReadStatusWith(cmd.Context(), p, engine.StatusOptions{MaxListRequests: maxLists})
 			if err != nil {
 				return err
 			}
@@ -175,6 +182,7 @@ that is missing or corrupt: exit 1), or unknown (the source cannot be listed).
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	cmd.Flags().Int64Var(&maxLists, "max-list-requests", engine.DefaultMaxListRequests, "warn when listing the source takes more requests than this (S3: 1,000 keys each)")
 	return cmd
 }
 

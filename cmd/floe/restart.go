@@ -281,6 +281,7 @@ func addRequests(a, b engine.RequestStats) engine.RequestStats {
 	a.List.Attempts += b.List.Attempts
 	a.Delete.Calls += b.Delete.Calls
 	a.Delete.Attempts += b.Delete.Attempts
+	a.Requests = a.Requests.Add(b.Requests)
 	a.Retries += b.Retries
 	a.Timeouts += b.Timeouts
 	a.GaveUp += b.GaveUp

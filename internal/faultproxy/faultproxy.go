@@ -176,6 +176,7 @@ type Proxy struct {
 	release  chan struct{} // closed by Release
 	closed   chan struct{}
 	counts   map[string]int // by method
+	reqs     []Request
 	faults   map[Kind]int
 	log      []string
 	stalled  int // requests held now
@@ -283,6 +284,20 @@ func (p *Proxy) Counts() map[string]int {
 	return out
 }
 
+// Request is one request the proxy received (faulted or not).
+type Request struct {
+	Method, Path, RawQuery string
+}
+
+// Requests returns every request received, in order, since the start or
+// ResetCounts: tests classify them (S3 operation kinds) to compare with
+// what a client says it sent.
+func (p *Proxy) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.reqs...)
+}
+
 // Faults returns how many faults of each kind were injected.
 func (p *Proxy) Faults() map[Kind]int {
 	p.mu.Lock()
@@ -308,6 +323,7 @@ func (p *Proxy) ResetCounts() {
 	p.counts = map[string]int{}
 	p.faults = map[Kind]int{}
 	p.log = nil
+	p.reqs = nil
 }
 
 // FaultSummary formats Faults for a test log, e.g. "reset=3 slowdown=5".
@@ -326,6 +342,7 @@ func (p *Proxy) decide(r *http.Request) (Kind, time.Duration, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[r.Method]++
+	p.reqs = append(p.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery})
 	kind, delay := Pass, time.Duration(0)
 	if p.stallAll {
 		kind = Stall

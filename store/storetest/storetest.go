@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"List", testList},
 		{"ListSizeModTime", testListSizeModTime},
+		{"ListAfter", testListAfter},
 		{"SpecialKeys", testSpecialKeys},
 		{"Delete", testDelete},
 		{"LargeObject", testLargeObject},
@@ -259,6 +260,43 @@ func testList(t *testing.T, s store.Store) {
 		if got := keys(infos); !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
 		}
+	}
+}
+
+// testListAfter: ListAfter is List restricted to the keys after the start
+// key, in byte order: across directory levels ("a/2" sorts after "a-b" and
+// before "ab"; "/" is 0x2f), for start keys that are not keys themselves,
+// and with a prefix.
+func testListAfter(t *testing.T, s store.Store) {
+	ctx := ctxFor(t)
+	all := []string{"a-b", "a/1", "a/2/x", "a/2/y", "a/3", "ab", "b.txt", "b/c/d/e", "day=2026-12-01/p1", "day=2026-12-02/p0"}
+	for _, k := range all {
+		mustPut(t, s, k, []byte(k))
+	}
+	after := func(k string) []string {
+		var out []string
+		for _, x := range all {
+			if x > k {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	for _, start := range []string{"", "a", "a-b", "a/", "a/1", "a/2", "a/2/x", "a/2/y", "a/20", "a/3", "a0", "b", "b.txt", "b/c", "day=2026-12-01/", "day=2026-12-01/p1", "day=2026-12-01/z", "zz"} {
+		got, err := store.ListAfter(ctx, s, "", start)
+		if err != nil {
+			t.Fatalf("ListAfter(%q): %v", start, err)
+		}
+		if want := after(start); !slices.Equal(keys(got), want) && !(len(got) == 0 && len(want) == 0) {
+			t.Errorf("ListAfter(\"\", %q) = %q, want %q", start, keys(got), want)
+		}
+	}
+	got, err := store.ListAfter(ctx, s, "a/", "a/2/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a/2/y", "a/3"}; !slices.Equal(keys(got), want) {
+		t.Errorf("ListAfter(\"a/\", \"a/2/x\") = %q, want %q", keys(got), want)
 	}
 }
 

@@ -1,0 +1,474 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/internal/faultproxy"
+	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// proxiedEnv is an S3 env whose every store goes through a counting
+// proxy; e.put writes directly (not counted).
+func proxiedEnv(t *testing.T) (*env, *faultproxy.Proxy) {
+	e := s3Env(t)
+	u, err := url.Parse(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := faultproxy.Start(u.Query().Get("endpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	e.source, e.state, e.sink, e.late = s3test.Via(e.source, px.URL), s3test.Via(e.state, px.URL), s3test.Via(e.sink, px.URL), s3test.Via(e.late, px.URL)
+	return e, px
+}
+
+// serverRequests classifies what the proxy received as store.Requests do.
+func serverRequests(px *faultproxy.Proxy) store.Requests {
+	var r store.Requests
+	for _, q := range px.Requests() {
+		switch store.S3Op(q.Method, q.Path, q.RawQuery, true) {
+		case store.OpGet:
+			r.Get++
+		case store.OpPut:
+			r.Put++
+		case store.OpList:
+			r.List++
+		case store.OpDelete:
+			r.Delete++
+		}
+	}
+	return r
+}
+
+// TestRequestCountsEqualServer: a run's request counts (the Result, and
+// the epochs' stats that history shows) are what the S3 server received,
+// LIST pages included: 1,100 source files are two pages per listing.
+func TestRequestCountsEqualServer(t *testing.T) {
+	e, px := proxiedEnv(t)
+	src, err := store.Open(context.Background(), e.source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i := range 1100 {
+		if _, err := src.Put(context.Background(), fmt.Sprintf("a/%04d.jsonl", i), jsonl(ev("00:00:10", "u1", 1)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.pipeline(t, windowSpec)
+	p.Source.MaxFilesPerEpoch = 0
+	run(t, p, engine.Options{}) // the first run reads them all
+	e.put(t, "b/0000.jsonl", jsonl(ev("00:01:10", "u1", 1)))
+	px.ResetCounts()
+	res := run(t, p, engine.Options{})
+	got, want := res.Requests.Requests, serverRequests(px)
+	t.Logf("one new file after 1,100: run counted %+v, server received %+v", got, want)
+	if got != want {
+		t.Fatalf("run counted %+v, server received %+v", got, want)
+	}
+	if got.List < 2 {
+		t.Fatalf("lists = %d: the source listing alone is two pages", got.List)
+	}
+	recs, err := engine.History(context.Background(), p, 1)
+	if err != nil || len(recs) != 1 || recs[0].Lists == nil {
+		t.Fatalf("history: %v, %v", recs, err)
+	}
+	if r := recs[0]; *r.Gets+*r.Puts+*r.Lists+*r.Deletes > want.Total() || *r.Puts == 0 {
+		t.Fatalf("epoch stats gets=%d puts=%d lists=%d deletes=%d: more than the server received (%+v), or no put", *r.Gets, *r.Puts, *r.Lists, *r.Deletes, want)
+	}
+
+	// floe status: the listing's keys and requests, and a warning past
+	// the bound.
+	st, err := engine.ReadStatusWith(context.Background(), p, engine.StatusOptions{MaxListRequests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ListedKeys == nil || *st.ListedKeys != 1101 || *st.ListRequests != 2 || st.Listing != "full" || st.FilesSeen != 1101 ||
+		!strings.Contains(st.ListWarning, "2 requests") || !strings.Contains(st.ListWarning, "order: lexical") {
+		t.Fatalf("status listing %q, keys %v, requests %v, held %d, warning %q", st.Listing, st.ListedKeys, st.ListRequests, st.FilesSeen, st.ListWarning)
+	}
+}
+
+const lexSpec = `
+name: lex
+source: {type: files, url: "{{source}}", format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, order: lexical, full_list_every: 1h{{extra}}}
+operators:
+  - project: {event_time: event_time, user_id: user_id, bytes: bytes}
+sink:  {type: files, url: "{{sink}}", format: parquet}
+state: {url: "{{state}}", parallelism: {{par}}}
+`
+
+func lexPipeline(t *testing.T, e *env, extra string, par int) *spec.Pipeline {
+	return e.pipeline(t, strings.NewReplacer("{{extra}}", extra, "{{par}}", fmt.Sprint(par)).Replace(lexSpec))
+}
+
+// listRec records the start key of every listing of the source.
+type listRec struct {
+	store.Store
+	mu     sync.Mutex
+	afters []string
+}
+
+func (l *listRec) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+	return l.ListAfter(ctx, prefix, "")
+}
+
+func (l *listRec) ListAfter(ctx context.Context, prefix, after string) ([]store.ObjectInfo, error) {
+	l.mu.Lock()
+	l.afters = append(l.afters, after)
+	l.mu.Unlock()
+	return store.ListAfter(ctx, l.Store, prefix, after)
+}
+
+// take returns the start keys recorded since the last call.
+func (l *listRec) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.afters
+	l.afters = nil
+	return out
+}
+
+func recording(rec *listRec, now func() time.Time) engine.Options {
+	return engine.Options{Now: now, WrapStore: func(name string, s store.Store) store.Store {
+		if name != "source" {
+			return s
+		}
+		rec.Store = s
+		return rec
+	}}
+}
+
+// putN writes the file key with one row whose bytes value is n.
+func putN(t *testing.T, e *env, key string, n int) {
+	e.put(t, key, jsonl(ev("00:00:10", "u1", n)))
+}
+
+// wantEachOnce checks the committed rows are the bytes values want, each once.
+func wantEachOnce(t *testing.T, p *spec.Pipeline, want ...int) {
+	t.Helper()
+	rows := committedRows(t, p)
+	if len(rows) != len(want) {
+		t.Fatalf("committed %d rows, want %d (each file once):\n%s", len(rows), len(want), strings.Join(rows, "\n"))
+	}
+	for _, n := range want {
+		hits := 0
+		for _, r := range rows {
+			if strings.HasSuffix(r, fmt.Sprintf(",bytes=%d", n)) {
+				hits++
+			}
+		}
+		if hits != 1 {
+			t.Fatalf("value %d committed %d times, want once:\n%s", n, hits, strings.Join(rows, "\n"))
+		}
+	}
+}
+
+func headOf(t *testing.T, p *spec.Pipeline) *manifest.Manifest {
+	t.Helper()
+	return headChain(t, p, 1)[0]
+}
+
+// TestLexicalListing: with source.order: lexical a run lists only the keys
+// after the listing frontier; a late key that sorts before it is not seen
+// by ordered listings and is read by the first full listing, due
+// full_list_every after the last one, once; nothing is read twice.
+func TestLexicalListing(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	rec := &listRec{}
+	opts := recording(rec, func() time.Time { return now })
+	for i := 1; i <= 5; i++ {
+		putN(t, e, fmt.Sprintf("day=2026-12-01/f%02d.jsonl", i*10), i)
+	}
+	if res := run(t, p, opts); res.Files != 5 {
+		t.Fatalf("first run read %d files, want 5", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "" {
+		t.Fatalf("first run listed after %q, want one full listing", got)
+	}
+	m := headOf(t, p)
+	if m.Source.ListedAfter != "day=2026-12-01/f50.jsonl" || m.Source.FullListAt == nil || !m.Source.FullListAt.Equal(t0) {
+		t.Fatalf("head records frontier %q, full listing at %v", m.Source.ListedAfter, m.Source.FullListAt)
+	}
+
+	// A new key, and a late one that sorts before the frontier.
+	now = t0.Add(10 * time.Minute)
+	putN(t, e, "day=2026-12-02/f10.jsonl", 6)
+	putN(t, e, "day=2026-12-01/f15.jsonl", 7) // late
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("ordered run read %d files, want 1 (the new one)", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "day=2026-12-01/f50.jsonl" {
+		t.Fatalf("ordered run listed after %q, want after the frontier", got)
+	}
+	putN(t, e, "day=2026-12-02/f20.jsonl", 8)
+	st, err := engine.ReadStatusWith(context.Background(), p, engine.StatusOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Listing != "after day=2026-12-02/f10.jsonl" || *st.ListedKeys != 1 || *st.PendingFiles != 1 || st.FilesSeen != 6 || st.ListWarning != "" {
+		t.Fatalf("status: listing %q, %d keys, %d pending, %d held, warning %q", st.Listing, *st.ListedKeys, *st.PendingFiles, st.FilesSeen, st.ListWarning)
+	}
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("ordered run read %d files, want 1", res.Files)
+	}
+	rec.take()
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 8)
+
+	// Nothing new: an ordered run commits nothing and lists one key.
+	now = t0.Add(30 * time.Minute)
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 0 {
+		t.Fatalf("idle ordered run: %d files, %d epochs", res.Files, res.Epochs)
+	}
+	rec.take()
+
+	// An hour after the last full listing: a full listing finds the late key.
+	now = t0.Add(61 * time.Minute)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("full-listing run read %d files, want 1 (the late one)", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "" {
+		t.Fatalf("due run listed after %q, want a full listing", got)
+	}
+	m = headOf(t, p)
+	if m.Source.ListedAfter != "day=2026-12-02/f20.jsonl" || !m.Source.FullListAt.Equal(now) {
+		t.Fatalf("head records frontier %q, full listing at %v", m.Source.ListedAfter, m.Source.FullListAt)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7, 8)
+
+	// --full-list, and another due full listing with nothing new: nothing
+	// is read again; the due one is recorded by an epoch without input.
+	opts.FullList = true
+	if res := run(t, p, opts); res.Files != 0 {
+		t.Fatalf("--full-list run read %d files again", res.Files)
+	}
+	opts.FullList = false
+	now = t0.Add(3 * time.Hour)
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 1 {
+		t.Fatalf("due full listing with nothing new: %d files, %d epochs (want 0, 1: the listing recorded)", res.Files, res.Epochs)
+	}
+	now = t0.Add(3*time.Hour + time.Minute)
+	rec.take()
+	if res := run(t, p, opts); res.Files != 0 || res.Epochs != 0 {
+		t.Fatalf("run after a recorded full listing: %d files, %d epochs", res.Files, res.Epochs)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] == "" {
+		t.Fatalf("run after a recorded full listing listed after %q, want an ordered listing", got)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6, 7, 8)
+}
+
+// TestLexicalFrontierBehindPending: a run that stops before it read every
+// listed file (max_files_per_epoch, --until-epoch) records the frontier
+// just before the first file still pending, not at the greatest key it
+// processed, so the next ordered listing still finds the rest.
+func TestLexicalFrontierBehindPending(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, ", max_files_per_epoch: 1", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	rec := &listRec{}
+	opts := recording(rec, func() time.Time { return now })
+	for i := 1; i <= 5; i++ {
+		putN(t, e, fmt.Sprintf("f%02d.jsonl", i*10), i)
+	}
+	opts.UntilEpoch = 2
+	if res := run(t, p, opts); res.Files != 2 {
+		t.Fatalf("first run read %d files, want 2", res.Files)
+	}
+	if m := headOf(t, p); m.Source.ListedAfter != "f20.jsonl" {
+		t.Fatalf("frontier %q after reading f10, f20 of five: want f20.jsonl", m.Source.ListedAfter)
+	}
+	opts.UntilEpoch = 0
+	now = t0.Add(time.Minute)
+	rec.take()
+	if res := run(t, p, opts); res.Files != 3 {
+		t.Fatalf("second run read %d files, want the 3 left", res.Files)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "f20.jsonl" {
+		t.Fatalf("second run listed after %q, want f20.jsonl", got)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5)
+}
+
+// TestLexicalRescale: late keys across a rescale (parallelism 2 -> 1 ->
+// 3): each is read by the first full listing after it landed, once.
+func TestLexicalRescale(t *testing.T) {
+	e := fileEnv(t)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	opts := engine.Options{Now: func() time.Time { return now }}
+	putN(t, e, "k20.jsonl", 1)
+	putN(t, e, "k40.jsonl", 2)
+	run(t, lexPipeline(t, e, "", 2), opts)
+	putN(t, e, "k30.jsonl", 3) // late
+	putN(t, e, "k50.jsonl", 4)
+	now = t0.Add(time.Minute)
+	if res := run(t, lexPipeline(t, e, "", 1), opts); res.Files != 1 {
+		t.Fatalf("rescaled ordered run read %d files, want 1 (k50)", res.Files)
+	}
+	putN(t, e, "k10.jsonl", 5) // late
+	now = t0.Add(2 * time.Hour)
+	p := lexPipeline(t, e, "", 3)
+	if res := run(t, p, opts); res.Files != 2 {
+		t.Fatalf("rescaled run with a due full listing read %d files, want 2 (k10, k30)", res.Files)
+	}
+	now = t0.Add(4 * time.Hour)
+	if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+		t.Fatalf("a later full listing read %d files again", res.Files)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5)
+}
+
+// TestForgetAfter: with source.forget_after, a processed file older than
+// the bound is forgotten by the processed-file set (the head's count
+// drops) and, when it reappears with its old modification time, is not
+// read again; an unprocessed file older than the bound is ignored.
+func TestForgetAfter(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lexical=%v", ordered), func(t *testing.T) {
+			e := fileEnv(t)
+			tmpl := strings.Replace(lexSpec, "order: lexical, full_list_every: 1h", "forget_after: 30d", 1)
+			if ordered {
+				tmpl = strings.Replace(lexSpec, "{{extra}}", ", forget_after: 30d{{extra}}", 1)
+			}
+			p := e.pipeline(t, strings.NewReplacer("{{extra}}", "", "{{par}}", "1").Replace(tmpl))
+			t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+			now := t0
+			opts := engine.Options{Now: func() time.Time { return now }}
+			touch := func(key string, mod time.Time) {
+				if err := os.Chtimes(filepath.Join(e.sourceDir, key), mod, mod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			putN(t, e, "a.jsonl", 1)
+			touch("a.jsonl", t0.Add(-20*24*time.Hour))
+			putN(t, e, "b.jsonl", 2)
+			touch("b.jsonl", t0.Add(-1*time.Hour))
+			putN(t, e, "old.jsonl", 3)
+			touch("old.jsonl", t0.Add(-40*24*time.Hour)) // never read: older than the bound
+			if res := run(t, p, opts); res.Files != 2 {
+				t.Fatalf("first run read %d files, want 2 (old.jsonl is past forget_after)", res.Files)
+			}
+			if c := headOf(t, p).Source.Count; c != 2 {
+				t.Fatalf("processed-file set holds %d, want 2", c)
+			}
+			// 15 days on a.jsonl is 35 days old: forgotten (with a full
+			// listing, which the lexical source makes every hour).
+			now = t0.Add(15 * 24 * time.Hour)
+			putN(t, e, "c.jsonl", 4)
+			touch("c.jsonl", now)
+			if res := run(t, p, opts); res.Files != 1 {
+				t.Fatalf("second run read %d files, want 1 (c.jsonl)", res.Files)
+			}
+			if c := headOf(t, p).Source.Count; c != 2 {
+				t.Fatalf("processed-file set holds %d after forgetting a.jsonl, want 2 (b, c)", c)
+			}
+			// a.jsonl reappears (rewritten, its old modification time kept).
+			putN(t, e, "a.jsonl", 1)
+			touch("a.jsonl", t0.Add(-20*24*time.Hour))
+			now = now.Add(2 * time.Hour)
+			if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+				t.Fatalf("a forgotten file that reappeared was read again (%d files)", res.Files)
+			}
+			wantEachOnce(t, p, 1, 2, 4)
+		})
+	}
+}
+
+// TestLexicalS3Requests: on S3, after 1,100 processed files (two LIST
+// pages), a run with one new file lists the source with one request
+// (StartAfter the frontier), the whole run with at most 6 (the source;
+// state gen= after the start and after the commit; the sink at the start
+// and the end; _rejected/), counted at the server; a late key is read by
+// the due full listing, once.
+func TestLexicalS3Requests(t *testing.T) {
+	e, px := proxiedEnv(t)
+	src, err := store.Open(context.Background(), e.source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i := range 1100 {
+		if _, err := src.Put(context.Background(), fmt.Sprintf("k%05d.jsonl", 10*i+10), jsonl(ev("00:00:10", "u1", i)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	opts := engine.Options{Now: func() time.Time { return now }}
+	sourceLists := func() (n int, afters []string) {
+		for _, q := range px.Requests() {
+			if store.S3Op(q.Method, q.Path, q.RawQuery, true) == store.OpList && strings.Contains(q.RawQuery, "prefix=in%2Fevents%2F") {
+				n++
+				v, _ := url.ParseQuery(q.RawQuery)
+				afters = append(afters, v.Get("start-after"))
+			}
+		}
+		return n, afters
+	}
+	px.ResetCounts()
+	run(t, p, opts)
+	if n, _ := sourceLists(); n != 2 {
+		t.Fatalf("the first (full) listing took %d requests, want 2 pages", n)
+	}
+	putN(t, e, "k99999.jsonl", 5000)
+	putN(t, e, "k00015.jsonl", 5001) // late: sorts before the frontier
+	now = t0.Add(time.Minute)
+	px.ResetCounts()
+	res := run(t, p, opts)
+	n, afters := sourceLists()
+	all := serverRequests(px)
+	t.Logf("one new file after 1,100: source listing %d requests (start-after %q); the run %+v", n, afters, all)
+	if res.Files != 1 || n != 1 || afters[0] != "in/events/k11000.jsonl" {
+		t.Fatalf("ordered run: %d files, source listed with %d requests after %q; want 1 file, 1 request after the frontier", res.Files, n, afters)
+	}
+	if all.List > 6 || all != res.Requests.Requests {
+		t.Fatalf("the run sent %+v (counted %+v); want at most 6 LIST requests and equal counts", all, res.Requests.Requests)
+	}
+	now = t0.Add(2 * time.Hour)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("due full listing read %d files, want the late one", res.Files)
+	}
+	want := []int{5000, 5001}
+	for i := range 1100 {
+		want = append(want, i)
+	}
+	wantEachOnce(t, p, want...)
+}
+
+// TestGraphRefusesOrder: the graph form lists its sources whole; order and
+// forget_after on a named source are refused with a message naming it.
+func TestGraphRefusesOrder(t *testing.T) {
+	p, err := spec.Load("../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := t.TempDir()
+	p.State.URL = fileURL(filepath.Join(d, "state"))
+	p.Sources[0].Source.ForgetAfter = time.Hour
+	_, err = engine.Run(context.Background(), p, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order and forget_after are not supported in the graph form") {
+		t.Fatalf("graph source with forget_after: %v", err)
+	}
+}
