@@ -659,11 +659,15 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}
 	r.retain(ctx, true)
-	req = r.st.requests().Sub(req0)
-	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", len(files),
-		"rows", in.rows, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
-		"duration", time.Since(t0).Round(time.Millisecond),
-		"gets", req.Requests.Get, "puts", req.Requests.Put, "lists", req.Requests.List, "deletes", req.Requests.Delete, "retries", req.Retries)
+	// The line says what the manifest records (floe history and status show
+	// the same figures: one definition), and then what the commit itself
+	// and the cleanup after it cost, which no manifest can record.
+	st, total := m.Stats, r.st.requests().Sub(req0).Requests
+	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", st.FilesIn,
+		"rows_in", st.RowsIn, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
+		"duration", (time.Duration(st.DurationMs) * time.Millisecond).String(), "bytes_in", st.BytesIn, "bytes_written", st.BytesWritten,
+		"gets", st.Gets, "puts", st.Puts, "lists", st.Lists, "deletes", st.Deletes, "retries", st.Retries,
+		"commit_gets", total.Get-st.Gets, "commit_puts", total.Put-st.Puts, "commit_lists", total.List-st.Lists, "commit_deletes", total.Delete-st.Deletes)
 	if msg := rejecting(in.rows+int64(len(in.rejects)), int64(len(in.rejects)), rejectedWhere(r.p)); msg != "" {
 		r.log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
 	}
