@@ -286,8 +286,15 @@ func (r *Retrying) do(ctx context.Context, op Op, key string, conditional bool, 
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
-			return err // the caller gave up: never retry
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller gave up: never retry, and say so (an attempt that
+			// failed on its own as the deadline passed must not read as a
+			// storage error; the caller's context errors are never
+			// ErrTransient).
+			if errors.Is(err, cerr) {
+				return err
+			}
+			return fmt.Errorf("%w (the last attempt failed: %v)", cerr, err)
 		}
 		if opCtx.Err() != nil {
 			// The operation deadline, not the caller's: transient, final.
