@@ -58,6 +58,15 @@ type gnode struct {
 	windowedJoin bool
 	// srcs are the sources this node's rows come from, sorted.
 	srcs []string
+	// atDecode: a stateless stage of a source's decode chain (see
+	// decodeChains): it runs on each file as the file is decoded, not in
+	// the epoch's node loop.
+	atDecode bool
+	// chainEnd (source nodes): the last node of the source's decode chain,
+	// whose rows a decoded file's batches are (the source itself when its
+	// chain is empty); filters are the chain's stages, in order.
+	chainEnd *gnode
+	chain    []*gnode
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -69,6 +78,54 @@ type graphPlan struct {
 	state   []*gnode // the stateful nodes, in node order
 	sources map[string]*gnode
 	lookups []*gnode
+	// linear: compiled from the linear form (source, operators, sink). Its
+	// one source's files keep their own keys (no "<source>/" prefix, the
+	// layout the linear form has always committed), and its figures and
+	// identity are the linear form's (compileLinear).
+	linear bool
+}
+
+// sourceOf returns the source node a source file's key belongs to, and the
+// key within that source: in the graph form the first segment of the key
+// names the source (sourceMux); a plan compiled from the linear form has
+// one source, whose keys are not prefixed.
+func (gp *graphPlan) sourceOf(key string) (*gnode, string) {
+	if gp.linear {
+		for _, n := range gp.sources {
+			return n, key
+		}
+	}
+	name, rest, _ := strings.Cut(key, "/")
+	return gp.sources[name], rest
+}
+
+// decodeChains marks, for every source, its decode chain: the filter and
+// project stages that follow it one after the other, each the only reader
+// of the node before it and that node read by no sink. They run on each
+// file as it is decoded, in parallel over the epoch's files, so a stateless
+// prefix costs no pass over the epoch's rows and the rows its filters drop
+// are counted as filtered (the linear form's rule: the stages before the
+// first keyed stage).
+func (gp *graphPlan) decodeChains(g *spec.Graph) {
+	readers := map[*gnode][]*gnode{}
+	for _, n := range gp.nodes {
+		for _, in := range n.ins {
+			readers[in] = append(readers[in], n)
+		}
+	}
+	for _, src := range gp.sources {
+		cur := src
+		for {
+			next := readers[cur]
+			if len(next) != 1 || next[0].stage == nil || len(g.SinksOf(cur.name)) > 0 {
+				break
+			}
+			cur = next[0]
+			cur.atDecode = true
+			src.chain = append(src.chain, cur)
+		}
+		src.chainEnd = cur
+	}
 }
 
 // compileGraph compiles p's graph over its sources' schemas (by source
@@ -147,6 +204,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 		}
 		gp.extra = append(gp.extra, nd)
 	}
+	gp.decodeChains(g)
 	pl.graph = gp
 	pl.output = gp.sink.out
 	pl.source = gp.nodes[0].out

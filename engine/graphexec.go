@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -123,39 +123,49 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 
 // processGraph runs an epoch's rows through the graph's nodes in order,
 // every stateful stage advanced to its watermark (the pipeline's, minus the
-// delays of the stages before it).
+// delays of the stages before it). Rows keep the subtask that produced them
+// along forward edges: a stateless stage maps each subtask's rows, so the
+// stages after a keyed stage run per subtask and its sink writes one file
+// per subtask (the linear form's splitting); rows from the sources are
+// subtask 0's.
 func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
 	gp := r.plan.graph
 	n := r.parallelism
 	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
 		graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}}
-	rows := map[*gnode][]arrow.RecordBatch{}
-	perSub := map[*gnode][][]arrow.RecordBatch{} // stateful nodes: output per subtask
+	rows := map[*gnode][][]arrow.RecordBatch{} // per node, per subtask
+	of := func(nd *gnode) [][]arrow.RecordBatch {
+		if rows[nd] == nil {
+			rows[nd] = make([][]arrow.RecordBatch, n)
+		}
+		return rows[nd]
+	}
 	for _, res := range results {
-		name, _, _ := strings.Cut(res.key, "/")
-		src := gp.sources[name]
-		if src == nil {
+		nd := res.node
+		if nd == nil {
 			if len(res.batches) > 0 {
 				return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", res.key)
 			}
 			continue
 		}
-		rows[src] = append(rows[src], res.batches...)
+		of(nd)[0] = append(of(nd)[0], res.batches...)
 	}
 	var lateN, winN int64
 	for _, nd := range gp.nodes {
-		if nd.kind == "source" {
+		if nd.kind == "source" || nd.atDecode {
 			continue
 		}
 		switch {
 		case nd.stage != nil:
-			for _, b := range rows[nd.ins[0]] {
-				o, _, err := nd.stage.apply(b, r.mem)
-				if err != nil {
-					return nil, err
-				}
-				if o.NumRows() > 0 {
-					rows[nd] = append(rows[nd], o)
+			for s, bs := range rows[nd.ins[0]] {
+				for _, b := range bs {
+					o, _, err := nd.stage.apply(b, r.mem)
+					if err != nil {
+						return nil, err
+					}
+					if o.NumRows() > 0 {
+						of(nd)[s] = append(of(nd)[s], o)
+					}
 				}
 			}
 		case nd.lookup != nil:
@@ -163,13 +173,15 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if lk == nil {
 				return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
 			}
-			for _, b := range rows[nd.ins[0]] {
-				o, err := lk.Enrich(b)
-				if err != nil {
-					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
-				}
-				if o.NumRows() > 0 {
-					rows[nd] = append(rows[nd], o)
+			for s, bs := range rows[nd.ins[0]] {
+				for _, b := range bs {
+					o, err := lk.Enrich(b)
+					if err != nil {
+						return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+					}
+					if o.NumRows() > 0 {
+						of(nd)[s] = append(of(nd)[s], o)
+					}
 				}
 			}
 		case nd.stateful:
@@ -177,28 +189,29 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if v, ok := r.stageWM[nd.name]; ok {
 				swm = v // a replay: the watermark the stage recorded
 			}
-			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, rows, swm)
+			in := map[*gnode][]arrow.RecordBatch{}
+			for _, u := range nd.ins {
+				if _, ok := in[u]; !ok {
+					in[u] = slices.Concat(rows[u]...)
+				}
+			}
+			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, in, swm)
 			if err != nil {
 				return nil, err
 			}
-			perSub[nd] = subOut
 			if nd.feedsKeyed {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
-				var all []arrow.RecordBatch
-				for s := range subOut {
-					all = append(all, subOut[s]...)
-				}
-				one, err := operators.CanonicalOrder(all, r.mem)
+				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.mem)
 				if err != nil {
 					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
 				}
 				if one != nil {
-					rows[nd] = append(rows[nd], one)
+					of(nd)[0] = append(of(nd)[0], one)
 				}
 			} else {
 				for s := range subOut {
-					rows[nd] = append(rows[nd], subOut[s]...)
+					of(nd)[s] = append(of(nd)[s], subOut[s]...)
 				}
 			}
 			for k, v := range late {
@@ -211,22 +224,12 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			}
 		}
 	}
-	// What each sink writes, per subtask: a keyed stage's by the subtask
-	// that emitted it, anything else as subtask 0's.
-	sinkRows := func(nd *gnode) [][]arrow.RecordBatch {
-		if subOut, ok := perSub[nd]; ok {
-			return subOut
-		}
-		one := make([][]arrow.RecordBatch, n)
-		one[0] = rows[nd]
-		return one
-	}
-	for s, bs := range sinkRows(gp.sink) {
+	for s, bs := range of(gp.sink) {
 		out.out[s] = bs
 		out.outRows[s] = countRows(bs)
 	}
 	for _, nd := range gp.extra {
-		out.extra = append(out.extra, sinkRows(nd))
+		out.extra = append(out.extra, of(nd))
 	}
 	out.late, out.windows = lateN, winN
 	return out, nil

@@ -199,18 +199,18 @@ func sourceDelay(p *spec.Pipeline, name string) time.Duration {
 }
 
 // decodeGraphFile decodes one file of a graph pipeline's source with that
-// source's format, schema and event time.
+// source's format, schema and event time, and runs the source's decode
+// chain (graphPlan.decodeChains) on its batches.
 func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
-	ns, _ := namedSource(r.p, f.Key)
-	if ns == nil {
+	node, _ := r.plan.graph.sourceOf(f.Key)
+	if node == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the pipeline", f.Key)
 	}
-	node := r.plan.graph.sources[ns.Name]
 	data, err := r.readSource(ctx, f.Key)
 	if err != nil {
 		return nil, err
 	}
-	src := &ns.Source
+	src := &node.src.Source
 	opts := formats.DecodeOptions{Schema: node.out, EventTime: src.EventTime, Mem: r.mem, Parallelism: parallel}
 	if c := src.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
@@ -239,7 +239,24 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 		releaseBatches(d.Batches)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
 	}
-	res.batches = d.Batches
+	res.node = node.chainEnd
+	for _, b := range d.Batches {
+		for _, st := range node.chain {
+			out, dropped, err := st.stage.apply(b, r.mem)
+			if err != nil {
+				return nil, fmt.Errorf("source file %s: stage %s: %w", f.Key, st.name, err)
+			}
+			res.filtered += dropped
+			b = out
+			if b.NumRows() == 0 {
+				break
+			}
+		}
+		if b.NumRows() == 0 {
+			continue
+		}
+		res.batches = append(res.batches, b)
+	}
 	return res, nil
 }
 

@@ -101,6 +101,9 @@ type fileResult struct {
 	// streamed: the file's rows went straight into the epoch's output parts
 	// (batches is empty); shared by every result of a streamed epoch.
 	streamed *streamOut
+	// node (graph plans): the node whose rows batches are, the end of the
+	// file's source's decode chain.
+	node *gnode
 }
 
 // readSource reads one source file, or the copy an epoch captured of it
