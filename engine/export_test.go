@@ -7,3 +7,7 @@ func SetStateRowGroupRows(n int64) func() {
 	stateRowGroupRows = n
 	return func() { stateRowGroupRows = old }
 }
+
+// SetExecutor makes a run of a linear pipeline use the linear ("linear")
+// or the graph ("graph") executor, for the differential test.
+func SetExecutor(o *Options, executor string) { o.executor = executor }

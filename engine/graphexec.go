@@ -112,6 +112,10 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		if n.lateURL == "" {
 			continue
 		}
+		if gp.linear && r.st.late != nil {
+			gs.late[n.name] = r.st.late // source.late_url, opened with the sources
+			continue
+		}
 		s, err := r.openSide(ctx, "late", "stages."+n.name+".late_url", n.lateURL)
 		if err != nil {
 			return err

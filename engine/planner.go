@@ -106,7 +106,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 				return nil, err
 			}
 		}
-		if rp.plan, err = compile(p, src, opts.exprOptions()...); err != nil {
+		compileWith := compile
+		if opts.graphExecutor() {
+			compileWith = compileLinear
+		}
+		if rp.plan, err = compileWith(p, src, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
 	}

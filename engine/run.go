@@ -214,7 +214,7 @@ func (r *runner) sideDirs() []epoch.SideDir {
 	}
 	if r.graph != nil {
 		for _, nd := range r.plan.graph.nodes {
-			if s := r.graph.late[nd.name]; s != nil {
+			if s := r.graph.late[nd.name]; s != nil && s != r.st.late {
 				out = append(out, epoch.SideDir{Name: "stages." + nd.name + ".late_url", Store: s})
 			}
 		}
@@ -586,7 +586,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err := r.refreshLookups(ctx); err != nil {
 		return 0, err
 	}
-	if r.plan.graph != nil {
+	if r.plan.graph != nil && !r.plan.graph.linear {
 		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.graph.sourceNames())
 	}
 	out, err := r.process(ctx, results, d.watermark)

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/floe-dev/floe/expr"
+	"github.com/floe-dev/floe/spec"
+)
+
+// Lowering the linear form onto the graph executor.
+//
+// A linear pipeline (source, operators, sink) is the graph of one source,
+// a chain of stages and one sink (spec.Pipeline.Graph). compileLinear
+// compiles it as that graph, so it runs on the one executor of graph
+// pipelines, while everything it has committed stays what it was: the plan
+// hash and the stateful operators' plans are the linear form's (its
+// identity does not change with the executor), its source's files keep
+// their own keys, the window's state keeps its layout and keys (op=<id>),
+// its late rows go to source.late_url under the same names, and its
+// outputs are split as before (one file per subtask after a window).
+//
+// While the linear executor still exists, the graph executor runs linear
+// pipelines when FLOE_EXECUTOR=graph is set (or Options.executor), which
+// the differential test (lower_test.go) and a whole-suite run use to hold
+// the two to the same manifests and output bytes.
+
+// graphExecutor reports whether a linear pipeline runs on the graph
+// executor.
+func (o *Options) graphExecutor() bool {
+	if o.executor != "" {
+		return o.executor == "graph"
+	}
+	return os.Getenv("FLOE_EXECUTOR") == "graph"
+}
+
+// compileLinear compiles the linear pipeline p over the source schema src
+// as a graph: the linear plan first (its errors name the linear fields, and
+// it decides the plan's identity and the pruned source columns), then the
+// graph over the pruned source.
+func compileLinear(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
+	lin, err := compile(p, src, xo...)
+	if err != nil {
+		return nil, err
+	}
+	g, err := p.Graph()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := compileGraph(p, map[string]*arrow.Schema{g.Sources[0].Name: lin.source}, nil, xo...)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: the linear plan does not lower onto a graph: %w", err)
+	}
+	pl.graph.linear = true
+	pl.hash, pl.declared, pl.ops = lin.hash, lin.declared, lin.ops
+	return pl, nil
+}
