@@ -8,15 +8,15 @@ import (
 	"github.com/floe-dev/floe/manifest"
 )
 
-// TestReviewGraceDeletesSlowWriterState: writer A writes the state of epoch
+// TestGraceKeepsSlowWriterState: writer A writes the state of epoch
 // 2 and then stalls (GC pause, suspended VM, partition) for longer than the
 // orphan grace. An overlapping run R recovers head = 1 and runs retention:
 // A's files belong to an epoch newer than the head and are older than the
-// grace, so they are deleted. A resumes and its manifest create succeeds:
-// epoch 2 is committed and references deleted state. Every later Recover +
-// restore fails; the pipeline cannot continue. (DESIGN invariant 6 says
-// retention never deletes anything of an epoch newer than _latest.json.)
-func TestReviewGraceDeletesSlowWriterState(t *testing.T) {
+// grace. Retention must keep them (DESIGN invariant 6: it never deletes
+// anything of an epoch newer than _latest.json): when A resumes and its
+// manifest create succeeds, epoch 2 references state that is still there
+// and later restores work.
+func TestGraceKeepsSlowWriterState(t *testing.T) {
 	ctx := ctxT(t)
 	su, ku := fileBackend().urls(t)
 	st, sink := open(t, su), open(t, ku)
@@ -78,13 +78,13 @@ func TestReviewGraceDeletesSlowWriterState(t *testing.T) {
 	}
 }
 
-// TestReviewStaleHeadRetentionDeletesLiveChain: the retainer is the slow one.
+// TestStaleHeadRetentionKeepsLiveChain: the retainer is the slow one.
 // R recovers head = 1 and stalls for longer than the grace; meanwhile writer
 // A commits epochs 2..4. R resumes and runs retention with its stale head:
 // every manifest and state file of epochs 2..4 is "newer than the head and
-// older than the grace" and is deleted, although they are the committed
-// chain _latest.json points at.
-func TestReviewStaleHeadRetentionDeletesLiveChain(t *testing.T) {
+// older than the grace", and must be kept, being the committed chain
+// _latest.json points at.
+func TestStaleHeadRetentionKeepsLiveChain(t *testing.T) {
 	ctx := ctxT(t)
 	su, ku := fileBackend().urls(t)
 	st, sink := open(t, su), open(t, ku)

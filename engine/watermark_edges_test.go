@@ -24,14 +24,15 @@ sink:  {type: files, url: "{{sink}}", format: parquet}
 state: {url: "{{state}}", parallelism: 2}
 `
 
-// TestReview2SessionRowJoiningOpenSessionIsLate: a row whose own
+// TestSessionRowJoiningOpenSessionIsNotLate: results do not depend on how
+// files are split into epochs for the case that once did: a row whose own
 // [t, t+gap) is behind the watermark but that overlaps a session still open
 // is dropped as late, although "a row whose windows were all emitted is
 // late" and the session it belongs to was never emitted. One epoch merges it
 // into the session ([00:01:28, 00:01:45), 2 clicks); two epochs (a restart,
 // or max_files_per_epoch: 1) emit [00:01:35, 00:01:45) with 1 click and
 // count the row late.
-func TestReview2SessionRowJoiningOpenSessionIsLate(t *testing.T) {
+func TestSessionRowJoiningOpenSessionIsNotLate(t *testing.T) {
 	files := map[string][]byte{
 		"1.jsonl": jsonl(ev("00:01:35", "a", 1), ev("00:01:40", "b", 1)),
 		"2.jsonl": jsonl(ev("00:01:28", "a", 1)),
@@ -54,14 +55,15 @@ func TestReview2SessionRowJoiningOpenSessionIsLate(t *testing.T) {
 	}
 }
 
-// TestReview2UnseenInputDoesNotHoldWatermark: with inputs: directory, files
+// TestPendingInputHoldsWatermark: results do not depend on
+// max_files_per_epoch for the case that once did: with inputs: directory, files
 // are taken in key order, so a catch-up with max_files_per_epoch processes
 // all of a/ before any of b/. While b has pending (listed, unprocessed)
 // files it is not in r.inputs and does not hold the watermark back: a/'s
 // second file moves the watermark to 00:05:00 and b's row at 00:00:20 is
 // late, although b was never idle. Without the per-epoch limit nothing is
 // late.
-func TestReview2UnseenInputDoesNotHoldWatermark(t *testing.T) {
+func TestPendingInputHoldsWatermark(t *testing.T) {
 	tmpl := strings.Replace(windowSpec, "watermark: {max_out_of_orderness: 0s}", "inputs: directory, watermark: {max_out_of_orderness: 0s}", 1)
 	results := map[bool][]string{}
 	for _, limited := range []bool{false, true} {
@@ -86,12 +88,11 @@ func TestReview2UnseenInputDoesNotHoldWatermark(t *testing.T) {
 	}
 }
 
-// TestReview2LateRowsLoseColumns: projection pushdown prunes the source to
-// the columns the window reads, and late rows are written with the window's
-// (pruned) input schema: the late_url copy of a late row silently lacks
-// every column the window does not aggregate (here page), so late rows
-// cannot be replayed or inspected.
-func TestReview2LateRowsLoseColumns(t *testing.T) {
+// TestLateRowsKeepTheirColumns: projection pushdown prunes the source to
+// the columns the window reads, but late rows are written whole: the
+// late_url copy of a late row keeps every source column, also those the
+// window does not aggregate (here page), so it can be replayed or inspected.
+func TestLateRowsKeepTheirColumns(t *testing.T) {
 	e := fileEnv(t)
 	p := e.pipeline(t, strings.Replace(windowSpec, "event_time: event_time,", `event_time: event_time, late_url: "{{late}}",`, 1))
 	e.put(t, "1.jsonl", jsonl(ev("00:02:30", "u2", 4)))
@@ -117,13 +118,14 @@ func TestReview2LateRowsLoseColumns(t *testing.T) {
 	}
 }
 
-// TestReview2PendingInputCountedIdle: the same flaw with a known input.
+// TestPendingInputIsNotIdle: a listed, pending input is not judged idle;
+// the case that once was, with a known input:
 // Inputs a and b are both seen in a first run; the next run (cron, 2m
 // later, idle_timeout 1m) lists a/1 and b/1. With max_files_per_epoch: 1
 // the epoch taking a/1 judges b idle by its LastActive although b/1 is
 // listed and pending; the watermark jumps to 00:05:00 and b/1's row at
 // 00:00:30 is late. Taking both files in one epoch, nothing is late.
-func TestReview2PendingInputCountedIdle(t *testing.T) {
+func TestPendingInputIsNotIdle(t *testing.T) {
 	tmpl := strings.Replace(windowSpec, "watermark: {max_out_of_orderness: 0s}", "inputs: directory, watermark: {max_out_of_orderness: 0s, idle_timeout: 1m}", 1)
 	results := map[bool][]string{}
 	for _, limited := range []bool{false, true} {

@@ -28,7 +28,9 @@ func (h *hookStore) Put(ctx context.Context, key string, data []byte, opts store
 	return h.Store.Put(ctx, key, data, opts)
 }
 
-// TestReviewCommitReturnsHeadPastOwnEpoch: run A creates the manifest of
+// TestLostPointerSwapAdoptsNoForeignHead: a run whose pointer swap lost to
+// another run's must neither emit that run's rows again nor delete its
+// outputs. The case: run A creates the manifest of
 // epoch 1 and is slow to swap _latest.json. Run B (an overlapping cron run)
 // rolls the pointer forward over A's manifest and commits epochs 2 and 3.
 // A's swap then loses, Attempt.Commit finds its manifest on the chain and
@@ -37,7 +39,7 @@ func (h *hookStore) Put(ctx context.Context, key string, data []byte, opts store
 // A then re-processes B's files as epochs 4 and 5 (emitting their rows a
 // second time) and its end-of-run sink cleanup deletes B's committed outputs
 // of epochs 2 and 3 (they are not in A's stale output log).
-func TestReviewCommitReturnsHeadPastOwnEpoch(t *testing.T) {
+func TestLostPointerSwapAdoptsNoForeignHead(t *testing.T) {
 	e := fileEnv(t)
 	e.put(t, "a.jsonl", jsonl(ev("00:00:10", "u1", 1)))
 	e.put(t, "b.jsonl", jsonl(ev("00:00:20", "u2", 2)))
