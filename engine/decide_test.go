@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bufio"
-	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -13,17 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenario files in testdata/")
-
-// TestDecideScenarios runs the scenario files in testdata/decide, in the
-// style of raft's datadriven tests: each block is a command, its input lines,
-// "----" and the expected output. `go test ./engine -run DecideScenarios
-// -rewrite` rewrites the expected outputs. Commands:
+// TestDecideScenarios runs the scenario files in testdata/decide
+// (internal/scenario; `go test ./engine -run DecideScenarios -rewrite`
+// rewrites their expected outputs). Commands:
 //
 //	config [directory] [max_files=N] [ooo=DUR] [idle=DUR] [memory=SIZE] [format=F] [stream]
 //	                 memory is state.memory_limit (none by default), format the
@@ -38,16 +33,15 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 // Times are on 2024-01-01 UTC; the scenario state (inputs, watermark, the
 // processed set) carries over from block to block as committed epochs would.
 func TestDecideScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/decide/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario files: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
+	for _, f := range scenario.Files(t, "testdata/decide/*.txt") {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s := &decideScenario{seen: map[string]bool{}, inputs: map[string]manifest.InputState{}, wm: manifest.NoWatermark}
+			scenario.Run(t, f, func(t *testing.T, b *scenario.Block) []string { return s.exec(t, *b) })
+		})
 	}
 }
 
-type scenario struct {
+type decideScenario struct {
 	cfg    decideConfig
 	seen   map[string]bool
 	list   []store.ObjectInfo
@@ -56,76 +50,7 @@ type scenario struct {
 	wm     int64
 }
 
-type block struct {
-	notes  []string // comment lines before the block
-	cmd    string
-	input  []string
-	output []string
-}
-
-func parseBlocks(t *testing.T, path string) []block {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []block
-	var cur *block
-	var notes []string
-	inOutput := false
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case cur == nil && strings.HasPrefix(line, "#"):
-			notes = append(notes, line)
-		case cur == nil && strings.TrimSpace(line) == "":
-		case cur == nil:
-			blocks = append(blocks, block{notes: notes, cmd: line})
-			notes = nil
-			cur, inOutput = &blocks[len(blocks)-1], false
-		case line == "----":
-			inOutput = true
-		case strings.TrimSpace(line) == "" && inOutput:
-			cur = nil
-		case inOutput:
-			cur.output = append(cur.output, line)
-		default:
-			cur.input = append(cur.input, line)
-		}
-	}
-	return blocks
-}
-
-func runScenario(t *testing.T, path string) {
-	blocks := parseBlocks(t, path)
-	s := &scenario{seen: map[string]bool{}, inputs: map[string]manifest.InputState{}, wm: manifest.NoWatermark}
-	var out strings.Builder
-	failed := false
-	for _, b := range blocks {
-		got := s.exec(t, b)
-		if strings.Join(got, "\n") != strings.Join(b.output, "\n") && !*rewrite {
-			t.Errorf("%s: %s:\ngot:\n%s\nwant:\n%s", path, b.cmd, strings.Join(got, "\n"), strings.Join(b.output, "\n"))
-			failed = true
-		}
-		for _, l := range b.notes {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString(b.cmd + "\n")
-		for _, l := range b.input {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString("----\n")
-		for _, l := range got {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString("\n")
-	}
-	if *rewrite && !failed {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+type block = scenario.Block
 
 var scenarioDay = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -146,8 +71,8 @@ func args(fields []string) map[string]string {
 	return m
 }
 
-func (s *scenario) exec(t *testing.T, b block) []string {
-	fields := strings.Fields(b.cmd)
+func (s *decideScenario) exec(t *testing.T, b block) []string {
+	fields := strings.Fields(b.Cmd)
 	a := args(fields[1:])
 	dur := func(k string) time.Duration {
 		if a[k] == "" {
@@ -155,7 +80,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		}
 		d, err := time.ParseDuration(a[k])
 		if err != nil {
-			t.Fatalf("%s: %v", b.cmd, err)
+			t.Fatalf("%s: %v", b.Cmd, err)
 		}
 		return d
 	}
@@ -179,7 +104,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		return []string{"ok"}
 	case "list":
 		s.list = nil
-		for _, l := range b.input {
+		for _, l := range b.Input {
 			f := strings.Fields(l)
 			s.list = append(s.list, store.ObjectInfo{Key: f[0], Size: size(t, args(f[1:])["size"])})
 		}
@@ -200,7 +125,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		if fields[0] == "read" {
 			sel := s.cfg.selectFiles(s.pend)
 			byKey := map[string]int64{}
-			for _, l := range b.input {
+			for _, l := range b.Input {
 				f := strings.Fields(l)
 				ts := int64(math.MinInt64)
 				if v := args(f[1:])["maxts"]; v != "none" {
@@ -211,7 +136,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 			for _, f := range sel {
 				ts, ok := byKey[f.Key]
 				if !ok {
-					t.Fatalf("%s: no maxts given for selected file %s", b.cmd, f.Key)
+					t.Fatalf("%s: no maxts given for selected file %s", b.Cmd, f.Key)
 				}
 				obs = append(obs, fileObs{key: f.Key, maxTS: ts})
 			}
@@ -238,7 +163,7 @@ func (s *scenario) exec(t *testing.T, b block) []string {
 		}
 		return lines
 	}
-	t.Fatalf("unknown command %q", b.cmd)
+	t.Fatalf("unknown command %q", b.Cmd)
 	return nil
 }
 

@@ -54,7 +54,7 @@ func TestGoldenSample(t *testing.T) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run go test ./engine -run TestGoldenSample -update once to create it)", err)
+		t.Fatalf("%v (run go test ./engine -run TestGoldenSample -rewrite once to create it)", err)
 	}
 	if got != string(want) {
 		t.Fatalf("sample output differs from %s:\n%s", golden, diffLines(string(want), got))

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -20,11 +19,14 @@ import (
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/internal/datagen"
 	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
+// update rewrites golden files: the module's one -rewrite flag
+// (internal/scenario), which rewrites scenario files too.
+var update = scenario.Rewrite
 
 func TestMain(m *testing.M) { s3test.Main(m) }
 

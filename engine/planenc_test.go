@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -28,7 +29,7 @@ func TestPlanEncodingGolden(t *testing.T) {
 	}
 	text := encodePlan(p, pl.declared)
 	const golden = "testdata/plans/clicks.v2.txt"
-	if *rewrite {
+	if *scenario.Rewrite {
 		if err := os.WriteFile(golden, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
