@@ -125,6 +125,9 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 // every stateful stage advanced to its watermark (the pipeline's, minus the
 // delays of the stages before it).
 func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	if out := r.streamedGraph(results); out != nil {
+		return out, nil // a graph without a keyed stage wrote its rows while decoding (graphstream.go)
+	}
 	gp := r.plan.graph
 	n := r.parallelism
 	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
@@ -148,25 +151,11 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			continue
 		}
 		switch {
-		case nd.stage != nil:
+		case nd.stage != nil || nd.lookup != nil:
 			for _, b := range rows[nd.ins[0]] {
-				o, _, err := nd.stage.apply(b, r.mem)
+				o, err := r.mapNode(nd, b)
 				if err != nil {
 					return nil, err
-				}
-				if o.NumRows() > 0 {
-					rows[nd] = append(rows[nd], o)
-				}
-			}
-		case nd.lookup != nil:
-			lk := nd.lookup.op
-			if lk == nil {
-				return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
-			}
-			for _, b := range rows[nd.ins[0]] {
-				o, err := lk.Enrich(b)
-				if err != nil {
-					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
 				}
 				if o.NumRows() > 0 {
 					rows[nd] = append(rows[nd], o)
