@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"github.com/floe-dev/floe/internal/datagen"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // keylessGraph is a graph pipeline without a keyed stage: two sources (JSON
@@ -212,52 +210,19 @@ func TestKeylessGraphCrashSweep(t *testing.T) {
 	ref.putData(t, clicks, views)
 	pref := ref.pipeline(t, "")
 	run(t, pref, engine.Options{})
-	want := map[string][]string{"out": sinkRows(t, pref, "out"), "views": sinkRows(t, pref, "views")}
-	for at := 0; ; at++ {
+	rows := func(p *spec.Pipeline) map[string][]string {
+		return map[string][]string{"out": sinkRows(t, p, "out"), "views": sinkRows(t, p, "views")}
+	}
+	streamCrashSweep(t, func() (*spec.Pipeline, func() []string) {
 		e := newKeylessEnv(t)
 		e.putData(t, clicks, views)
-		p := e.pipeline(t, "16MiB")
-		_, err := engine.Run(context.Background(), p, engine.Options{Retry: store.RetryPolicy{MaxAttempts: 1},
-			WrapStore: func(n string, s store.Store) store.Store {
-				if n != "sink" {
-					return s
-				}
-				return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{At: at, Mode: store.CrashAfter}}})
-			}})
-		if err == nil {
-			if at < 3 {
-				t.Fatalf("no crash at sink call %d: the epoch wrote fewer than 3 parts", at)
-			}
-			t.Logf("crashed at each of %d sink calls", at)
-			break
-		}
-		if !errors.Is(err, store.ErrCrashed) {
-			t.Fatalf("crash at sink call %d: %v", at, err)
-		}
-		run(t, p, engine.Options{})
-		for name, w := range want {
-			if got := sinkRows(t, p, name); !reflect.DeepEqual(got, w) {
-				t.Fatalf("crash at sink call %d: sink %s has %d rows committed, want %d exactly once", at, name, len(got), len(w))
-			}
-		}
-		rep, err := engine.Verify(context.Background(), p)
-		if err != nil || len(rep.Problems) > 0 {
-			t.Fatalf("crash at sink call %d: verify: %v %v", at, err, rep.Problems)
-		}
-		outs, err := engine.OutputURLs(context.Background(), p, "")
-		must(t, err)
-		var parts []string
-		for _, dir := range []string{e.sink, e.viewsOut} {
-			for _, f := range sinkFiles(t, e.path(dir)) {
-				parts = append(parts, fileURL(f))
-			}
-		}
-		slices.Sort(parts)
-		slices.Sort(outs)
-		if !reflect.DeepEqual(parts, outs) {
-			t.Fatalf("crash at sink call %d: sinks hold %v, committed %v", at, parts, outs)
-		}
-	}
+		return e.pipeline(t, "16MiB"), e.parts(t)
+	}, rows, rows(pref))
+}
+
+// parts lists the part files in the env's sinks, as output paths.
+func (e *keylessEnv) parts(t *testing.T) func() []string {
+	return func() []string { return append(partKeys(t, e.sink, ""), partKeys(t, e.viewsOut, "@views")...) }
 }
 
 // TestKeylessGraphMidFileFailure: a Parquet file of the views source whose
@@ -318,19 +283,7 @@ func TestKeylessGraphMidFileFailure(t *testing.T) {
 	// The first attempt wrote a part of the bad file's rows before it
 	// failed; the committed epoch is a later attempt's, and the orphans are
 	// gone from the sinks.
-	outs, err := engine.OutputURLs(context.Background(), p, "")
-	must(t, err)
-	var parts []string
-	for _, dir := range []string{e.sink, e.viewsOut} {
-		for _, f := range sinkFiles(t, e.path(dir)) {
-			parts = append(parts, fileURL(f))
-		}
-	}
-	slices.Sort(parts)
-	slices.Sort(outs)
-	if !reflect.DeepEqual(parts, outs) {
-		t.Fatalf("sinks hold %v, committed %v", parts, outs)
-	}
+	checkOnlyCommitted(t, p, e.parts(t)(), "after the restarted epoch")
 	v, err := engine.VerifyReplay(context.Background(), p, engine.ReplayOptions{})
 	if err != nil || !v.Identical() {
 		t.Fatalf("replay --verify: %v %+v %v", err, v.Diff, v.Counters)
