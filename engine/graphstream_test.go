@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/engine"
-	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/internal/datagen"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -238,25 +237,7 @@ func TestKeylessGraphMidFileFailure(t *testing.T) {
 	clicks := keylessClicks
 	clicks.Rows, clicks.Files, clicks.MalformedFraction = 3000, 1, 0
 	e.putData(t, clicks, datagen.Options{Rows: 1000, Files: 1, Users: 50, Seed: 8})
-	var text []byte
-	must(t, datagen.Generate(datagen.Options{Rows: 150000, Files: 1, Users: 50, Seed: 5}, func(name string, data []byte) error {
-		text = data
-		return nil
-	}))
-	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
-		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
-	must(t, err)
-	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
-	must(t, err)
-	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
-	must(t, err)
-	bad := bytes.Clone(data)
-	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
-		bad[i] = byte(i * 7)
-	}
-	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
-		t.Fatal("the corrupted file decodes: the test corrupts nothing")
-	}
+	_, bad := corruptParquet(t, datagen.Options{Rows: 150000, Files: 1, Users: 50, Seed: 5})
 	// Named after the generated file: it sorts after it.
 	must(t, os.WriteFile(filepath.Join(e.path(e.views), "zz-bad.parquet"), bad, 0o644))
 	p := e.pipeline(t, "")

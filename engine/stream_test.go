@@ -315,29 +315,9 @@ func TestStreamedEpochMidFileFailure(t *testing.T) {
 	}
 	e := fileEnv(t)
 	e.rejected = fileURL(t.TempDir())
-	var text []byte
-	must(t, datagen.Generate(datagen.Options{Rows: 150000, Files: 1, Seed: 5}, func(name string, data []byte) error {
-		text = data
-		return nil
-	}))
-	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
-		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
+	d, bad := corruptParquet(t, datagen.Options{Rows: 150000, Files: 1, Seed: 5})
+	small, err := formats.EncodeParquet(d.Batches[0].Schema(), d.Batches[:1], formats.EncodeOptions{})
 	must(t, err)
-	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
-	must(t, err)
-	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
-	must(t, err)
-	small, err := formats.EncodeParquet(schema, d.Batches[:1], formats.EncodeOptions{})
-	must(t, err)
-	// Overwrite the second row group's pages (the last fifth of the data,
-	// before the footer) with garbage.
-	bad := bytes.Clone(data)
-	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
-		bad[i] = byte(i * 7)
-	}
-	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
-		t.Fatal("the corrupted file decodes: the test corrupts nothing")
-	}
 	e.put(t, "a.parquet", small)
 	e.put(t, "b.parquet", bad)
 	tmpl := strings.NewReplacer("format: jsonl,\n", "format: parquet,\n", "{{rejected}}", e.rejected, "{{memory}}", "").Replace(filterSpec)
@@ -351,6 +331,34 @@ func TestStreamedEpochMidFileFailure(t *testing.T) {
 	if len(m.Outputs) != 1 || len(m.SideOutputs) != 1 {
 		t.Fatalf("outputs %v side outputs %v: want one part and the rejected file", m.Outputs, m.SideOutputs)
 	}
+}
+
+// corruptParquet generates gen's rows as a Parquet file of 100k-row row
+// groups whose second row group's pages (the last fifth of the data, before
+// the footer) are overwritten with garbage: it fails to decode only after
+// its first batch. It returns the rows decoded and the corrupt file.
+func corruptParquet(t *testing.T, gen datagen.Options) (*formats.Decoded, []byte) {
+	t.Helper()
+	var text []byte
+	must(t, datagen.Generate(gen, func(name string, data []byte) error {
+		text = data
+		return nil
+	}))
+	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
+		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
+	must(t, err)
+	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
+	must(t, err)
+	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
+	must(t, err)
+	bad := bytes.Clone(data)
+	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
+		bad[i] = byte(i * 7)
+	}
+	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
+		t.Fatal("the corrupted file decodes: the test corrupts nothing")
+	}
+	return d, bad
 }
 
 // TestMemoryLimitSplitsWindowedEpochs: a windowed plan decodes an epoch's
