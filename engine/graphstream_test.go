@@ -182,7 +182,21 @@ func TestKeylessGraphStreams(t *testing.T) {
 			t.Fatalf("sink %s: %d rows, the default budget's run %d", name, len(got), len(ref))
 		}
 	}
-	for _, q := range []*spec.Pipeline{p, pref} {
+	// One file per source and epoch: the next epoch's files are prefetched
+	// (decoded whole, then routed through the stages when taken).
+	one := newKeylessEnv(t)
+	one.putData(t, keylessClicks, keylessViews)
+	pone := one.pipeline(t, "")
+	pone.Sources[0].Source.MaxFilesPerEpoch, pone.Sources[1].Source.MaxFilesPerEpoch = 1, 1
+	if r := run(t, pone, engine.Options{}); r.Epochs != 3 || r.RowsOut != res.RowsOut {
+		t.Fatalf("one file per source and epoch: %+v, want 3 epochs and %d rows out", r, res.RowsOut)
+	}
+	for _, name := range []string{"out", "views"} {
+		if got, ref := sinkRows(t, pone, name), sinkRows(t, pref, name); !reflect.DeepEqual(got, ref) {
+			t.Fatalf("sink %s, one file per source and epoch: %d rows, the one epoch's %d", name, len(got), len(ref))
+		}
+	}
+	for _, q := range []*spec.Pipeline{p, pref, pone} {
 		rep, err := engine.Verify(ctx, q)
 		if err != nil || len(rep.Problems) > 0 {
 			t.Fatalf("verify: %v %v", err, rep.Problems)
