@@ -94,12 +94,18 @@ func (e *keylessEnv) putData(t *testing.T, clicks, views datagen.Options) {
 
 func (e *keylessEnv) pipeline(t *testing.T, memory string) *spec.Pipeline {
 	t.Helper()
+	return e.pipelineOf(t, keylessGraph, memory)
+}
+
+// pipelineOf parses tmpl (keylessGraph or a variant) for the env.
+func (e *keylessEnv) pipelineOf(t *testing.T, tmpl, memory string) *spec.Pipeline {
+	t.Helper()
 	if memory != "" {
 		memory = ", memory_limit: " + memory
 	}
 	r := strings.NewReplacer("{{clicks}}", e.clicks, "{{views}}", e.views, "{{table}}", e.table, "{{sink}}", e.sink,
 		"{{views_out}}", e.viewsOut, "{{state}}", e.state, "{{rejected}}", e.rejected, "{{memory}}", memory)
-	p, err := spec.Parse("test.yaml", []byte(r.Replace(keylessGraph)), t.TempDir())
+	p, err := spec.Parse("test.yaml", []byte(r.Replace(tmpl)), t.TempDir())
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
@@ -207,6 +213,44 @@ func TestKeylessGraphStreams(t *testing.T) {
 		}
 	}
 	t.Logf("parts per directory %v, %d rows out", per, res.RowsOut)
+}
+
+// TestKeylessGraphStreamsIntoIceberg: a keyless graph whose first sink is
+// a day-partitioned Iceberg table streams its parts into each day's data
+// directory (numbered per directory); the table, read by iceberg-go, holds
+// the rows a Parquet files sink gets, and the further sink beside it its
+// own rows.
+func TestKeylessGraphStreamsIntoIceberg(t *testing.T) {
+	clicks := keylessClicks
+	clicks.Span = 36 * time.Hour
+	const files = `out: {input: kb, type: files, url: "{{sink}}", format: jsonl}`
+	ref := newKeylessEnv(t)
+	ref.putData(t, clicks, keylessViews)
+	pref := ref.pipelineOf(t, strings.Replace(keylessGraph, files, strings.Replace(files, "jsonl", "parquet", 1), 1), "")
+	run(t, pref, engine.Options{})
+
+	e := newKeylessEnv(t)
+	e.putData(t, clicks, keylessViews)
+	p := e.pipelineOf(t, strings.Replace(keylessGraph, files, `out: {input: kb, type: iceberg, url: "{{sink}}", partition_by: day(event_time)}`, 1), "16MiB")
+	if res := run(t, p, engine.Options{}); res.Epochs != 1 {
+		t.Fatalf("%d epochs, want one", res.Epochs)
+	}
+	got, _ := tableRows(t, e.path(e.sink))
+	if want := sinkRows(t, pref, "out"); !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("table: %d rows, the files sink: %d", len(got), len(want))
+	}
+	if got, want := sinkRows(t, p, "views"), sinkRows(t, pref, "views"); !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Fatalf("the sink beside the table: %d rows, want %d", len(got), len(want))
+	}
+	days := 0
+	for dir := range checkParts(t, headChain(t, p, 1)[0]) {
+		if strings.HasPrefix(dir, "data/") {
+			days++
+		}
+	}
+	if days < 2 {
+		t.Fatalf("%d day directories in the table, want 2", days)
+	}
 }
 
 // TestKeylessGraphCrashSweep kills a streamed keyless graph run at every
