@@ -35,8 +35,13 @@ type decideConfig struct {
 	memLimit int64
 	memFrom  string
 	format   spec.Format // the source format, for decoded-size estimates
-	// streams: the plan has no window, so an epoch streams its input in
-	// bounded memory and the budget does not split it (membudget.go).
+	// formatOf is each input's own format (a graph's named sources); inputs
+	// not in it use format.
+	formatOf map[string]spec.Format
+	// streams: the plan has no keyed stage (no window in the linear form;
+	// only filter, project and lookup stages in the graph form), so an
+	// epoch streams its input in bounded memory and the budget does not
+	// split it (membudget.go).
 	streams bool
 	// splitNoted is set once the run said that the budget split an epoch
 	// (shared by copies of the config; nil in scenario tests).
@@ -59,10 +64,33 @@ func newDecideConfig(p *spec.Pipeline) decideConfig {
 			c.streams = false
 		}
 	}
-	if len(p.Sources) > 0 || len(p.Stages) > 0 || len(p.Sinks) > 0 {
-		c.streams = false // a graph decodes its epoch at once
+	for _, st := range p.Stages {
+		if !statelessKind(st.Kind()) {
+			c.streams = false // a keyed stage sees the epoch's rows at once
+		}
+	}
+	if len(p.Sources) > 0 {
+		c.formatOf = map[string]spec.Format{}
+		for _, ns := range p.Sources {
+			c.formatOf[ns.Name] = ns.Source.Format
+		}
 	}
 	return c
+}
+
+// statelessKind reports whether a graph stage of kind maps each batch on
+// its own (keeps no state between rows): what a streamed epoch can run.
+func statelessKind(kind string) bool {
+	return kind == spec.KindFilter || kind == spec.KindProject || kind == spec.KindLookup
+}
+
+// estimate is decodedEstimate of f by its input's format.
+func (c decideConfig) estimate(f store.ObjectInfo) int64 {
+	format := c.format
+	if v, ok := c.formatOf[c.inputOf(f.Key)]; ok {
+		format = v
+	}
+	return decodedEstimate(format, f)
 }
 
 const defaultInput = "default"
@@ -184,7 +212,7 @@ func (c decideConfig) memorySplit(files []store.ObjectInfo) memoryCut {
 		return cut
 	}
 	for i, f := range files {
-		e := decodedEstimate(c.format, f)
+		e := c.estimate(f)
 		if i > 0 && cut.estimate+e > cut.budget && !cut.split {
 			cut.split, cut.files = true, i
 		}

@@ -133,6 +133,9 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 // per subtask (the linear form's splitting); rows from the sources are
 // subtask 0's.
 func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+	if out := r.streamedGraph(results); out != nil {
+		return out, nil // a graph without a keyed stage wrote its rows while decoding (graphstream.go)
+	}
 	gp := r.plan.graph
 	n := r.parallelism
 	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
@@ -160,28 +163,12 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			continue
 		}
 		switch {
-		case nd.stage != nil:
+		case nd.stage != nil || nd.lookup != nil:
 			for s, bs := range rows[nd.ins[0]] {
 				for _, b := range bs {
-					o, _, err := nd.stage.apply(b, r.mem)
+					o, err := r.mapNode(nd, b)
 					if err != nil {
 						return nil, err
-					}
-					if o.NumRows() > 0 {
-						of(nd)[s] = append(of(nd)[s], o)
-					}
-				}
-			}
-		case nd.lookup != nil:
-			lk := nd.lookup.op
-			if lk == nil {
-				return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
-			}
-			for s, bs := range rows[nd.ins[0]] {
-				for _, b := range bs {
-					o, err := lk.Enrich(b)
-					if err != nil {
-						return nil, fmt.Errorf("stage %s: %w", nd.name, err)
 					}
 					if o.NumRows() > 0 {
 						of(nd)[s] = append(of(nd)[s], o)

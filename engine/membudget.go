@@ -14,15 +14,19 @@ import (
 // The memory budget of a run (state.memory_limit). floe holds an epoch's
 // input in memory only where it must:
 //
-//   - A window-less plan streams: each file is decoded batch by batch,
-//     filtered and projected, and encoded into output parts rolled at
-//     partBytes, with a bounded number of files decoding ahead (stream.go).
-//     Its memory does not grow with the epoch, so the budget never splits
-//     its epochs; it sizes the parts and the read-ahead.
-//   - A windowed plan decodes an epoch's files at once (the windows see
-//     every row before the watermark moves). The decide step takes pending
-//     files while their estimated decoded size fits half the budget (at
-//     least one file), so a large backlog is split into epochs that fit.
+//   - A plan without a keyed stage (the linear form without a window; a
+//     graph of filter, project and lookup stages) streams: each file is
+//     decoded batch by batch, run through the stateless stages, and encoded
+//     into output parts (per sink) rolled at partBytes, with a bounded
+//     number of files decoding ahead (stream.go, graphstream.go). Its
+//     memory does not grow with the epoch, so the budget never splits its
+//     epochs; it sizes the parts and the read-ahead.
+//   - A plan with a keyed stage (a window; in a graph also a join, top_n,
+//     dedup or over) decodes an epoch's files at once (the stage sees every
+//     row before the watermark moves). The decide step takes pending files
+//     while their estimated decoded size (by each file's source's format)
+//     fits half the budget (at least one file), so a large backlog is split
+//     into epochs that fit; a graph's sources share the one budget.
 //   - Prefetching the next epoch's files holds at most a quarter of it.
 //
 // Default: a quarter of the memory the process may use: the cgroup limit

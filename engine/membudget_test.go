@@ -126,3 +126,43 @@ func TestDecideConfigStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideConfigGraphStreams: a graph whose stages are all filter,
+// project and lookup stages streams (the budget does not split it); one
+// keyed stage makes it decode its epochs at once, split by the budget,
+// each file estimated by its own source's format (a Parquet file decodes
+// to about 5 times its size, JSON lines to 2).
+func TestDecideConfigGraphStreams(t *testing.T) {
+	srcs := []spec.NamedSource{{Name: "a", Source: spec.Source{Format: spec.JSONL}}, {Name: "b", Source: spec.Source{Format: spec.Parquet}}}
+	stateless := []spec.Stage{{Filter: &spec.Filter{Expr: "x > 1"}}, {Project: &spec.Project{}}, {Lookup: &spec.Lookup{}}}
+	for _, c := range []struct {
+		name   string
+		stages []spec.Stage
+		want   bool
+	}{
+		{"filter, project, lookup", stateless, true},
+		{"and a window", append(slices.Clone(stateless), spec.Stage{Window: &spec.Window{}}), false},
+		{"and a dedup", append(slices.Clone(stateless), spec.Stage{Dedup: &spec.Dedup{}}), false},
+	} {
+		p := &spec.Pipeline{Source: spec.Source{Format: spec.JSONL, Inputs: spec.InputsDirectory}, Sources: srcs, Stages: c.stages}
+		if got := newDecideConfig(p).streams; got != c.want {
+			t.Errorf("%s: streams %v, want %v", c.name, got, c.want)
+		}
+	}
+	p := &spec.Pipeline{Source: spec.Source{Format: spec.JSONL, Inputs: spec.InputsDirectory}, Sources: srcs,
+		Stages: []spec.Stage{{Window: &spec.Window{}}}, State: spec.State{MemoryLimit: 100 << 20}}
+	c := newDecideConfig(p)
+	files := []store.ObjectInfo{{Key: "a/1", Size: 10 << 20}, {Key: "b/1", Size: 5 << 20}, {Key: "a/2", Size: 1 << 20}}
+	if a, b := c.estimate(files[0]), c.estimate(files[1]); a != 20<<20 || b != 25<<20 {
+		t.Fatalf("estimates %d and %d, want 20MiB (JSON lines) and 25MiB (Parquet)", a, b)
+	}
+	// Half of 100MiB holds a/1, b/1 and a/2 (47MiB), not b/2 as well (52MiB);
+	// with the Parquet files estimated as JSON lines all four would fit (34MiB).
+	if cut := c.memorySplit(files); cut.split || cut.estimate != 47<<20 {
+		t.Fatalf("cut %+v, want all three files (47MiB estimated)", cut)
+	}
+	files = append(files, store.ObjectInfo{Key: "b/2", Size: 1 << 20})
+	if cut := c.memorySplit(files); !cut.split || cut.files != 3 || cut.remaining != 5<<20 {
+		t.Fatalf("cut %+v, want three files taken and b/2 (5MiB estimated) left", cut)
+	}
+}

@@ -14,8 +14,8 @@ import (
 // without it; a prefetched file the epoch does not take (max_rows_per_epoch
 // cut it) waits for a later epoch. What it holds (estimated decoded size of
 // the files started and not yet taken) stays within a quarter of the
-// memory budget (two output parts' worth for a streamed, window-less
-// plan): files beyond that are decoded by their epoch.
+// memory budget (two output parts' worth for a streamed plan, one without
+// a keyed stage): files beyond that are decoded by their epoch.
 type prefetcher struct {
 	r      *runner
 	ctx    context.Context
@@ -38,7 +38,7 @@ type future struct {
 func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	limit := r.dc.memLimit / 4
-	if r.plan.window == nil && r.plan.graph == nil && r.dc.memLimit > 0 {
+	if r.streamsEpochs() && r.dc.memLimit > 0 {
 		// A streamed epoch overlaps decoding and writing itself; decoded
 		// files held for it would undo its bound: only its first files.
 		limit = min(limit, 2*partBytes(r.dc.memLimit))
@@ -51,7 +51,7 @@ func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
 // order, while they fit the prefetch bound.
 func (p *prefetcher) start(files []store.ObjectInfo) {
 	for _, f := range files {
-		size := decodedEstimate(p.r.p.Source.Format, f)
+		size := p.r.dc.estimate(f)
 		p.mu.Lock()
 		if _, ok := p.m[f.Key]; ok {
 			p.mu.Unlock()

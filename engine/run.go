@@ -101,7 +101,6 @@ type runner struct {
 func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
 	r := &runner{p: p, opts: opts, log: log, st: st, mem: memory.DefaultAllocator, started: opts.now(), dc: newDecideConfig(p)}
 	if isGraph(p) {
-		r.dc.streams = false // the graph's stages run on the epoch's decoded rows
 		r.dc.oooOf = map[string]time.Duration{}
 		r.dc.maxFilesOf = map[string]int{}
 		for _, ns := range p.Sources {
@@ -583,7 +582,7 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err := r.loadFor(ctx, results, d.watermark); err != nil {
 		return 0, err
 	}
-	if err := r.refreshLookups(ctx); err != nil {
+	if err := r.lookupsFor(ctx, results); err != nil {
 		return 0, err
 	}
 	if r.plan.graph != nil && !r.plan.graph.linear {

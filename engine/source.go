@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/formats"
@@ -121,8 +122,13 @@ func (r *runner) readSource(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (r *runner) decodeOptions(schema *arrow.Schema, parallel int) formats.DecodeOptions {
-	opts := formats.DecodeOptions{Schema: schema, EventTime: r.p.Source.EventTime, Mem: r.mem, Parallelism: parallel}
-	if c := r.p.Source.CSV; c != nil {
+	return decodeOptionsOf(&r.p.Source, schema, r.mem, parallel)
+}
+
+// decodeOptionsOf returns the options files of src decode with into schema.
+func decodeOptionsOf(src *spec.Source, schema *arrow.Schema, mem memory.Allocator, parallel int) formats.DecodeOptions {
+	opts := formats.DecodeOptions{Schema: schema, EventTime: src.EventTime, Mem: mem, Parallelism: parallel}
+	if c := src.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
 		if c.Delimiter != "" {
 			opts.CSV.Delimiter = []rune(c.Delimiter)[0]

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
@@ -21,20 +22,25 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// Streaming a window-less epoch in bounded memory. The run loop's epoch
+// Streaming an epoch in bounded memory, for every plan without a keyed
+// stage: the linear form without a window, and the graph form whose stages
+// are all filter, project and lookup stages (graphstream.go). The run loop's epoch
 // begins its attempt before it decodes (attemptFor hands the same attempt
 // to the commit); files are decoded in order, a few ahead (bounded by count
 // and by a quarter of the memory budget), each handed over batch by batch
-// (formats.DecodeStream); the batches are filtered and projected and
-// encoded into the current output part, which is written, attempt-tagged,
-// once it holds partBytes. The parts are sink files like any other: listed
+// (formats.DecodeStream); the batches are filtered and projected (in a
+// graph, run through the stateless nodes to every sink that reads them)
+// and encoded into the current output part of each sink, which is written,
+// attempt-tagged, once it holds partBytes. The parts are sink files like any other: listed
 // in the manifest when the epoch commits, orphans for retention to delete
 // if it does not.
 //
 // Part names reuse the subtask slot of the output name for the part number
-// (part-g…-e…-s0000-<attempt8>, -s0001-, …): a window-less plan has one
-// subtask, so the slot is free, and every reader of output names (retention,
-// floe outputs, verify) keeps working unchanged.
+// (part-g…-e…-s0000-<attempt8>, -s0001-, …): a plan without a keyed stage
+// writes every row as subtask 0's, so the slot is free, and every reader of
+// output names (retention, floe outputs, verify) keeps working unchanged.
+// Each sink directory (a graph's further sink, a Hive partition, an Iceberg
+// day) numbers its own parts.
 //
 // A file that fails to decode after some of its rows were written (a corrupt
 // Parquet page) cannot be taken back out of a part. The epoch then starts
@@ -48,15 +54,30 @@ type streamOut struct {
 }
 
 // decodeForCommit decodes the files of an epoch the run loop commits:
-// files is a prefix of pend, the pending list. A window-less plan streams
-// its outputs while decoding (the results carry them); others decode as
-// decodeEpoch does.
+// files is a prefix of pend, the pending list. A plan without a keyed
+// stage streams its outputs while decoding (the results carry them);
+// others decode as decodeEpoch does.
 func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.ObjectInfo) ([]*fileResult, error) {
 	r.noteMemorySplit(files, pend)
-	if r.plan.window != nil || r.plan.graph != nil || r.skipRead || len(files) == 0 {
+	if !r.streamsFiles(len(files)) {
 		return r.decodeEpoch(ctx, files)
 	}
+	// A graph's lookup tables are loaded before rows go through them.
+	if err := r.refreshLookups(ctx); err != nil {
+		return nil, err
+	}
 	return r.streamEpoch(ctx, files)
+}
+
+// streamsEpochs reports whether the plan has no keyed stage: its epochs
+// stream (the decide config's streams says the same of the spec).
+func (r *runner) streamsEpochs() bool {
+	return r.plan.window == nil && (r.plan.graph == nil || len(r.plan.graph.state) == 0)
+}
+
+// streamsFiles reports whether an epoch of n files streams.
+func (r *runner) streamsFiles(n int) bool {
+	return r.streamsEpochs() && !r.skipRead && n > 0
 }
 
 // attemptFor returns the attempt that writes an epoch: the one that
@@ -124,11 +145,18 @@ func (r *runner) streamEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 	}
 }
 
+// streamBatch is a batch on its way to sink target to of a streamed epoch
+// (partSink.targets: 0 is the root sink).
+type streamBatch struct {
+	to int
+	b  arrow.RecordBatch
+}
+
 // decodeJob is one file decoding ahead of the writer.
 type decodeJob struct {
 	f       store.ObjectInfo
-	batches chan arrow.RecordBatch // after the stateless stages; closed when done
-	res     *fileResult            // set before batches is closed
+	batches chan streamBatch // after the stateless stages; closed when done
+	res     *fileResult      // set before batches is closed
 	err     error
 }
 
@@ -170,7 +198,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		defer wg.Done()
 		defer close(jobs)
 		for _, f := range files {
-			w := min(decodedEstimate(r.p.Source.Format, f), capBytes)
+			w := min(r.dc.estimate(f), capBytes)
 			if mem.Acquire(ctx, w) != nil {
 				return
 			}
@@ -180,7 +208,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 				mem.Release(w)
 				return
 			}
-			j := &decodeJob{f: f, batches: make(chan arrow.RecordBatch, 2)}
+			j := &decodeJob{f: f, batches: make(chan streamBatch, 2)}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -245,7 +273,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 // there is one), then sets j.res or j.err and closes j.batches.
 func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad map[string]error) {
 	defer close(j.batches)
-	send := func(b arrow.RecordBatch) error {
+	send := func(b streamBatch) error {
 		select {
 		case j.batches <- b:
 			return nil
@@ -264,7 +292,14 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 				return
 			}
 			for _, b := range res.batches {
-				if j.err = send(b); j.err != nil {
+				if r.plan.graph != nil {
+					// A graph's prefetched batches are its source's rows.
+					src, _ := r.streamSourceOf(j.f.Key)
+					_, j.err = r.routeGraph(src, b, send)
+				} else {
+					j.err = send(streamBatch{b: b}) // after the stages already
+				}
+				if j.err != nil {
 					return
 				}
 			}
@@ -278,17 +313,27 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 
 // streamFile decodes one file batch by batch, runs the stateless stages
 // and sends what they keep: decodeFile's result without the batches.
-func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(arrow.RecordBatch) error) (*fileResult, error) {
+func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(streamBatch) error) (*fileResult, error) {
+	// How the file is decoded: by the pipeline's source, or in a graph by
+	// the named source it belongs to.
+	src, schema, tsSchema := &r.p.Source, r.plan.decodeSchema(), r.plan.source
+	node, err := r.streamSourceOf(f.Key)
+	if err != nil {
+		return nil, err
+	}
+	if node != nil {
+		src, schema, tsSchema = &node.src.Source, node.out, node.out
+	}
 	data, err := r.readSource(ctx, f.Key)
 	if err != nil {
 		return nil, err
 	}
 	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
 	startAt := int64(math.MinInt64)
-	if start, _, _ := r.p.Source.StartTime(); !start.IsZero() {
+	if start, _, _ := src.StartTime(); !start.IsZero() {
 		startAt = start.UnixMicro()
 	}
-	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
+	tsCol := tsSchema.FieldIndices(src.EventTime)[0]
 	// With start_from, a file whose rows are all older is skipped whole: its
 	// batches wait until one row is recent enough to keep the file.
 	var held []arrow.RecordBatch
@@ -296,6 +341,11 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	sent := 0
 	var cbErr error
 	pass := func(b arrow.RecordBatch) error {
+		if node != nil {
+			n, err := r.routeGraph(node, b, send)
+			sent += n
+			return err
+		}
 		o, dropped, err := runStages(r.plan.pre, b, r.mem)
 		if err != nil {
 			return fmt.Errorf("source file %s: %w", f.Key, err)
@@ -305,9 +355,9 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 			return nil
 		}
 		sent++
-		return send(o)
+		return send(streamBatch{b: o})
 	}
-	d, err := formats.DecodeStream(string(r.p.Source.Format), f.Key, data, r.decodeOptions(r.plan.decodeSchema(), par), func(b arrow.RecordBatch) error {
+	d, err := formats.DecodeStream(string(src.Format), f.Key, data, decodeOptionsOf(src, schema, r.mem, par), func(b arrow.RecordBatch) error {
 		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
 		if kept {
 			cbErr = pass(b)
@@ -329,7 +379,7 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	switch {
 	case cbErr != nil:
 		return nil, cbErr
-	case err != nil && sent > 0 && r.p.Source.OnError != spec.OnErrorFail:
+	case err != nil && sent > 0 && r.onErrorOf(f.Key) != spec.OnErrorFail:
 		return nil, &midFileError{key: f.Key, err: err}
 	case err != nil:
 		return r.undecodable(f.Key, err)
@@ -357,77 +407,113 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 	return m
 }
 
+// sinkTarget is one sink of a streamed epoch: where its parts go and how
+// they are encoded.
+type sinkTarget struct {
+	dir    string        // "" for the root sink, "@<name>" for a further sink of a graph (sinks.go)
+	where  string        // the sink's spec field, for errors
+	format spec.Format   // of its files
+	schema *arrow.Schema // of its files (without Hive partition columns)
+	parts  *hiveParts    // its Hive partitioning (nil: none)
+	table  *tableSink    // the root sink's Iceberg table (nil: none)
+}
+
+// streamTargets returns the sinks a streamed epoch writes: the root sink,
+// then a graph's further sinks in spec order (graphPlan.extra).
+func (r *runner) streamTargets() []sinkTarget {
+	ts := []sinkTarget{{where: "sink", format: r.p.Sink.Format, schema: r.plan.sinkParts.schema(r.plan.output), parts: r.plan.sinkParts, table: r.table}}
+	for i, sk := range extraSinks(r.p) {
+		h := r.plan.extraPartsOf(i)
+		ts = append(ts, sinkTarget{dir: extraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,
+			schema: h.schema(r.plan.graph.extra[i].out), parts: h})
+	}
+	return ts
+}
+
+// groups splits rows for t's files by directory: an Iceberg table's data/
+// (one day each when day-partitioned), a Hive partition's, or t's own.
+func (t *sinkTarget) groups(o arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+	if tb := t.table; tb != nil {
+		if tb.partCol < 0 {
+			return map[string][]arrow.RecordBatch{"data": {o}}, nil
+		}
+		byDay, err := splitByPartition([]arrow.RecordBatch{o}, tb.partCol, tb.transform, mem)
+		if err != nil {
+			return nil, err
+		}
+		groups := map[string][]arrow.RecordBatch{}
+		for dir, g := range byDay {
+			groups["data/"+dir] = g
+		}
+		return groups, nil
+	}
+	groups, err := sinkGroups(t.parts, t.dir, []arrow.RecordBatch{o}, mem)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.where, err)
+	}
+	return groups, nil
+}
+
 // partSink encodes a streamed epoch's output into parts of about partBytes,
-// one open part per sink directory (one, one per partition of an Iceberg
-// table, or one per Hive partition directory; together they share the bound), and writes each finished
-// part in the background, one at a time.
+// one open part per sink directory (per sink: one, one per partition of an
+// Iceberg table, or one per Hive partition directory; together they share
+// the bound), and writes each finished part in the background, one at a
+// time.
 type partSink struct {
-	r      *runner
-	att    *epoch.Attempt
-	limit  int64
-	format string
-	ext    string
-	open   map[string]*formats.PartEncoder
-	next   map[string]int // next part number per directory
-	up     *errgroup.Group
-	upCtx  context.Context
-	mu     sync.Mutex
-	refs   []manifest.FileRef
+	r       *runner
+	att     *epoch.Attempt
+	limit   int64
+	targets []sinkTarget
+	open    map[string]*formats.PartEncoder
+	ext     map[string]string // file extension per open directory
+	next    map[string]int    // next part number per directory
+	up      *errgroup.Group
+	upCtx   context.Context
+	mu      sync.Mutex
+	refs    []manifest.FileRef
 	// inflight is closed when the part being written is written.
 	inflight chan struct{}
 }
 
 func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) *partSink {
-	s := &partSink{r: r, att: att, limit: partBytes(r.dc.memLimit), format: "parquet", ext: "parquet",
-		open: map[string]*formats.PartEncoder{}, next: map[string]int{}}
-	if r.p.Sink.Format == spec.JSONL {
-		s.format, s.ext = "jsonl", "jsonl"
-	}
+	s := &partSink{r: r, att: att, limit: partBytes(r.dc.memLimit), targets: r.streamTargets(),
+		open: map[string]*formats.PartEncoder{}, ext: map[string]string{}, next: map[string]int{}}
 	s.up, s.upCtx = errgroup.WithContext(ctx)
 	s.up.SetLimit(1)
 	return s
 }
 
-// write runs the stages after the window (none without one) on b and
-// encodes the rows into the open parts, rolling those that are full.
-func (s *partSink) write(b arrow.RecordBatch) error {
+// write runs the stages after the window (none without one) on b's rows
+// and encodes them into the open parts of its sink, rolling those that
+// are full.
+func (s *partSink) write(b streamBatch) error {
 	if err := s.upCtx.Err(); err != nil {
 		if werr := s.up.Wait(); werr != nil {
 			return werr
 		}
 		return err
 	}
-	r := s.r
-	o, _, err := runStages(r.plan.post, b, r.mem)
+	r, t := s.r, &s.targets[b.to]
+	o, _, err := runStages(r.plan.post, b.b, r.mem)
 	if err != nil || o.NumRows() == 0 {
 		return err
 	}
-	groups := map[string][]arrow.RecordBatch{"": {o}}
-	if r.table != nil {
-		groups = map[string][]arrow.RecordBatch{"data": {o}}
-		if r.table.partCol >= 0 {
-			byDay, err := splitByPartition([]arrow.RecordBatch{o}, r.table.partCol, r.table.transform, r.mem)
-			if err != nil {
-				return err
-			}
-			groups = map[string][]arrow.RecordBatch{}
-			for dir, g := range byDay {
-				groups["data/"+dir] = g
-			}
-		}
-	} else if h := r.plan.sinkParts; h != nil {
-		if groups, err = sinkGroups(h, "", []arrow.RecordBatch{o}, r.mem); err != nil {
-			return fmt.Errorf("sink: %w", err)
-		}
+	groups, err := t.groups(o, r.mem)
+	if err != nil {
+		return err
 	}
 	for _, dir := range sortedKeys(groups) {
 		enc := s.open[dir]
 		if enc == nil {
 			opts := formats.EncodeOptions{Mem: r.mem, Compression: "snappy"}
-			if enc, err = formats.NewPartEncoder(s.format, r.plan.sinkParts.schema(r.plan.output), opts); err != nil {
+			format := "parquet"
+			if t.format == spec.JSONL {
+				format = "jsonl"
+			}
+			if enc, err = formats.NewPartEncoder(format, t.schema, opts); err != nil {
 				return err
 			}
-			s.open[dir] = enc
+			s.open[dir], s.ext[dir] = enc, format
 		}
 		for _, g := range groups[dir] {
 			if err := enc.Write(g); err != nil {
@@ -471,7 +557,7 @@ func (s *partSink) roll(dir string) error {
 		}
 		return nil
 	}
-	n := s.next[dir]
+	n, ext := s.next[dir], s.ext[dir]
 	s.next[dir]++
 	rows := enc.Rows()
 	// The part in flight is written before this one is laid out in one
@@ -490,7 +576,7 @@ func (s *partSink) roll(dir string) error {
 	s.inflight = done
 	s.up.Go(func() error {
 		defer close(done)
-		ref, err := s.att.WriteOutput(s.upCtx, dir, n, s.ext, data, rows)
+		ref, err := s.att.WriteOutput(s.upCtx, dir, n, ext, data, rows)
 		if err != nil {
 			return err
 		}

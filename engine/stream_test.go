@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path"
 	"reflect"
@@ -165,9 +166,23 @@ func TestStreamedEpochCrashSweep(t *testing.T) {
 	gen.Rows = 60000
 	_, ref := streamEnv(t, gen, "")
 	run(t, ref, engine.Options{})
-	want := sinkLines(t, ref)
-	for at := 0; ; at++ {
+	want := map[string][]string{"sink": sinkLines(t, ref)}
+	streamCrashSweep(t, func() (*spec.Pipeline, func() []string) {
 		e, p := streamEnv(t, gen, "16MiB")
+		return p, func() []string { return partKeys(t, e.sink, "") }
+	}, func(p *spec.Pipeline) map[string][]string { return map[string][]string{"sink": sinkLines(t, p)} }, want)
+}
+
+// streamCrashSweep kills a streamed run at every call to a sink store
+// (crash after the call applied), then runs again, until a run passes
+// every call: after each, rows of the pipeline (per sink) equal want, every
+// row committed exactly once; verify finds nothing wrong; and the crashed
+// attempt's parts are orphans that retention deleted, so the sinks hold
+// exactly the committed parts. setup makes a fresh pipeline over the data
+// and a listing of the part files in its sinks (as output paths).
+func streamCrashSweep(t *testing.T, setup func() (*spec.Pipeline, func() []string), rows func(*spec.Pipeline) map[string][]string, want map[string][]string) {
+	for at := 0; ; at++ {
+		p, parts := setup()
 		_, err := engine.Run(context.Background(), p, engine.Options{Retry: store.RetryPolicy{MaxAttempts: 1},
 			WrapStore: func(n string, s store.Store) store.Store {
 				if n != "sink" {
@@ -186,28 +201,47 @@ func TestStreamedEpochCrashSweep(t *testing.T) {
 			t.Fatalf("crash at sink call %d: %v", at, err)
 		}
 		run(t, p, engine.Options{})
-		if got := sinkLines(t, p); !reflect.DeepEqual(got, want) {
-			t.Fatalf("crash at sink call %d: %d rows committed, want %d exactly once", at, len(got), len(want))
+		got := rows(p)
+		for name, w := range want {
+			if !reflect.DeepEqual(got[name], w) {
+				t.Fatalf("crash at sink call %d: %s: %d rows committed, want %d exactly once", at, name, len(got[name]), len(w))
+			}
 		}
 		rep, err := engine.Verify(context.Background(), p)
 		if err != nil || len(rep.Problems) > 0 {
 			t.Fatalf("crash at sink call %d: verify: %v %v", at, err, rep.Problems)
 		}
-		// The crashed attempt's parts are orphans: retention deletes them,
-		// so the sink holds exactly the committed parts.
-		outs, err := engine.Outputs(context.Background(), p)
-		must(t, err)
-		var parts []string
-		for _, k := range listKeys(t, e.sink) {
-			if _, ok := manifest.ParseOutputName(k); ok && !strings.HasPrefix(k, "_") {
-				parts = append(parts, k)
+		checkOnlyCommitted(t, p, parts(), fmt.Sprintf("crash at sink call %d", at))
+	}
+}
+
+// checkOnlyCommitted fails unless parts, the part files found in the
+// pipeline's sinks (as output paths), are exactly its committed outputs.
+func checkOnlyCommitted(t *testing.T, p *spec.Pipeline, parts []string, what string) {
+	t.Helper()
+	outs, err := engine.Outputs(context.Background(), p)
+	must(t, err)
+	slices.Sort(outs)
+	slices.Sort(parts)
+	if !reflect.DeepEqual(parts, outs) {
+		t.Fatalf("%s: sink holds %v, committed %v", what, parts, outs)
+	}
+}
+
+// partKeys lists the part files under sink URL u, as output paths under
+// dir ("" for a pipeline's first sink, "@<name>" for a further one);
+// rejected rows (_rejected/) are not parts.
+func partKeys(t *testing.T, u, dir string) []string {
+	var parts []string
+	for _, k := range listKeys(t, u) {
+		if _, ok := manifest.ParseOutputName(k); ok && !strings.HasPrefix(k, "_") {
+			if dir != "" {
+				k = dir + "/" + k
 			}
-		}
-		slices.Sort(outs)
-		if !reflect.DeepEqual(parts, outs) {
-			t.Fatalf("crash at sink call %d: sink holds %v, committed %v", at, parts, outs)
+			parts = append(parts, k)
 		}
 	}
+	return parts
 }
 
 // TestStreamedEpochBoundedHeap runs a filter pipeline over one epoch of a
@@ -281,29 +315,9 @@ func TestStreamedEpochMidFileFailure(t *testing.T) {
 	}
 	e := fileEnv(t)
 	e.rejected = fileURL(t.TempDir())
-	var text []byte
-	must(t, datagen.Generate(datagen.Options{Rows: 150000, Files: 1, Seed: 5}, func(name string, data []byte) error {
-		text = data
-		return nil
-	}))
-	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
-		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
+	d, bad := corruptParquet(t, datagen.Options{Rows: 150000, Files: 1, Seed: 5})
+	small, err := formats.EncodeParquet(d.Batches[0].Schema(), d.Batches[:1], formats.EncodeOptions{})
 	must(t, err)
-	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
-	must(t, err)
-	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
-	must(t, err)
-	small, err := formats.EncodeParquet(schema, d.Batches[:1], formats.EncodeOptions{})
-	must(t, err)
-	// Overwrite the second row group's pages (the last fifth of the data,
-	// before the footer) with garbage.
-	bad := bytes.Clone(data)
-	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
-		bad[i] = byte(i * 7)
-	}
-	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
-		t.Fatal("the corrupted file decodes: the test corrupts nothing")
-	}
 	e.put(t, "a.parquet", small)
 	e.put(t, "b.parquet", bad)
 	tmpl := strings.NewReplacer("format: jsonl,\n", "format: parquet,\n", "{{rejected}}", e.rejected, "{{memory}}", "").Replace(filterSpec)
@@ -317,6 +331,34 @@ func TestStreamedEpochMidFileFailure(t *testing.T) {
 	if len(m.Outputs) != 1 || len(m.SideOutputs) != 1 {
 		t.Fatalf("outputs %v side outputs %v: want one part and the rejected file", m.Outputs, m.SideOutputs)
 	}
+}
+
+// corruptParquet generates gen's rows as a Parquet file of 100k-row row
+// groups whose second row group's pages (the last fifth of the data, before
+// the footer) are overwritten with garbage: it fails to decode only after
+// its first batch. It returns the rows decoded and the corrupt file.
+func corruptParquet(t *testing.T, gen datagen.Options) (*formats.Decoded, []byte) {
+	t.Helper()
+	var text []byte
+	must(t, datagen.Generate(gen, func(name string, data []byte) error {
+		text = data
+		return nil
+	}))
+	schema, err := formats.SchemaFromFields([]formats.Field{{Name: "event_time", Type: "timestamp"}, {Name: "user_id", Type: "string"},
+		{Name: "page", Type: "string"}, {Name: "bytes", Type: "int64"}})
+	must(t, err)
+	d, err := formats.Decode("jsonl", "gen.jsonl", text, formats.DecodeOptions{Schema: schema})
+	must(t, err)
+	data, err := formats.EncodeParquet(schema, d.Batches, formats.EncodeOptions{RowGroupRows: 100000})
+	must(t, err)
+	bad := bytes.Clone(data)
+	for i := len(bad) * 85 / 100; i < len(bad)*95/100; i++ {
+		bad[i] = byte(i * 7)
+	}
+	if _, err := formats.Decode("parquet", "b.parquet", bad, formats.DecodeOptions{Schema: schema}); err == nil {
+		t.Fatal("the corrupted file decodes: the test corrupts nothing")
+	}
+	return d, bad
 }
 
 // TestMemoryLimitSplitsWindowedEpochs: a windowed plan decodes an epoch's

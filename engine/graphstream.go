@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Streaming a graph pipeline without a keyed stage (stream.go does the
+// decoding, the parts and the restarts). Each decoded batch of a source
+// goes through the stateless nodes downstream of that source, in node
+// order, and every sink reading a node the batch reached gets that node's
+// rows (routeGraph); the parts of each sink are numbered in the subtask
+// slot, per sink directory, as the linear form's are. Every sink kind
+// streams: files, Hive-partitioned files (one part series per partition
+// directory) and the Iceberg table (one per data directory).
+//
+// The rows of a sink come in file order, and within a file in batch order:
+// the order the unstreamed path (processGraph) writes them in, so a
+// streamed epoch's parts, concatenated, hold the rows an unstreamed epoch
+// writes as one file.
+
+// streamSourceOf returns the source node a graph's source file belongs to
+// (nil for a linear pipeline).
+func (r *runner) streamSourceOf(key string) (*gnode, error) {
+	if r.plan.graph == nil {
+		return nil, nil
+	}
+	name, _, _ := strings.Cut(key, "/")
+	src := r.plan.graph.sources[name]
+	if src == nil {
+		return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", key)
+	}
+	return src, nil
+}
+
+// routeGraph runs batch b of source node src through the stateless nodes
+// and sends each sink's rows (target 0: the first sink, then the further
+// ones in spec order). It returns how many batches it sent.
+func (r *runner) routeGraph(src *gnode, b arrow.RecordBatch, send func(streamBatch) error) (int, error) {
+	if src == nil || b.NumRows() == 0 {
+		return 0, nil
+	}
+	gp := r.plan.graph
+	rows := map[*gnode]arrow.RecordBatch{src: b}
+	for _, nd := range gp.nodes {
+		if nd.kind == "source" {
+			continue
+		}
+		in, ok := rows[nd.ins[0]] // a stateless node has one input
+		if !ok {
+			continue
+		}
+		o, err := r.mapNode(nd, in)
+		if err != nil {
+			return 0, err
+		}
+		if o.NumRows() > 0 {
+			rows[nd] = o
+		}
+	}
+	sent := 0
+	for i, nd := range append([]*gnode{gp.sink}, gp.extra...) {
+		o, ok := rows[nd]
+		if !ok {
+			continue
+		}
+		if err := send(streamBatch{to: i, b: o}); err != nil {
+			return sent, err
+		}
+		sent++
+	}
+	return sent, nil
+}
+
+// mapNode runs a stateless node (filter, project, lookup) on one batch.
+func (r *runner) mapNode(nd *gnode, b arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if nd.stage != nil {
+		o, _, err := nd.stage.apply(b, r.mem)
+		return o, err
+	}
+	if nd.lookup == nil {
+		return nil, fmt.Errorf("stage %s: a %s stage is not stateless (internal error)", nd.name, nd.kind)
+	}
+	lk := nd.lookup.op
+	if lk == nil {
+		return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
+	}
+	o, err := lk.Enrich(b)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+	}
+	return o, nil
+}
+
+// streamedGraph returns the processed epoch of a graph whose outputs were
+// streamed (nil when they were not): nothing is left to run or write but
+// the parts.
+func (r *runner) streamedGraph(results []*fileResult) *processed {
+	for _, res := range results {
+		if res.streamed == nil {
+			continue
+		}
+		n := max(1, r.parallelism)
+		return &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
+			graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}, streamed: res.streamed}
+	}
+	return nil
+}
+
+// lookupsFor loads the lookup tables an epoch's rows go through: a
+// streamed epoch loaded them before it decoded (decodeForCommit).
+func (r *runner) lookupsFor(ctx context.Context, results []*fileResult) error {
+	if r.streamsFiles(len(results)) {
+		return nil
+	}
+	return r.refreshLookups(ctx)
+}
