@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -28,23 +27,26 @@ func (r *runner) streamSourceOf(key string) (*gnode, error) {
 	if r.plan.graph == nil {
 		return nil, nil
 	}
-	name, _, _ := strings.Cut(key, "/")
-	src := r.plan.graph.sources[name]
+	src, _ := r.plan.graph.sourceOf(key)
 	if src == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", key)
 	}
 	return src, nil
 }
 
-// routeGraph runs batch b of source node src through the stateless nodes
-// and sends each sink's rows (target 0: the first sink, then the further
-// ones in spec order). It returns how many batches it sent.
-func (r *runner) routeGraph(src *gnode, b arrow.RecordBatch, send func(streamBatch) error) (int, error) {
-	if src == nil || b.NumRows() == 0 {
-		return 0, nil
+// routeGraph runs batch b, the rows of node from (a source, or the end of
+// its decode chain for a prefetched file), through the stateless nodes
+// after it and sends each sink's rows (target 0: the first sink, then the
+// further ones in spec order). It returns how many batches it sent and how
+// many rows the filters of the source's decode chain dropped (the rows it
+// counts as filtered, as decodeGraphFile does).
+func (r *runner) routeGraph(from *gnode, b arrow.RecordBatch, send func(streamBatch) error) (int, int64, error) {
+	if from == nil || b.NumRows() == 0 {
+		return 0, 0, nil
 	}
 	gp := r.plan.graph
-	rows := map[*gnode]arrow.RecordBatch{src: b}
+	rows := map[*gnode]arrow.RecordBatch{from: b}
+	var filtered int64
 	for _, nd := range gp.nodes {
 		if nd.kind == "source" {
 			continue
@@ -55,7 +57,10 @@ func (r *runner) routeGraph(src *gnode, b arrow.RecordBatch, send func(streamBat
 		}
 		o, err := r.mapNode(nd, in)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
+		}
+		if nd.atDecode && nd.stage.filter != nil {
+			filtered += in.NumRows() - o.NumRows()
 		}
 		if o.NumRows() > 0 {
 			rows[nd] = o
@@ -68,11 +73,11 @@ func (r *runner) routeGraph(src *gnode, b arrow.RecordBatch, send func(streamBat
 			continue
 		}
 		if err := send(streamBatch{to: i, b: o}); err != nil {
-			return sent, err
+			return sent, filtered, err
 		}
 		sent++
 	}
-	return sent, nil
+	return sent, filtered, nil
 }
 
 // mapNode runs a stateless node (filter, project, lookup) on one batch.

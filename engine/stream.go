@@ -293,9 +293,9 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 			}
 			for _, b := range res.batches {
 				if r.plan.graph != nil {
-					// A graph's prefetched batches are its source's rows.
-					src, _ := r.streamSourceOf(j.f.Key)
-					_, j.err = r.routeGraph(src, b, send)
+					// A graph's prefetched batches are the rows of the
+					// end of its source's decode chain (counted already).
+					_, _, j.err = r.routeGraph(res.node, b, send)
 				} else {
 					j.err = send(streamBatch{b: b}) // after the stages already
 				}
@@ -342,8 +342,9 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	var cbErr error
 	pass := func(b arrow.RecordBatch) error {
 		if node != nil {
-			n, err := r.routeGraph(node, b, send)
+			n, dropped, err := r.routeGraph(node, b, send)
 			sent += n
+			res.filtered += dropped
 			return err
 		}
 		o, dropped, err := runStages(r.plan.pre, b, r.mem)
