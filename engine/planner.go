@@ -43,6 +43,9 @@ type runPlan struct {
 	// evolution migrates the restored window state to the plan's layout
 	// (nil: nothing to migrate).
 	evolution *operators.Evolution
+	// stages migrates, per graph window stage, its restored state to the
+	// plan's layout (no entry: nothing to migrate).
+	stages map[string]*operators.Evolution
 	// chain migrates restored window state through registered steps
 	// between state format versions (nil: none).
 	chain []StateMigration
