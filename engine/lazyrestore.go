@@ -393,13 +393,7 @@ func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op op
 // other stateful stages (dedup, top_n, over, join) restore whole: their
 // state rows carry arrival sequences and expiry times of their own, not a
 // window_end that says when a key group is due.
-func onDemand(op operators.Stateful) bool {
-	if h, ok := op.(*hiddenTimeOp); ok {
-		op = h.Stateful
-	}
-	_, ok := op.(*operators.Window)
-	return ok
-}
+func onDemand(op operators.Stateful) bool { return windowOf(op) != nil }
 
 // loadFor decodes, in every subtask in parallel, the key groups the epoch
 // needs: those of its input rows and those with windows due at wm.

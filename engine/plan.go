@@ -369,6 +369,10 @@ func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSp
 // operators.PlanStateEvolution). The evolution (nil: same layout, recorded by
 // a release that did not describe its state) migrates what restore reads.
 func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
+	if pl.graph != nil {
+		_, err := evolveGraph(old, pl)
+		return nil, err
+	}
 	if pl.window == nil {
 		return nil, compatible(old, pl.ops)
 	}
@@ -396,6 +400,92 @@ func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
 		return nil, fmt.Errorf("operator %q: %w", prev.ID, ev.Err())
 	}
 	return ev, nil
+}
+
+// evolveGraph is evolve for a graph plan: every window stage's state either
+// has the same layout or migrates to the stage's (the linear window's rule,
+// operators.PlanStateEvolution, per stage), and the other stateful stages
+// must correspond exactly (compatible). It returns the evolution of each
+// window stage whose old generation recorded its state plan; a generation
+// that recorded none (written before graph windows recorded theirs) has
+// nothing to migrate from: the layouts must match. A window behind the
+// hidden-time operator (graphwin.go) evolves like any other as long as its
+// time rule (what timeRule appends to the fingerprint) is the one the
+// state was written under: the rule decides which window a row belongs to,
+// so state written under another one is refused.
+func evolveGraph(old []manifest.OpPlan, pl *plan) (map[string]*operators.Evolution, error) {
+	prevOf := map[string]manifest.OpPlan{}
+	for _, o := range old {
+		prevOf[o.ID] = o
+	}
+	evs := map[string]*operators.Evolution{}
+	ops := slices.Clone(pl.ops)
+	for i, o := range ops {
+		prev, ok := prevOf[o.ID]
+		nd := pl.graph.byName[o.ID]
+		if !ok || nd == nil || o.Kind != "window" || prev.Kind != "window" || prev.StatePlan == "" || o.StatePlan == "" {
+			continue // nothing to migrate from: compatible decides
+		}
+		op, err := nd.newOp()
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+		}
+		w := windowOf(op)
+		if w == nil {
+			continue
+		}
+		oldSpec, oldIn, err := operators.UnmarshalStatePlan([]byte(prev.StatePlan))
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: the recorded state plan cannot be read: %w", o.ID, err)
+		}
+		ow, err := operators.NewWindow(oldSpec, oldIn, 1)
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: the recorded state plan: %w", o.ID, err)
+		}
+		if rule := timeRule(op); prev.StateSchema != ow.StateFingerprint()+rule {
+			return nil, fmt.Errorf("operator %q changed how it times its input rows (%s -> %s): its state cannot be migrated; "+
+				"start a new pipeline name to recompute from the input", o.ID, prev.StateSchema, o.StateSchema)
+		}
+		ev, err := operators.PlanStateEvolution(oldSpec, w.StateSpec(), oldIn, w.InputSchema())
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+		}
+		if !ev.Compatible() {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, ev.Err())
+		}
+		evs[o.ID] = ev
+		ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
+	}
+	if err := compatible(old, ops); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// windowOf returns the window operator of a window stage's op (behind the
+// hidden-time operator or not), nil for another operator.
+func windowOf(op operators.Stateful) *operators.Window {
+	if h, ok := op.(*hiddenTimeOp); ok {
+		op = h.Stateful
+	}
+	w, _ := op.(*operators.Window)
+	return w
+}
+
+// statePlanOf is the state plan a graph stage's generation record keeps for
+// its operator op (operators.MarshalStatePlan of its window): "" for another
+// operator, and for a window whose plan cannot be described (a column type
+// without a stable name), which then cannot migrate but runs as before.
+func statePlanOf(op operators.Stateful) string {
+	w := windowOf(op)
+	if w == nil {
+		return ""
+	}
+	sp, err := operators.MarshalStatePlan(w.StateSpec(), w.InputSchema())
+	if err != nil {
+		return ""
+	}
+	return string(sp)
 }
 
 // compatible reports whether state written under plan old can be restored

@@ -135,11 +135,15 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		case chain != nil:
 			rp.chain = chain
 		default:
-			ev, err := evolve(hg.Plan, rp.plan)
+			var err error
+			if rp.plan.graph != nil {
+				rp.stages, err = evolveGraph(hg.Plan, rp.plan)
+			} else {
+				rp.evolution, err = evolve(hg.Plan, rp.plan)
+			}
 			if err != nil {
 				rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 			}
-			rp.evolution = ev
 		}
 	}
 	if rp.refusal == nil {

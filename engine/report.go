@@ -754,6 +754,15 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if ev := rp.evolution; ev != nil && rp.refusal == nil {
 		rep.StateChanges = ev.Changes()
 	}
+	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
+		for _, n := range gp.state {
+			if ev := rp.stages[n.name]; ev != nil {
+				for _, c := range ev.Changes() {
+					rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+c)
+				}
+			}
+		}
+	}
 	if rp.chain != nil && rp.refusal == nil {
 		rep.StateChanges = append(rep.StateChanges, describeChain(rp.chain))
 	}
