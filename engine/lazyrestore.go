@@ -17,7 +17,8 @@ import (
 
 // Restore on demand.
 //
-// A run restores a subtask's window state in two steps. At start it reads
+// A run restores a subtask's window state (the linear form's window, every
+// window stage of a graph: onDemand) in two steps. At start it reads
 // the subtask's base files and deltas but decodes only the deltas and the
 // footers of the base files: per row group, the range of key groups it
 // holds and its earliest window_end (the state is written sorted by key
@@ -36,7 +37,9 @@ import (
 // deltas' rows of exactly those key groups are applied in order. A key
 // group is loaded once and from then on lives in memory like before. Key
 // groups no epoch needs are never decoded: a run over one small file after
-// a long history pays for the state it touches. Writing a new base
+// a long history pays for the state it touches. A graph stage decodes when
+// its rows are routed (loadStage, from runStateful), with its own
+// watermark. Writing a new base
 // (compaction) needs every window, so it loads the rest first; deltas never
 // do. Inspection, replay and bundles load everything at restore.
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
 )
 
 // oneMoreLinear and oneMoreGraph are the same keyed window (every window
@@ -67,39 +68,54 @@ func BenchmarkOneMoreFile(b *testing.B) {
 		ev("00:42:00", "user-0500000", 7), ev("00:43:00", "user-0999999", 8))
 	for _, c := range []struct{ name, tmpl string }{{"linear", oneMoreLinear}, {"graph", oneMoreGraph}} {
 		b.Run(c.name, func(b *testing.B) {
-			// The committed history, kept in memory.
+			// The committed history (state and sink), kept in memory; each
+			// incremental run starts from a copy of it in the same place
+			// (the state records its sink's location).
 			h := fileEnv(b)
 			writeTree(b, h.sourceDir, history)
-			run(b, h.pipeline(b, c.tmpl), engine.Options{})
-			committed := readTree(b, strings.TrimPrefix(h.state, "file://"))
-			timed := func(setup func(e *env), check func(res *engine.Result)) (time.Duration, time.Duration) {
-				e := fileEnv(b)
-				writeTree(b, e.sourceDir, history)
-				e.put(b, "events-99-small.jsonl", small)
-				setup(e)
-				p := e.pipeline(b, c.tmpl)
+			hp := h.pipeline(b, c.tmpl)
+			run(b, hp, engine.Options{})
+			stateDir, sinkDir := strings.TrimPrefix(h.state, "file://"), strings.TrimPrefix(h.sink, "file://")
+			committed, committedSink := readTree(b, stateDir), readTree(b, sinkDir)
+			measure := func(p *spec.Pipeline, check func(res *engine.Result)) (time.Duration, time.Duration) {
 				runtime.GC()
 				cpu0, t0 := cpuTime(b), time.Now()
 				res := run(b, p, engine.Options{})
 				wall, cpu := time.Since(t0), cpuTime(b)-cpu0
 				check(res)
-				if err := os.RemoveAll(filepath.Dir(e.sourceDir)); err != nil {
-					b.Fatal(err)
-				}
 				return wall, cpu
+			}
+			incremental := func(check func(res *engine.Result)) (time.Duration, time.Duration) {
+				for _, d := range []string{stateDir, sinkDir} {
+					if err := os.RemoveAll(d); err != nil {
+						b.Fatal(err)
+					}
+				}
+				writeTree(b, stateDir, committed)
+				writeTree(b, sinkDir, committedSink)
+				h.put(b, "events-99-small.jsonl", small)
+				defer os.Remove(filepath.Join(h.sourceDir, "events-99-small.jsonl"))
+				return measure(hp, check)
+			}
+			recompute := func(check func(res *engine.Result)) (time.Duration, time.Duration) {
+				e := fileEnv(b)
+				writeTree(b, e.sourceDir, history)
+				e.put(b, "events-99-small.jsonl", small)
+				defer os.RemoveAll(filepath.Dir(e.sourceDir))
+				return measure(e.pipeline(b, c.tmpl), check)
 			}
 			for i := 0; i < b.N; i++ {
 				var incW, incC, allW, allC []time.Duration
 				var decoded, skipped int64
 				for range reps {
-					w, cpu := timed(func(e *env) { writeTree(b, strings.TrimPrefix(e.state, "file://"), committed) }, func(res *engine.Result) {
+					w, cpu := incremental(func(res *engine.Result) {
 						if res.Files != 1 || res.Rows != 4 {
 							b.Fatalf("incremental run: %+v; want 1 file of 4 rows", res)
 						}
 						decoded, skipped = res.StateRowsDecoded, res.StateRowsSkipped
 					})
 					incW, incC = append(incW, w), append(incC, cpu)
-					w, cpu = timed(func(*env) {}, func(res *engine.Result) {
+					w, cpu = recompute(func(res *engine.Result) {
 						if res.Files != files+1 || res.Rows != users+4 {
 							b.Fatalf("recompute: %+v; want %d files of %d rows", res, files+1, users+4)
 						}
