@@ -155,15 +155,7 @@ func TestIncompatibleChangesRefused(t *testing.T) {
 // over its results (timed by window_end - 1µs: the hidden-time operator).
 const evolveGraph = `
 name: evolve-graph
-sources:
-  clicks:
-    type: files
-    url: "{{source}}"
-    format: jsonl
-    schema: {event_time: timestamp, user_id: string, page: string, bytes: int64}
-    event_time: event_time
-    watermark: {max_out_of_orderness: 0s}
-stages:
+` + clicksSource + `stages:
   - name: per-user
     input: clicks
     window: {key: [user_id], tumbling: 1h, aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}

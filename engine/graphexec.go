@@ -113,13 +113,9 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode
 		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.name)
 	}
 	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
-		data, err := from.read(ctx, f)
+		recs, err := r.readRange(ctx, from, f, sr)
 		if err != nil {
-			return nil, err
-		}
-		_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
-		if err != nil {
-			return nil, fmt.Errorf("stage %s: restore %s: %w", n.name, f.Path, err)
+			return nil, fmt.Errorf("stage %s: %w", n.name, err)
 		}
 		return recs, nil
 	}

@@ -303,17 +303,7 @@ func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runne
 // The returned pendingState decodes the rest as epochs need it (load).
 func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op operators.Stateful, s int, sr subtaskRestore, emitted int64,
 	ev *operators.Evolution, chain []StateMigration) (*pendingState, error) {
-	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
-		data, err := from.read(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
-		if err != nil {
-			return nil, fmt.Errorf("restore %s: %w", f.Path, err)
-		}
-		return recs, nil
-	}
+	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) { return r.readRange(ctx, from, f, sr) }
 	migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
 		if chain != nil && !tombstones {
 			out := make([]arrow.RecordBatch, len(recs))
@@ -385,6 +375,20 @@ func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op op
 		return nil, nil // nothing restored: nothing to decode later
 	}
 	return ps, nil
+}
+
+// readRange reads state file f (verified) and decodes its rows of sr's
+// key-group range.
+func (r *runner) readRange(ctx context.Context, from *restoreSource, f manifest.FileRef, sr subtaskRestore) ([]arrow.RecordBatch, error) {
+	data, err := from.read(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", f.Path, err)
+	}
+	return recs, nil
 }
 
 // onDemand reports whether op's state can be restored on demand (see the

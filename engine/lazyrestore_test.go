@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
 )
 
 const lazySpec = `
@@ -59,20 +60,7 @@ func TestRestoreOnDemand(t *testing.T) {
 				if first.Epochs != 1 || first.StateRowsSkipped != 0 {
 					t.Fatalf("history run: %+v", first)
 				}
-				for i, f := range small {
-					e.put(t, f.key, []byte(f.body+"\n"))
-					res := run(t, p, engine.Options{})
-					total := res.StateRowsDecoded + res.StateRowsSkipped
-					if res.Epochs != 1 || total < 5000 {
-						t.Fatalf("small file %d: %d epochs, %d decoded + %d skipped state rows, want >= 5000 in all",
-							i, res.Epochs, res.StateRowsDecoded, res.StateRowsSkipped)
-					}
-					// One or two keys touch at most two key groups of 128,
-					// each in at most two row groups of 128 rows.
-					if res.StateRowsDecoded > 4*128*2 {
-						t.Fatalf("small file %d: decoded %d of %d state rows, want only the touched key groups'", i, res.StateRowsDecoded, total)
-					}
-				}
+				runSmallFiles(t, e, p, small)
 				e.put(t, "c-end.jsonl", []byte(end+"\n"))
 				last := run(t, p, engine.Options{Drain: true})
 				if last.StateRowsSkipped != 0 || last.StateRowsDecoded < 5000 {
@@ -100,6 +88,27 @@ func TestRestoreOnDemand(t *testing.T) {
 	}
 }
 
+// runSmallFiles runs p over each small file after lazyHistory: each run
+// decodes only the key groups the file's rows touch.
+func runSmallFiles(t *testing.T, e *env, p *spec.Pipeline, small []struct{ key, body string }) {
+	t.Helper()
+	for i, f := range small {
+		e.put(t, f.key, []byte(f.body+"\n"))
+		res := run(t, p, engine.Options{})
+		total := res.StateRowsDecoded + res.StateRowsSkipped
+		if res.Epochs != 1 || total < 5000 {
+			t.Fatalf("small file %d: %d epochs, %d decoded + %d skipped state rows, want >= 5000 in all",
+				i, res.Epochs, res.StateRowsDecoded, res.StateRowsSkipped)
+		}
+		// One or two keys touch at most two key groups of 128, each in
+		// at most two row groups of 128 rows.
+		if res.StateRowsDecoded > 4*128*2 {
+			t.Fatalf("small file %d: decoded %d of %d state rows, want only the touched key groups'", i, res.StateRowsDecoded, total)
+		}
+		t.Logf("small file %d: decoded %d of %d state rows", i, res.StateRowsDecoded, total)
+	}
+}
+
 func firstDiff(a, b []string) string {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -109,12 +118,9 @@ func firstDiff(a, b []string) string {
 	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
 }
 
-// lazyGraph is lazySpec's window as a graph stage (behind a filter), and a
-// second window over its results (timed by window_end - 1µs: the
-// hidden-time operator).
-const lazyGraph = `
-name: lazy-graph
-sources:
+// clicksSource is the sources block of the graph specs of these tests: one
+// source of click events in JSON lines.
+const clicksSource = `sources:
   clicks:
     type: files
     url: "{{source}}"
@@ -123,7 +129,14 @@ sources:
     event_time: event_time
     max_files_per_epoch: 10
     watermark: {max_out_of_orderness: 0s}
-stages:
+`
+
+// lazyGraph is lazySpec's window as a graph stage (behind a filter), and a
+// second window over its results (timed by window_end - 1µs: the
+// hidden-time operator).
+const lazyGraph = `
+name: lazy-graph
+` + clicksSource + `stages:
   - {name: valid, input: clicks, filter: "bytes >= 0"}
   - name: per-user
     input: valid
@@ -163,19 +176,7 @@ func TestGraphRestoreOnDemand(t *testing.T) {
 			if first := run(t, p, engine.Options{}); first.Epochs != 1 || first.StateRowsSkipped != 0 {
 				t.Fatalf("history run: %+v", first)
 			}
-			for i, f := range small {
-				e.put(t, f.key, []byte(f.body+"\n"))
-				res := run(t, p, engine.Options{})
-				total := res.StateRowsDecoded + res.StateRowsSkipped
-				if res.Epochs != 1 || total < 5000 {
-					t.Fatalf("small file %d: %d epochs, %d decoded + %d skipped state rows, want >= 5000 in all",
-						i, res.Epochs, res.StateRowsDecoded, res.StateRowsSkipped)
-				}
-				if res.StateRowsDecoded > 4*128*2 {
-					t.Fatalf("small file %d: decoded %d of %d state rows, want only the touched key groups'", i, res.StateRowsDecoded, total)
-				}
-				t.Logf("small file %d: decoded %d of %d state rows", i, res.StateRowsDecoded, total)
-			}
+			runSmallFiles(t, e, p, small)
 			for i, end := range ends {
 				e.put(t, fmt.Sprintf("c-end-%d.jsonl", i), []byte(end+"\n"))
 				res := run(t, p, engine.Options{})

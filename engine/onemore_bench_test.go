@@ -33,16 +33,7 @@ state: {url: "{{state}}", parallelism: 2}
 
 const oneMoreGraph = `
 name: t
-sources:
-  clicks:
-    type: files
-    url: "{{source}}"
-    format: jsonl
-    schema: {event_time: timestamp, user_id: string, page: string, bytes: int64}
-    event_time: event_time
-    max_files_per_epoch: 10
-    watermark: {max_out_of_orderness: 0s}
-stages:
+` + clicksSource + `stages:
   - name: per-user
     input: clicks
     window: {key: [user_id], tumbling: 1h, allowed_lateness: 1h,
