@@ -221,6 +221,19 @@ func TestGraphStateEvolution(t *testing.T) {
 	if !reflect.DeepEqual(out, wantOut) {
 		t.Fatalf("by-clicks rows:\n%s\nwant\n%s", strings.Join(out, "\n"), strings.Join(wantOut, "\n"))
 	}
+	// Replay restores the epochs of generation 2 as the run did: from
+	// generation 1's state, migrated.
+	var replayed []string
+	for ep := res.LastEpoch - int64(res.Epochs) + 1; ep <= res.LastEpoch; ep++ {
+		rr, err := engine.Replay(ctx, p, engine.ReplayOptions{Epoch: ep})
+		if err != nil {
+			t.Fatalf("replay of epoch %d: %v", ep, err)
+		}
+		replayed = append(replayed, rr.Lines()...)
+	}
+	if got := strings.Join(replayed, "\n"); !strings.Contains(got, `"clicks":2`) || !strings.Contains(got, `"users":2`) || !strings.Contains(got, `"mx":5`) {
+		t.Fatalf("replay of generation 2's epochs:\n%s\nwant by-clicks' window of 2 users (one before the change), mx 5", got)
+	}
 
 	// A window shape change cannot be migrated: refused, nothing written.
 	f := fileEnv(t)
