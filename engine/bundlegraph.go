@@ -171,7 +171,7 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 		return nil, err
 	}
 	if g := rp.from.generation; rp.from.manifest != nil && g != nil {
-		if rp.stages, err = evolveGraph(g.Plan, pl); err != nil {
+		if rp.stages, err = evolveGraph(g.Plan, pl, nil); err != nil {
 			return nil, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
 		}
 	}

@@ -51,8 +51,12 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 	}
 	for _, n := range gp.state {
 		srs, emitted, nParent := restoreSources(m, n.name, r.parallelism, r.k)
-		ev := rp.stages[n.name]
-		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout())
+		var ev *operators.Evolution
+		var chain []StateMigration
+		if m := rp.stages[n.name]; m != nil {
+			ev, chain = m.ev, m.chain
+		}
+		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout()) && chain == nil
 		subs := make([]operators.Stateful, r.parallelism)
 		states := make([]subState, r.parallelism)
 		pend := make([]*pendingState, r.parallelism)
@@ -66,12 +70,12 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 				}
 				op.SetAllocator(r.mem)
 				if onDemand(op) {
-					ps, err := r.restoreOnDemand(gctx, from, op, s, sr, emitted, ev, nil)
+					ps, err := r.restoreOnDemand(gctx, from, op, s, sr, emitted, ev, chain)
 					if err != nil {
 						return fmt.Errorf("stage %s: %w", n.name, err)
 					}
 					pend[s] = ps
-				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev); err != nil {
+				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev != nil && !ev.SameLayout() || chain != nil); err != nil {
 					return err
 				}
 				if share && len(sr.files) == 1 {
@@ -108,8 +112,8 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 
 // restoreWhole restores subtask s of a stage that cannot restore on demand
 // (op, fresh): its base rows, then its deltas in order.
-func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode, op operators.Stateful, s int, sr subtaskRestore, emitted int64, ev *operators.Evolution) error {
-	if ev != nil && !ev.SameLayout() {
+func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode, op operators.Stateful, s int, sr subtaskRestore, emitted int64, migrates bool) error {
+	if migrates {
 		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.name)
 	}
 	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {

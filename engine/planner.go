@@ -45,7 +45,7 @@ type runPlan struct {
 	evolution *operators.Evolution
 	// stages migrates, per graph window stage, its restored state to the
 	// plan's layout (no entry: nothing to migrate).
-	stages map[string]*operators.Evolution
+	stages map[string]*stageMigration
 	// chain migrates restored window state through registered steps
 	// between state format versions (nil: none).
 	chain []StateMigration
@@ -137,7 +137,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		default:
 			var err error
 			if rp.plan.graph != nil {
-				rp.stages, err = evolveGraph(hg.Plan, rp.plan)
+				rp.stages, err = evolveGraph(hg.Plan, rp.plan, opts.Migrations)
 			} else {
 				rp.evolution, err = evolve(hg.Plan, rp.plan)
 			}
@@ -173,6 +173,9 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// The migrated state is written in the new format by a new
 		// generation, so a later restore does not migrate it again.
 		rp.newGeneration, rp.reason = true, describeChain(rp.chain)
+	}
+	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
+		rp.newGeneration, rp.reason = true, describeChain(c) // a graph window stage's: the same rule
 	}
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {

@@ -756,8 +756,12 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
 		for _, n := range gp.state {
-			if ev := rp.stages[n.name]; ev != nil {
-				for _, c := range ev.Changes() {
+			switch m := rp.stages[n.name]; {
+			case m == nil:
+			case m.chain != nil:
+				rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+describeChain(m.chain))
+			default:
+				for _, c := range m.ev.Changes() {
 					rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+c)
 				}
 			}
