@@ -53,8 +53,8 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		srs, emitted, nParent := restoreSources(m, n.name, r.parallelism, r.k)
 		var ev *operators.Evolution
 		var chain []StateMigration
-		if m := rp.stages[n.name]; m != nil {
-			ev, chain = m.ev, m.chain
+		if mig := rp.stages[n.name]; mig != nil {
+			ev, chain = mig.ev, mig.chain
 		}
 		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout()) && chain == nil
 		subs := make([]operators.Stateful, r.parallelism)
