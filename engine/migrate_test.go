@@ -13,6 +13,7 @@ import (
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/spec"
 )
 
 // TestMigrationChain: state recorded in an older state format (here: the
@@ -37,18 +38,10 @@ func TestMigrationChain(t *testing.T) {
 
 	// Pretend generation 1 was written by a release whose window state
 	// format was v0 (and which recorded no state plan).
-	stateURL, err := engine.PipelineStateURL(p)
-	must(t, err)
-	gpath := filepath.Join(strings.TrimPrefix(stateURL, "file://"), filepath.FromSlash(manifest.GenerationPath(1)))
-	data, err := os.ReadFile(gpath)
-	must(t, err)
-	g, err := manifest.DecodeGeneration(manifest.GenerationPath(1), data)
-	must(t, err)
-	g.Plan[0].StateSchema = "v0" + strings.TrimPrefix(g.Plan[0].StateSchema, "v1")
-	g.Plan[0].StatePlan, g.Checksum = "", ""
-	data, err = manifest.EncodeGeneration(g)
-	must(t, err)
-	must(t, os.WriteFile(gpath, data, 0o644))
+	rewriteGeneration(t, p, 1, func(g *manifest.Generation) {
+		g.Plan[0].StateSchema = "v0" + strings.TrimPrefix(g.Plan[0].StateSchema, "v1")
+		g.Plan[0].StatePlan = ""
+	})
 
 	var mu sync.Mutex
 	var steps []string
@@ -94,6 +87,24 @@ func TestMigrationChain(t *testing.T) {
 	}
 }
 
+// rewriteGeneration edits generation gen's record of pipeline p (a file://
+// state) in place, as an older release would have written it.
+func rewriteGeneration(t *testing.T, p *spec.Pipeline, gen int64, edit func(g *manifest.Generation)) {
+	t.Helper()
+	stateURL, err := engine.PipelineStateURL(p)
+	must(t, err)
+	gpath := filepath.Join(strings.TrimPrefix(stateURL, "file://"), filepath.FromSlash(manifest.GenerationPath(gen)))
+	data, err := os.ReadFile(gpath)
+	must(t, err)
+	g, err := manifest.DecodeGeneration(manifest.GenerationPath(gen), data)
+	must(t, err)
+	edit(g)
+	g.Checksum = ""
+	data, err = manifest.EncodeGeneration(g)
+	must(t, err)
+	must(t, os.WriteFile(gpath, data, 0o644))
+}
+
 // chainInOrder: each batch went through v0→vA, vA→vB, vB→v1 in that order
 // (batches of different subtasks interleave).
 func chainInOrder(steps []string) bool {
@@ -132,24 +143,15 @@ func TestGraphMigrationChain(t *testing.T) {
 
 	// Pretend generation 1 was written by a release whose window state
 	// format was v0 (and which recorded no state plans).
-	stateURL, err := engine.PipelineStateURL(p)
-	must(t, err)
-	gpath := filepath.Join(strings.TrimPrefix(stateURL, "file://"), filepath.FromSlash(manifest.GenerationPath(1)))
-	data, err := os.ReadFile(gpath)
-	must(t, err)
-	g, err := manifest.DecodeGeneration(manifest.GenerationPath(1), data)
-	must(t, err)
-	if len(g.Plan) != 2 {
-		t.Fatalf("generation 1 records %d stateful stages, want 2", len(g.Plan))
-	}
-	for i := range g.Plan {
-		g.Plan[i].StateSchema = "v0" + strings.TrimPrefix(g.Plan[i].StateSchema, "v1")
-		g.Plan[i].StatePlan = ""
-	}
-	g.Checksum = ""
-	data, err = manifest.EncodeGeneration(g)
-	must(t, err)
-	must(t, os.WriteFile(gpath, data, 0o644))
+	rewriteGeneration(t, p, 1, func(g *manifest.Generation) {
+		if len(g.Plan) != 2 {
+			t.Fatalf("generation 1 records %d stateful stages, want 2", len(g.Plan))
+		}
+		for i := range g.Plan {
+			g.Plan[i].StateSchema = "v0" + strings.TrimPrefix(g.Plan[i].StateSchema, "v1")
+			g.Plan[i].StatePlan = ""
+		}
+	})
 
 	var mu sync.Mutex
 	var steps int
