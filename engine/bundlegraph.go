@@ -170,6 +170,11 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 	if err != nil {
 		return nil, err
 	}
+	if g := rp.from.generation; rp.from.manifest != nil && g != nil {
+		if rp.stages, err = evolveGraph(g.Plan, pl, nil); err != nil {
+			return nil, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
+		}
+	}
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}

@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/spec"
 )
 
 // TestStateEvolution: an aggregate added and another renamed (renamed_from)
@@ -145,5 +148,157 @@ func TestIncompatibleChangesRefused(t *testing.T) {
 			}
 			t.Logf("%s: %v", c.name, rerr)
 		})
+	}
+}
+
+// evolveGraph is a graph with a window stage per user and a second window
+// over its results (timed by window_end - 1µs: the hidden-time operator).
+const evolveGraph = `
+name: evolve-graph
+` + clicksSource + `stages:
+  - name: per-user
+    input: clicks
+    window: {key: [user_id], tumbling: 1h, aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
+  - name: by-clicks
+    input: per-user
+    window: {key: [clicks], tumbling: 2h, aggregates: {users: "count()"}}
+sinks:
+  out: {input: by-clicks, type: files, url: "{{sink}}", format: parquet}
+  users: {input: per-user, type: files, url: "{{late}}", format: parquet}
+state: {url: "{{state}}", parallelism: 2}
+`
+
+// TestGraphStateEvolution: aggregates added to a graph's window stages (and
+// one renamed with renamed_from) migrate their state as the linear form's
+// window does (TestStateEvolution): plan and run agree, the run continues
+// in a new generation, windows open across the change keep the old
+// aggregates' values and start the new ones from their identity, for a
+// plain window stage and one behind the hidden-time operator. A window
+// shape change is refused before anything is written.
+func TestGraphStateEvolution(t *testing.T) {
+	ctx := context.Background()
+	e := fileEnv(t)
+	// Epoch 1: the per-user windows of 00:00 fire (u1: 2 clicks, u2: 1)
+	// into by-clicks, whose window of 00:00-02:00 holds them; u1's
+	// per-user window of 01:00 stays open.
+	e.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1), ev("00:00:20", "u1", 2), ev("00:00:30", "u2", 5), ev("01:00:30", "u1", 1)))
+	if res := run(t, e.pipeline(t, evolveGraph), engine.Options{}); res.Generation != 1 {
+		t.Fatalf("first run: %+v", res)
+	}
+	edited := strings.NewReplacer(
+		`aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}`,
+		`aggregates: {clicks: "count()", bytes_total: {expr: "sum(bytes)", renamed_from: total_bytes}, pages: "count_distinct(page)"}`,
+		`aggregates: {users: "count()"}`, `aggregates: {users: "count()", mx: "max(bytes_total)"}`).Replace(evolveGraph)
+	p := e.pipeline(t, edited)
+	rep, err := engine.Plan(ctx, p, engine.Options{})
+	if err != nil || !rep.Compatible || len(rep.StateChanges) < 3 {
+		t.Fatalf("plan of added and renamed aggregates in two window stages: %+v %v", rep, err)
+	}
+	t.Logf("state changes: %q", rep.StateChanges)
+	e.put(t, "2.jsonl", jsonl(ev("01:10:00", "u1", 4)))
+	res := run(t, p, engine.Options{Drain: true})
+	if res.Generation != 2 {
+		t.Fatalf("generation %d after a compatible plan change, want 2", res.Generation)
+	}
+	users, out := sinkRows(t, p, "users"), sinkRows(t, p, "out")
+	wantUsers := []string{
+		// Emitted before the change, in the old layout.
+		"user_id=u1,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T01:00:00Z,clicks=2,total_bytes=3",
+		// Open across the change: 1 click (1 byte) before it, 1 (4 bytes) after.
+		"user_id=u1,window_start=2024-01-01T01:00:00Z,window_end=2024-01-01T02:00:00Z,clicks=2,bytes_total=5,pages=1",
+		"user_id=u2,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T01:00:00Z,clicks=1,total_bytes=5",
+	}
+	wantOut := []string{
+		// Held by by-clicks across the change: u2's window (before it)
+		// counts, and mx starts from its identity.
+		"clicks=1,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T02:00:00Z,users=1,mx=(null)",
+		// u1's windows of 00:00 (before the change) and 01:00 (after).
+		"clicks=2,window_start=2024-01-01T00:00:00Z,window_end=2024-01-01T02:00:00Z,users=2,mx=5",
+	}
+	if !reflect.DeepEqual(users, wantUsers) {
+		t.Fatalf("per-user rows:\n%s\nwant\n%s", strings.Join(users, "\n"), strings.Join(wantUsers, "\n"))
+	}
+	if !reflect.DeepEqual(out, wantOut) {
+		t.Fatalf("by-clicks rows:\n%s\nwant\n%s", strings.Join(out, "\n"), strings.Join(wantOut, "\n"))
+	}
+	// Replay restores the epochs of generation 2 as the run did: from
+	// generation 1's state, migrated.
+	var replayed []string
+	for ep := res.LastEpoch - int64(res.Epochs) + 1; ep <= res.LastEpoch; ep++ {
+		rr, err := engine.Replay(ctx, p, engine.ReplayOptions{Epoch: ep})
+		if err != nil {
+			t.Fatalf("replay of epoch %d: %v", ep, err)
+		}
+		replayed = append(replayed, rr.Lines()...)
+	}
+	if got := strings.Join(replayed, "\n"); !strings.Contains(got, `"clicks":2`) || !strings.Contains(got, `"users":2`) || !strings.Contains(got, `"mx":5`) {
+		t.Fatalf("replay of generation 2's epochs:\n%s\nwant by-clicks' window of 2 users (one before the change), mx 5", got)
+	}
+
+	// A window shape change cannot be migrated: refused, nothing written.
+	f := fileEnv(t)
+	f.put(t, "1.jsonl", jsonl(ev("00:00:10", "u1", 1)))
+	run(t, f.pipeline(t, evolveGraph), engine.Options{})
+	before := snapshot(t, f.state, f.sink)
+	_, err = engine.Run(ctx, f.pipeline(t, strings.Replace(evolveGraph, "key: [user_id], tumbling: 1h", "key: [user_id], tumbling: 2h", 1)), engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), `"per-user"`) {
+		t.Fatalf("window size change: %v", err)
+	}
+	if after := snapshot(t, f.state, f.sink); len(after) != len(before) {
+		t.Fatalf("a refused change wrote %d objects", len(after)-len(before))
+	}
+	t.Logf("refusal: %v", err)
+}
+
+// TestGraphStateEvolutionNeedsStatePlan: a graph generation written before
+// graph window stages recorded their state plans (testdata/compat/graph-v1)
+// has nothing to migrate from: its pipeline keeps running as it is, and an
+// aggregate added to its window stage is refused as before, naming the
+// stage, with nothing written. The next generation a release writes records
+// the plans.
+func TestGraphStateEvolutionNeedsStatePlan(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(graphFixtureDir)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pipeline.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `top_price: "max(price)"}`
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("fixture spec has no %s", old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), old, `top_price: "max(price)", low: "min(price)"}`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(dir, "state", p.Name)
+	head := fixtureHead(t, stateDir)
+	for _, o := range readGeneration(t, stateDir, head.Generation).Plan {
+		if o.StatePlan != "" {
+			t.Fatalf("fixture generation records a state plan for %s: this test needs one that does not", o.ID)
+		}
+	}
+	rep, err := engine.Plan(context.Background(), p, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Compatible || !strings.Contains(rep.Incompatible, `operator "per-category" changed its state layout`) {
+		t.Fatalf("an aggregate added to a window stage whose generation recorded no state plan: %+v", rep)
+	}
+	before := snapshot(t, filepath.Join(dir, "state"), filepath.Join(dir, "out"))
+	if len(before) == 0 {
+		t.Fatal("the fixture copy holds no objects")
+	}
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err == nil || !strings.Contains(err.Error(), "changed its state layout") {
+		t.Fatalf("run: %v", err)
+	}
+	if after := snapshot(t, filepath.Join(dir, "state"), filepath.Join(dir, "out")); len(after) != len(before) {
+		t.Fatalf("a refused change wrote %d objects", len(after)-len(before))
 	}
 }

@@ -175,7 +175,7 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 				return nil, fmt.Errorf("%s: %w", n.path, err)
 			}
 			n.out = op.OutputSchema()
-			pl.ops = append(pl.ops, manifest.OpPlan{ID: n.name, Kind: n.kind, StateSchema: n.fp})
+			pl.ops = append(pl.ops, manifest.OpPlan{ID: n.name, Kind: n.kind, StateSchema: n.fp, StatePlan: statePlanOf(op)})
 			gp.state = append(gp.state, n)
 		}
 		if n.lookup != nil {

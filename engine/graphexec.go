@@ -24,6 +24,9 @@ type graphState struct {
 	subs  map[string][]operators.Stateful // per stateful stage, per subtask
 	state map[string][]subState           // per stateful stage, per subtask: committed base and deltas
 	late  map[string]store.Store          // per stage with a late_url
+	// pending is, per stage restored on demand (a window), per subtask,
+	// its restored state not decoded yet (lazyrestore.go).
+	pending map[string][]*pendingState
 }
 
 // graphOut is what a graph epoch produced besides the sink's rows.
@@ -33,10 +36,13 @@ type graphOut struct {
 }
 
 // restoreGraph restores every stateful stage's subtasks from the plan's
-// head (base files then deltas, by key-group range), eagerly.
+// head (base files then deltas, by key-group range): a window stage on
+// demand (lazyrestore.go), its state migrated to the stage's layout when
+// the plan evolved it (rp.stages); the other stages eagerly.
 func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 	gp := r.plan.graph
-	gs := &graphState{subs: map[string][]operators.Stateful{}, state: map[string][]subState{}, late: map[string]store.Store{}}
+	gs := &graphState{subs: map[string][]operators.Stateful{}, state: map[string][]subState{}, late: map[string]store.Store{},
+		pending: map[string][]*pendingState{}}
 	r.graph = gs
 	from := rp.from
 	var m *manifest.Manifest
@@ -45,9 +51,15 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 	}
 	for _, n := range gp.state {
 		srs, emitted, nParent := restoreSources(m, n.name, r.parallelism, r.k)
-		share := rp.share && nParent == r.parallelism
+		var ev *operators.Evolution
+		var chain []StateMigration
+		if mig := rp.stages[n.name]; mig != nil {
+			ev, chain = mig.ev, mig.chain
+		}
+		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout()) && chain == nil
 		subs := make([]operators.Stateful, r.parallelism)
 		states := make([]subState, r.parallelism)
+		pend := make([]*pendingState, r.parallelism)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for s, sr := range srs {
@@ -57,40 +69,14 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 					return err
 				}
 				op.SetAllocator(r.mem)
-				read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
-					data, err := from.read(gctx, f)
+				if onDemand(op) {
+					ps, err := r.restoreOnDemand(gctx, from, op, s, sr, emitted, ev, chain)
 					if err != nil {
-						return nil, err
+						return fmt.Errorf("stage %s: %w", n.name, err)
 					}
-					_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
-					if err != nil {
-						return nil, fmt.Errorf("stage %s: restore %s: %w", n.name, f.Path, err)
-					}
-					return recs, nil
-				}
-				var base []arrow.RecordBatch
-				for _, f := range sr.files {
-					recs, err := read(f)
-					if err != nil {
-						return err
-					}
-					base = append(base, recs...)
-				}
-				err = op.Restore(base, sr.lo, sr.hi, emitted)
-				releaseBatches(base)
-				if err != nil {
-					return fmt.Errorf("stage %s: restore subtask %d: %w", n.name, s, err)
-				}
-				for _, d := range sr.deltas {
-					recs, err := read(d)
-					if err != nil {
-						return err
-					}
-					err = applyDelta(op, d.Kind, recs, sr.lo, sr.hi)
-					releaseBatches(recs)
-					if err != nil {
-						return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.name, s, d.Path, err)
-					}
+					pend[s] = ps
+				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev != nil && !ev.SameLayout() || chain != nil); err != nil {
+					return err
 				}
 				if share && len(sr.files) == 1 {
 					st := subState{base: from.ref(sr.files[0])}
@@ -107,6 +93,9 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 			return err
 		}
 		gs.subs[n.name], gs.state[n.name] = subs, states
+		if anyPending(pend) {
+			gs.pending[n.name] = pend
+		}
 	}
 	for _, n := range gp.nodes {
 		if n.lateURL == "" {
@@ -121,6 +110,46 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 			return err
 		}
 		gs.late[n.name] = s
+	}
+	return nil
+}
+
+// restoreWhole restores subtask s of a stage that cannot restore on demand
+// (op, fresh): its base rows, then its deltas in order.
+func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode, op operators.Stateful, s int, sr subtaskRestore, emitted int64, migrates bool) error {
+	if migrates {
+		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.name)
+	}
+	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
+		recs, err := r.readRange(ctx, from, f, sr)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", n.name, err)
+		}
+		return recs, nil
+	}
+	var base []arrow.RecordBatch
+	for _, f := range sr.files {
+		recs, err := read(f)
+		if err != nil {
+			return err
+		}
+		base = append(base, recs...)
+	}
+	err := op.Restore(base, sr.lo, sr.hi, emitted)
+	releaseBatches(base)
+	if err != nil {
+		return fmt.Errorf("stage %s: restore subtask %d: %w", n.name, s, err)
+	}
+	for _, d := range sr.deltas {
+		recs, err := read(d)
+		if err != nil {
+			return err
+		}
+		err = applyDelta(op, d.Kind, recs, sr.lo, sr.hi)
+		releaseBatches(recs)
+		if err != nil {
+			return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.name, s, d.Path, err)
+		}
 	}
 	return nil
 }
@@ -245,6 +274,9 @@ func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]a
 			sels[i] = append(sels[i], sel)
 		}
 	}
+	if err := r.loadStage(ctx, nd, rows, sels, wm); err != nil {
+		return nil, nil, nil, 0, 0, err
+	}
 	subOut := make([][]arrow.RecordBatch, p)
 	lateBy := make([][][]arrow.RecordBatch, len(nd.ins)) // input, subtask
 	for i := range lateBy {
@@ -362,15 +394,20 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		states := append([]subState(nil), gs.state[nd.name]...)
 		w.graph[nd.name] = states
 		changed := out.graph.changed[nd.name]
-		subs := gs.subs[nd.name]
+		subs, pend := gs.subs[nd.name], gs.pending[nd.name]
 		writes := func(s int) bool { return changed != nil && changed[s] || states[s].base.Path == "" }
-		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], 0) })
+		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
 		for s, op := range subs {
 			if !writes(s) {
 				continue
 			}
 			g.Go(func() error {
-				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], full[s], func() error { return nil })
+				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], full[s], func() error {
+					if pend == nil {
+						return nil
+					}
+					return r.loadRest(gctx, pend, op, s)
+				})
 				if err != nil {
 					return fmt.Errorf("stage %s: %w", nd.name, err)
 				}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -16,7 +17,8 @@ import (
 
 // Restore on demand.
 //
-// A run restores a subtask's window state in two steps. At start it reads
+// A run restores a subtask's window state (the linear form's window, every
+// window stage of a graph: onDemand) in two steps. At start it reads
 // the subtask's base files and deltas but decodes only the deltas and the
 // footers of the base files: per row group, the range of key groups it
 // holds and its earliest window_end (the state is written sorted by key
@@ -35,7 +37,9 @@ import (
 // deltas' rows of exactly those key groups are applied in order. A key
 // group is loaded once and from then on lives in memory like before. Key
 // groups no epoch needs are never decoded: a run over one small file after
-// a long history pays for the state it touches. Writing a new base
+// a long history pays for the state it touches. A graph stage decodes when
+// its rows are routed (loadStage, from runStateful), with its own
+// watermark. Writing a new base
 // (compaction) needs every window, so it loads the rest first; deltas never
 // do. Inspection, replay and bundles load everything at restore.
 //
@@ -163,7 +167,7 @@ func (ps *pendingState) wantDue(want []bool, wm int64) bool {
 // into w: their base rows (the row groups that hold them are decoded, only
 // the wanted key groups' rows kept), then every delta's rows of those key
 // groups in order. It returns the base rows restored.
-func (ps *pendingState) load(ctx context.Context, w *operators.Window, r *runner, s int, want []bool) (int64, error) {
+func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runner, s int, want []bool) (int64, error) {
 	for _, u := range ps.units {
 		if !u.known {
 			// No statistics to select by: load everything at once.
@@ -292,34 +296,182 @@ func (ps *pendingState) load(ctx context.Context, w *operators.Window, r *runner
 	return restored, nil
 }
 
+// restoreOnDemand restores subtask s of op (a fresh window instance) from
+// sr on demand: op gets the key-group range and the watermark (through ev's
+// RestoreWatermark when the layout evolves), the deltas are decoded and
+// migrated to op's layout, the base files only registered by row group.
+// The returned pendingState decodes the rest as epochs need it (load).
+func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op operators.Stateful, s int, sr subtaskRestore, emitted int64,
+	ev *operators.Evolution, chain []StateMigration) (*pendingState, error) {
+	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) { return r.readRange(ctx, from, f, sr) }
+	migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
+		if chain != nil && !tombstones {
+			out := make([]arrow.RecordBatch, len(recs))
+			for i, b := range recs {
+				for _, m := range chain {
+					next, err := m.Migrate(b)
+					if err != nil {
+						return nil, fmt.Errorf("subtask %d: state migration %s %s→%s: %w", s, m.Kind, m.From, m.To, err)
+					}
+					b = next
+				}
+				out[i] = b
+			}
+			return out, nil
+		}
+		if ev == nil || ev.SameLayout() {
+			return recs, nil
+		}
+		out := make([]arrow.RecordBatch, len(recs))
+		for i, b := range recs {
+			var err error
+			if tombstones {
+				out[i], err = ev.MigrateTombstones(b)
+			} else {
+				out[i], err = ev.Migrate(b)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("migrate the state of subtask %d: %w", s, err)
+			}
+		}
+		return out, nil
+	}
+	if ev != nil {
+		emitted = ev.RestoreWatermark(emitted)
+	}
+	if err := op.Restore(nil, sr.lo, sr.hi, emitted); err != nil {
+		return nil, fmt.Errorf("restore subtask %d: %w", s, err)
+	}
+	ps := &pendingState{lo: sr.lo, hi: sr.hi, emitted: emitted, loaded: make([]bool, sr.hi-sr.lo), dueAt: make([]int64, sr.hi-sr.lo), left: sr.hi - sr.lo,
+		migrate: func(recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) { return migrate(recs, false) }}
+	for g := range ps.dueAt {
+		ps.dueAt[g] = math.MaxInt64
+	}
+	for _, f := range sr.files {
+		data, err := from.read(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if err := ps.addBase(f, data); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range sr.deltas {
+		recs, err := read(d)
+		if err != nil {
+			ps.release()
+			return nil, err
+		}
+		if recs, err = migrate(recs, d.Kind == manifest.DeltaTombstones); err != nil {
+			ps.release()
+			return nil, err
+		}
+		if err := ps.addDelta(d, recs); err != nil {
+			ps.release()
+			return nil, err
+		}
+	}
+	if len(ps.units) == 0 && len(ps.deltas) == 0 {
+		return nil, nil // nothing restored: nothing to decode later
+	}
+	return ps, nil
+}
+
+// readRange reads state file f (verified) and decodes its rows of sr's
+// key-group range.
+func (r *runner) readRange(ctx context.Context, from *restoreSource, f manifest.FileRef, sr subtaskRestore) ([]arrow.RecordBatch, error) {
+	data, err := from.read(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", f.Path, err)
+	}
+	return recs, nil
+}
+
+// onDemand reports whether op's state can be restored on demand (see the
+// rules above): a window, the linear form's or a graph window stage's, also
+// one behind the hidden-time operator (graphwin.go), which passes the
+// watermark and its state through unchanged. Its Restore adds the windows
+// of the key groups it is given to those it holds, and nothing but rows of
+// a key group and windows due at the watermark read or change them. The
+// other stateful stages (dedup, top_n, over, join) restore whole: their
+// state rows carry arrival sequences and expiry times of their own, not a
+// window_end that says when a key group is due.
+func onDemand(op operators.Stateful) bool { return windowOf(op) != nil }
+
 // loadFor decodes, in every subtask in parallel, the key groups the epoch
 // needs: those of its input rows and those with windows due at wm.
 func (r *runner) loadFor(ctx context.Context, results []*fileResult, wm int64) error {
-	if r.plan.window == nil || !r.anyPending() {
+	if r.plan.window == nil {
+		return nil
+	}
+	return r.loadNeeded(ctx, r.pending, func(s int) operators.Stateful { return r.subtasks[s] }, func(s int, ps *pendingState, want []bool) error {
+		for _, res := range results {
+			for j, b := range res.batches {
+				if _, err := operators.MarkKeyGroups(b, r.plan.keyCols, r.k, res.sels[j][s], ps.lo, want); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}, wm)
+}
+
+// loadStage decodes, before a graph stage's rows reach its subtasks, the
+// key groups of its pending state the epoch needs: those its input rows
+// touch (sels[i][j][s]: input i, batch j, subtask s, as runStateful routes
+// them) and those with windows due at wm, the stage's watermark.
+func (r *runner) loadStage(ctx context.Context, nd *gnode, rows map[*gnode][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
+	pend := r.graph.pending[nd.name]
+	if pend == nil {
+		return nil
+	}
+	subs := r.graph.subs[nd.name]
+	err := r.loadNeeded(ctx, pend, func(s int) operators.Stateful { return subs[s] }, func(s int, ps *pendingState, want []bool) error {
+		for i, in := range nd.ins {
+			for j, b := range rows[in] {
+				if _, err := operators.MarkKeyGroups(b, nd.keyCols[i], r.k, sels[i][j][s], ps.lo, want); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}, wm)
+	if err != nil {
+		return fmt.Errorf("stage %s: %w", nd.name, err)
+	}
+	return nil
+}
+
+// loadNeeded decodes, in every subtask of one operator in parallel, the
+// key groups of its pending state (pend, per subtask) that mark marks (an
+// epoch's input rows) and those with windows due at wm.
+func (r *runner) loadNeeded(ctx context.Context, pend []*pendingState, op func(s int) operators.Stateful,
+	mark func(s int, ps *pendingState, want []bool) error, wm int64) error {
+	if !anyPending(pend) {
 		return nil
 	}
 	var rows [2]int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	decoded := make([]int64, len(r.subtasks))
-	for s, ps := range r.pending {
+	decoded := make([]int64, len(pend))
+	for s, ps := range pend {
 		if ps == nil {
 			continue
 		}
 		g.Go(func() error {
 			want := make([]bool, ps.hi-ps.lo)
-			for _, res := range results {
-				for j, b := range res.batches {
-					if _, err := operators.MarkKeyGroups(b, r.plan.keyCols, r.k, res.sels[j][s], ps.lo, want); err != nil {
-						return err
-					}
-				}
+			if err := mark(s, ps, want); err != nil {
+				return err
 			}
 			ps.wantDue(want, wm)
-			n, err := ps.load(gctx, r.subtasks[s], r, s, want)
+			n, err := ps.load(gctx, op(s), r, s, want)
 			decoded[s] = n
 			if ps.left == 0 {
-				r.pending[s] = nil
+				pend[s] = nil
 			}
 			return err
 		})
@@ -330,7 +482,7 @@ func (r *runner) loadFor(ctx context.Context, results []*fileResult, wm int64) e
 	for s, n := range decoded {
 		r.res.StateRowsDecoded += n
 		rows[0] += n
-		if ps := r.pending[s]; ps != nil {
+		if ps := pend[s]; ps != nil {
 			rows[1] += ps.rows
 		}
 	}
@@ -340,9 +492,19 @@ func (r *runner) loadFor(ctx context.Context, results []*fileResult, wm int64) e
 	return nil
 }
 
-// loadAll decodes every key group of subtask s not loaded yet.
+// loadAll decodes every key group of the linear window's subtask s not
+// loaded yet.
 func (r *runner) loadAll(ctx context.Context, s int) error {
-	ps := r.pending[s]
+	if s >= len(r.pending) {
+		return nil
+	}
+	return r.loadRest(ctx, r.pending, r.subtasks[s], s)
+}
+
+// loadRest decodes every key group of subtask s (op) of one operator's
+// pending state not loaded yet.
+func (r *runner) loadRest(ctx context.Context, pend []*pendingState, op operators.Stateful, s int) error {
+	ps := pend[s]
 	if ps == nil {
 		return nil
 	}
@@ -350,27 +512,41 @@ func (r *runner) loadAll(ctx context.Context, s int) error {
 	for g := range want {
 		want[g] = true
 	}
-	n, err := ps.load(ctx, r.subtasks[s], r, s, want)
+	n, err := ps.load(ctx, op, r, s, want)
 	if err != nil {
 		return err
 	}
 	r.decodedAll.Add(n)
-	r.pending[s] = nil
+	pend[s] = nil
 	return nil
 }
 
-// loadEverything decodes all pending state of every subtask.
+// loadEverything decodes all pending state of every subtask of every
+// operator (the linear window's and the graph's stages).
 func (r *runner) loadEverything(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for s := range r.pending {
 		g.Go(func() error { return r.loadAll(gctx, s) })
 	}
+	if r.graph != nil {
+		for name, pend := range r.graph.pending {
+			subs := r.graph.subs[name]
+			for s := range pend {
+				g.Go(func() error {
+					if err := r.loadRest(gctx, pend, subs[s], s); err != nil {
+						return fmt.Errorf("stage %s: %w", name, err)
+					}
+					return nil
+				})
+			}
+		}
+	}
 	return g.Wait()
 }
 
-func (r *runner) anyPending() bool {
-	for _, ps := range r.pending {
+func anyPending(pend []*pendingState) bool {
+	for _, ps := range pend {
 		if ps != nil {
 			return true
 		}
@@ -378,12 +554,33 @@ func (r *runner) anyPending() bool {
 	return false
 }
 
-// pendingRows is the number of base rows of subtask s not decoded yet.
-func (r *runner) pendingRows(s int) int64 {
-	if s < len(r.pending) && r.pending[s] != nil {
-		return r.pending[s].rows
+// pendingRows is the number of base rows of the linear window's subtask s
+// not decoded yet.
+func (r *runner) pendingRows(s int) int64 { return pendingRowsOf(r.pending, s) }
+
+// pendingRowsOf is the number of base rows of subtask s not decoded yet.
+func pendingRowsOf(pend []*pendingState, s int) int64 {
+	if s < len(pend) && pend[s] != nil {
+		return pend[s].rows
 	}
 	return 0
+}
+
+// rowsNotDecoded is the number of restored base rows no epoch of the run
+// needed, over every operator.
+func (r *runner) rowsNotDecoded() int64 {
+	var n int64
+	for s := range r.pending {
+		n += pendingRowsOf(r.pending, s)
+	}
+	if r.graph != nil {
+		for _, pend := range r.graph.pending {
+			for s := range pend {
+				n += pendingRowsOf(pend, s)
+			}
+		}
+	}
+	return n
 }
 
 func releaseBatches(bs []arrow.RecordBatch) {

@@ -43,15 +43,21 @@ func migrationChain(old []manifest.OpPlan, pl *plan, regs []StateMigration) ([]S
 	if pl.window == nil {
 		return nil, nil
 	}
+	return chainOf(old, pl.ops, pl.window.ID, regs)
+}
+
+// chainOf is migrationChain for operator id of the plan's operators ops
+// (a graph window stage's, too).
+func chainOf(old, ops []manifest.OpPlan, id string, regs []StateMigration) ([]StateMigration, error) {
 	var prev, cur *manifest.OpPlan
 	for i := range old {
-		if old[i].ID == pl.window.ID {
+		if old[i].ID == id {
 			prev = &old[i]
 		}
 	}
-	for i := range pl.ops {
-		if pl.ops[i].ID == pl.window.ID {
-			cur = &pl.ops[i]
+	for i := range ops {
+		if ops[i].ID == id {
+			cur = &ops[i]
 		}
 	}
 	if prev == nil || cur == nil || prev.Kind != cur.Kind {

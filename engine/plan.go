@@ -369,6 +369,10 @@ func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSp
 // operators.PlanStateEvolution). The evolution (nil: same layout, recorded by
 // a release that did not describe its state) migrates what restore reads.
 func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
+	if pl.graph != nil {
+		_, err := evolveGraph(old, pl, nil)
+		return nil, err
+	}
 	if pl.window == nil {
 		return nil, compatible(old, pl.ops)
 	}
@@ -396,6 +400,128 @@ func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
 		return nil, fmt.Errorf("operator %q: %w", prev.ID, ev.Err())
 	}
 	return ev, nil
+}
+
+// stageMigration is how one graph window stage's restored state reaches
+// the plan's layout: through a planned evolution (ev) or a chain of
+// registered migrations between state format versions (chain).
+type stageMigration struct {
+	ev    *operators.Evolution
+	chain []StateMigration
+}
+
+// evolveGraph is evolve for a graph plan: every window stage's state either
+// has the same layout or migrates to the stage's (the linear window's rules
+// per stage: a chain of the registered migrations regs when the state
+// format version changed, migrationChain; else operators.PlanStateEvolution),
+// and the other stateful stages must correspond exactly (compatible). It
+// returns how each window stage migrates; a stage whose old generation
+// recorded no state plan (written before graph windows recorded theirs) and
+// kept its format version has nothing to migrate from: the layouts must
+// match. A window behind the hidden-time operator (graphwin.go) evolves like
+// any other as long as its time rule (what timeRule appends to the
+// fingerprint) is the one the state was written under: the rule decides
+// which window a row belongs to, so state written under another one is
+// refused.
+func evolveGraph(old []manifest.OpPlan, pl *plan, regs []StateMigration) (map[string]*stageMigration, error) {
+	prevOf := map[string]manifest.OpPlan{}
+	for _, o := range old {
+		prevOf[o.ID] = o
+	}
+	out := map[string]*stageMigration{}
+	ops := slices.Clone(pl.ops)
+	for i, o := range ops {
+		prev, ok := prevOf[o.ID]
+		nd := pl.graph.byName[o.ID]
+		if !ok || nd == nil || o.Kind != "window" || prev.Kind != "window" {
+			continue // compatible decides
+		}
+		chain, err := chainOf(old, pl.ops, o.ID, regs)
+		if err != nil {
+			return nil, err
+		}
+		if chain != nil {
+			out[o.ID] = &stageMigration{chain: chain}
+			ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
+			continue
+		}
+		if prev.StatePlan == "" || o.StatePlan == "" {
+			continue // nothing to migrate from: compatible decides
+		}
+		op, err := nd.newOp()
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+		}
+		w := windowOf(op)
+		if w == nil {
+			continue
+		}
+		oldSpec, oldIn, err := operators.UnmarshalStatePlan([]byte(prev.StatePlan))
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: the recorded state plan cannot be read: %w", o.ID, err)
+		}
+		ow, err := operators.NewWindow(oldSpec, oldIn, 1)
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: the recorded state plan: %w", o.ID, err)
+		}
+		if rule := timeRule(op); prev.StateSchema != ow.StateFingerprint()+rule {
+			return nil, fmt.Errorf("operator %q changed how it times its input rows (%s -> %s): its state cannot be migrated; "+
+				"start a new pipeline name to recompute from the input", o.ID, prev.StateSchema, o.StateSchema)
+		}
+		ev, err := operators.PlanStateEvolution(oldSpec, w.StateSpec(), oldIn, w.InputSchema())
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+		}
+		if !ev.Compatible() {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, ev.Err())
+		}
+		out[o.ID] = &stageMigration{ev: ev}
+		ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
+	}
+	if err := compatible(old, ops); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// firstChain is the first chain of registered migrations of a graph plan's
+// window stages (nil: none migrates so).
+func firstChain(pl *plan, stages map[string]*stageMigration) []StateMigration {
+	if pl.graph == nil {
+		return nil
+	}
+	for _, n := range pl.graph.state {
+		if m := stages[n.name]; m != nil && m.chain != nil {
+			return m.chain
+		}
+	}
+	return nil
+}
+
+// windowOf returns the window operator of a window stage's op (behind the
+// hidden-time operator or not), nil for another operator.
+func windowOf(op operators.Stateful) *operators.Window {
+	if h, ok := op.(*hiddenTimeOp); ok {
+		op = h.Stateful
+	}
+	w, _ := op.(*operators.Window)
+	return w
+}
+
+// statePlanOf is the state plan a graph stage's generation record keeps for
+// its operator op (operators.MarshalStatePlan of its window): "" for another
+// operator, and for a window whose plan cannot be described (a column type
+// without a stable name), which then cannot migrate but runs as before.
+func statePlanOf(op operators.Stateful) string {
+	w := windowOf(op)
+	if w == nil {
+		return ""
+	}
+	sp, err := operators.MarshalStatePlan(w.StateSpec(), w.InputSchema())
+	if err != nil {
+		return ""
+	}
+	return string(sp)
 }
 
 // compatible reports whether state written under plan old can be restored

@@ -43,6 +43,9 @@ type runPlan struct {
 	// evolution migrates the restored window state to the plan's layout
 	// (nil: nothing to migrate).
 	evolution *operators.Evolution
+	// stages migrates, per graph window stage, its restored state to the
+	// plan's layout (no entry: nothing to migrate).
+	stages map[string]*stageMigration
 	// chain migrates restored window state through registered steps
 	// between state format versions (nil: none).
 	chain []StateMigration
@@ -136,11 +139,15 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		case chain != nil:
 			rp.chain = chain
 		default:
-			ev, err := evolve(hg.Plan, rp.plan)
+			var err error
+			if rp.plan.graph != nil {
+				rp.stages, err = evolveGraph(hg.Plan, rp.plan, opts.Migrations)
+			} else {
+				rp.evolution, err = evolve(hg.Plan, rp.plan)
+			}
 			if err != nil {
 				rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 			}
-			rp.evolution = ev
 		}
 	}
 	if rp.refusal == nil {
@@ -170,6 +177,9 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// The migrated state is written in the new format by a new
 		// generation, so a later restore does not migrate it again.
 		rp.newGeneration, rp.reason = true, describeChain(rp.chain)
+	}
+	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
+		rp.newGeneration, rp.reason = true, describeChain(c) // a graph window stage's: the same rule
 	}
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {

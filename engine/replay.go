@@ -418,6 +418,13 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		}
 		rp.restore, rp.emitted, _ = restoreSources(stateOf, x.pl.window.ID, par, k) // the rule planRun uses
 	}
+	if x.pl.graph != nil && y.pgen != nil && y.restarts() != manifest.RestoreReset {
+		stages, err := evolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
+		if err != nil {
+			return nil, fmt.Errorf("replay: the state of epoch %d cannot be restored with this spec: %w", y.parent.Epoch, err)
+		}
+		rp.stages = stages
+	}
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
 	}

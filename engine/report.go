@@ -754,6 +754,19 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	if ev := rp.evolution; ev != nil && rp.refusal == nil {
 		rep.StateChanges = ev.Changes()
 	}
+	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
+		for _, n := range gp.state {
+			switch m := rp.stages[n.name]; {
+			case m == nil:
+			case m.chain != nil:
+				rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+describeChain(m.chain))
+			default:
+				for _, c := range m.ev.Changes() {
+					rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+c)
+				}
+			}
+		}
+	}
 	if rp.chain != nil && rp.refusal == nil {
 		rep.StateChanges = append(rep.StateChanges, describeChain(rp.chain))
 	}

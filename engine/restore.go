@@ -3,16 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/epoch"
-	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -123,85 +120,11 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 			if err != nil {
 				return err
 			}
-			read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
-				data, err := from.read(gctx, f)
-				if err != nil {
-					return nil, err
-				}
-				_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
-				if err != nil {
-					return nil, fmt.Errorf("restore %s: %w", f.Path, err)
-				}
-				return recs, nil
-			}
-			ev := rp.evolution
-			migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
-				if rp.chain != nil && !tombstones {
-					out := make([]arrow.RecordBatch, len(recs))
-					for i, b := range recs {
-						for _, m := range rp.chain {
-							next, err := m.Migrate(b)
-							if err != nil {
-								return nil, fmt.Errorf("subtask %d: state migration %s %s→%s: %w", s, m.Kind, m.From, m.To, err)
-							}
-							b = next
-						}
-						out[i] = b
-					}
-					return out, nil
-				}
-				if ev == nil || ev.SameLayout() {
-					return recs, nil
-				}
-				out := make([]arrow.RecordBatch, len(recs))
-				for i, b := range recs {
-					var err error
-					if tombstones {
-						out[i], err = ev.MigrateTombstones(b)
-					} else {
-						out[i], err = ev.Migrate(b)
-					}
-					if err != nil {
-						return nil, fmt.Errorf("migrate the state of subtask %d: %w", s, err)
-					}
-				}
-				return out, nil
-			}
-			emitted := rp.emitted
-			if ev != nil {
-				emitted = ev.RestoreWatermark(emitted)
-			}
-			if err := w.Restore(nil, sr.lo, sr.hi, emitted); err != nil {
-				return fmt.Errorf("restore subtask %d: %w", s, err)
-			}
-			ps := &pendingState{lo: sr.lo, hi: sr.hi, emitted: emitted, loaded: make([]bool, sr.hi-sr.lo), dueAt: make([]int64, sr.hi-sr.lo), left: sr.hi - sr.lo,
-				migrate: func(recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) { return migrate(recs, false) }}
-			for g := range ps.dueAt {
-				ps.dueAt[g] = math.MaxInt64
+			ps, err := r.restoreOnDemand(gctx, from, w, s, sr, rp.emitted, rp.evolution, rp.chain)
+			if err != nil {
+				return err
 			}
 			r.pending[s] = ps
-			for _, f := range sr.files {
-				data, err := from.read(gctx, f)
-				if err != nil {
-					return err
-				}
-				if err := ps.addBase(f, data); err != nil {
-					return err
-				}
-			}
-			for _, d := range sr.deltas {
-				recs, err := read(d)
-				if err != nil {
-					return err
-				}
-				if recs, err = migrate(recs, d.Kind == manifest.DeltaTombstones); err != nil {
-					return err
-				}
-				if err := ps.addDelta(d, recs); err != nil {
-					releaseBatches(recs)
-					return err
-				}
-			}
 			if rp.share && len(sr.files) == 1 {
 				// Unchanged state can be shared by reference.
 				st := subState{base: from.ref(sr.files[0])}

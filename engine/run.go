@@ -229,9 +229,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	defer func() {
 		r.res.Requests = r.st.requests()
 		r.res.StateRowsDecoded += r.decodedAll.Swap(0)
-		for s := range r.pending {
-			r.res.StateRowsSkipped += r.pendingRows(s)
-		}
+		r.res.StateRowsSkipped += r.rowsNotDecoded()
 	}()
 	files, err := r.start(ctx)
 	if err != nil {
