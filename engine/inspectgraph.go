@@ -116,6 +116,9 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 	if err := r.restoreGraph(ctx, rp); err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
+	if err := r.loadEverything(ctx); err != nil {
+		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
+	}
 	for _, n := range sel {
 		st := sg.Stage(n.name)
 		if st == nil {

@@ -784,14 +784,19 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	addSubtasks("", rp.restore)
 	if gp := rp.plan.graph; gp != nil {
-		// Each stateful stage restores its subtasks as restoreGraph does.
+		// Each stateful stage restores its subtasks as restoreGraph does
+		// (a linear pipeline's window unnamed, as its form has one).
 		m := rp.from.manifest
 		if rp.from.kind == manifest.RestoreReset {
 			m = nil
 		}
 		for _, n := range gp.state {
 			srs, _, _ := restoreSources(m, n.name, rp.parallelism, rp.k)
-			addSubtasks(n.name, srs)
+			name := n.name
+			if gp.linear {
+				name = ""
+			}
+			addSubtasks(name, srs)
 		}
 	}
 	return rep, nil
