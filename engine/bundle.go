@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +20,6 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/floe-dev/floe/epoch"
-	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -51,10 +51,11 @@ import (
 //	DIR/.gitattributes  "* -text": git must not touch line endings
 //
 // ReplayBundle re-runs the epoch from the bundle alone, by the same path
-// Replay takes (runner.restore of the savepoint, then decodeEpoch and
-// process at the recorded watermark: the determinism contract in replay.go),
-// so the bundle checks the behaviour of the floe it is built with against
-// the rows of the floe that emitted it. Package bundle wraps it for tests.
+// Replay takes (the plan a run compiles, runner.restore of the savepoint,
+// then decodeEpoch and process at the recorded watermark: the determinism
+// contract in replay.go), for a bundle of either format, so the bundle
+// checks the behaviour of the floe it is built with against the rows of the
+// floe that emitted it. Package bundle wraps it for tests.
 
 // Bundle layout: file names inside a bundle folder.
 const (
@@ -243,25 +244,8 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 			}
 		}
 	}
-	if isGraph(p) {
-		if err := y.emitGraph(ctx, p, b, write); err != nil {
-			return nil, err
-		}
-	}
-	// The source schema, when it was inferred.
-	if len(p.Source.Schema) == 0 && y.src != nil {
-		data, err := formats.EncodeParquet(y.src, nil, formats.EncodeOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("emit-test: source schema: %w", err)
-		}
-		back, err := formats.ParquetSchema(BundleSchemaFile, data)
-		if err != nil || !back.Equal(y.src) {
-			return nil, fmt.Errorf("emit-test: the inferred source schema does not survive a Parquet round trip (%v); declare source.schema in the spec", err)
-		}
-		if err := write(BundleSchemaFile, data); err != nil {
-			return nil, err
-		}
-		b.Schema = BundleSchemaFile
+	if err := y.emitGraph(ctx, p, b, write); err != nil {
+		return nil, err
 	}
 	mdata, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
@@ -368,40 +352,22 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
 
-	if isGraph(p) {
-		res, err := replayGraphBundle(ctx, dir, b, p, srcStore, stStore, files, opts, log)
-		return res, b, err
-	}
-	src, err := sourceSchema(p)
-	if err == nil && src == nil {
-		if b.Schema == "" {
-			return nil, b, fmt.Errorf("bundle: spec.yaml declares no source.schema and bundle.json names no schema file")
-		}
-		var data []byte
-		if data, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(b.Schema))); err == nil {
-			src, err = formats.ParquetSchema(b.Schema, data)
-		}
-	}
-	if err != nil {
-		return nil, b, fmt.Errorf("bundle: source schema: %w", err)
-	}
-	pl, err := compile(p, src)
+	fp, err := graphFacade(p)
 	if err != nil {
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}
-
-	r, rp, err := bundleRunner(ctx, b, p, pl, srcStore, stStore, opts, log)
+	pl, err := bundlePlan(ctx, dir, b, fp)
 	if err != nil {
 		return nil, b, err
 	}
-	from, par, k := rp.from, rp.parallelism, rp.k
-	if pl.window != nil && from.manifest != nil {
-		if rp.evolution, err = evolve(from.generation.Plan, pl); err != nil {
+	r, rp, err := bundleRunner(ctx, b, fp, pl, srcStore, stStore, opts, log)
+	if err != nil {
+		return nil, b, err
+	}
+	if from := rp.from; from.manifest != nil && from.generation != nil {
+		if rp.stages, err = evolveGraph(from.generation.Plan, pl, nil); err != nil {
 			return nil, b, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
 		}
-		rp.restore, rp.emitted, _ = restoreSources(from.manifest, pl.window.ID, par, k)
-	} else if pl.window != nil {
-		rp.restore, rp.emitted, _ = restoreSources(nil, pl.window.ID, par, k)
 	}
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
@@ -409,8 +375,19 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err := r.loadEverything(ctx); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
+	if !pl.graph.linear {
+		// Each stage advances to the watermark it recorded (a linear
+		// pipeline's one window advances to the epoch's).
+		r.stageWM = maps.Clone(b.StageWatermarks)
+		if r.stageWM == nil {
+			r.stageWM = map[string]int64{}
+		}
+	}
+	if err := r.refreshLookups(ctx); err != nil {
+		return nil, b, fmt.Errorf("bundle: %w", err)
+	}
 	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
-		Parallelism: par, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
+		Parallelism: rp.parallelism, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
 	for _, f := range b.Files {
 		res.Files = append(res.Files, f.Key)
 	}

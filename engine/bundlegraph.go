@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 
@@ -30,15 +28,24 @@ import (
 // which the replay checks. The replay is Replay's: each stage advances to
 // its recorded watermark and every lookup reads the bundled table.
 
-// emitGraph writes the graph parts of a bundle: stage watermarks, schemas
-// of the sources that declare none, and the lookup tables.
+// emitGraph writes the plan's parts of a bundle: the schemas of the
+// sources that declare none and, for a graph pipeline, its stage
+// watermarks and lookup tables. A linear pipeline's bundle stays
+// bundle_format 1: its one source's schema is schema.parquet.
 func (y *replayer) emitGraph(ctx context.Context, p *spec.Pipeline, b *BundleManifest, write func(string, []byte) error) error {
-	b.BundleFormat = BundleFormat
-	b.StageWatermarks = map[string]int64{}
-	for _, op := range y.m.Operators {
-		b.StageWatermarks[op.ID] = op.EmittedThrough
+	g, err := p.Graph()
+	if err != nil {
+		return fmt.Errorf("emit-test: %w", err)
 	}
-	for _, ns := range p.Sources {
+	linear := !isGraph(p)
+	if !linear {
+		b.BundleFormat = BundleFormat
+		b.StageWatermarks = map[string]int64{}
+		for _, op := range y.m.Operators {
+			b.StageWatermarks[op.ID] = op.EmittedThrough
+		}
+	}
+	for _, ns := range g.Sources {
 		if len(ns.Source.Schema) > 0 {
 			continue
 		}
@@ -50,8 +57,19 @@ func (y *replayer) emitGraph(ctx context.Context, p *spec.Pipeline, b *BundleMan
 		if err != nil {
 			return fmt.Errorf("emit-test: sources.%s schema: %w", ns.Name, err)
 		}
-		if back, err := formats.ParquetSchema(ns.Name, data); err != nil || !back.Equal(sc) {
+		back, err := formats.ParquetSchema(ns.Name, data)
+		switch {
+		case linear && (err != nil || !back.Equal(sc)):
+			return fmt.Errorf("emit-test: the inferred source schema does not survive a Parquet round trip (%v); declare source.schema in the spec", err)
+		case err != nil || !back.Equal(sc):
 			return fmt.Errorf("emit-test: the inferred schema of sources.%s does not survive a Parquet round trip (%v); declare its schema in the spec", ns.Name, err)
+		}
+		if linear {
+			if err := write(BundleSchemaFile, data); err != nil {
+				return err
+			}
+			b.Schema = BundleSchemaFile
+			continue
 		}
 		name := "schemas/" + ns.Name + ".parquet"
 		if err := write(name, data); err != nil {
@@ -111,17 +129,15 @@ func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version strin
 	return bl, nil
 }
 
-// replayGraphBundle is ReplayBundle for a graph pipeline: files are the
-// bundle's inputs (combined keys "<source>/<key>", checked), srcStore its
-// inputs/ folder, stStore its state/ folder.
-func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline, srcStore, stStore store.Store,
-	files []store.ObjectInfo, opts BundleReplayOptions, log *slog.Logger) (*ReplayResult, error) {
-	if b.BundleFormat < 2 {
+// bundlePlan compiles the bundle's spec (its graphFacade) as the replay runs it (a linear
+// pipeline lowered onto the graph) over the schemas the bundle holds: the
+// declared ones, else the bundled files (a linear bundle's schema.parquet,
+// a graph bundle's schemas/<source>.parquet), after checking the bundled
+// lookup tables against what bundle.json recorded.
+func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline) (*plan, error) {
+	linear := !isGraph(p)
+	if !linear && b.BundleFormat < 2 {
 		return nil, fmt.Errorf("bundle: spec.yaml is a graph pipeline, but bundle.json has bundle_format %d (graph bundles are format 2): %w", b.BundleFormat, manifest.ErrCorrupt)
-	}
-	fp, err := graphFacade(p)
-	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	// The lookup tables, checked against what the bundle recorded.
 	for _, bl := range b.Lookups {
@@ -139,12 +155,22 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 			}
 		}
 	}
+	g, err := p.Graph()
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
 	schemas := map[string]*arrow.Schema{}
-	for _, ns := range fp.Sources {
+	for _, ns := range g.Sources {
 		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
 		if err == nil && sc == nil {
 			file := b.Schemas[ns.Name]
-			if file == "" {
+			if linear {
+				file = b.Schema
+			}
+			switch {
+			case file == "" && linear:
+				return nil, fmt.Errorf("bundle: spec.yaml declares no source.schema and bundle.json names no schema file")
+			case file == "":
 				return nil, fmt.Errorf("bundle: sources.%s declares no schema and bundle.json names no schema file for it", ns.Name)
 			}
 			var data []byte
@@ -152,49 +178,28 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 				sc, err = formats.ParquetSchema(file, data)
 			}
 		}
-		if err != nil {
+		switch {
+		case err != nil && linear:
+			return nil, fmt.Errorf("bundle: source schema: %w", err)
+		case err != nil:
 			return nil, fmt.Errorf("bundle: sources.%s schema: %w", ns.Name, err)
 		}
 		schemas[ns.Name] = sc
 	}
-	lookups, err := lookupSchemas(ctx, fp, &Options{})
-	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
-	pl, err := compileGraph(fp, schemas, lookups)
-	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
-
-	r, rp, err := bundleRunner(ctx, b, fp, pl, srcStore, stStore, opts, log)
-	if err != nil {
-		return nil, err
-	}
-	if g := rp.from.generation; rp.from.manifest != nil && g != nil {
-		if rp.stages, err = evolveGraph(g.Plan, pl, nil); err != nil {
-			return nil, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
+	if linear {
+		pl, err := compileLinear(p, schemas[g.Sources[0].Name])
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %w", err)
 		}
+		return pl, nil
 	}
-	if err := r.restore(ctx, rp); err != nil {
-		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
-	}
-	if err := r.loadEverything(ctx); err != nil {
-		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
-	}
-	r.stageWM = maps.Clone(b.StageWatermarks)
-	if r.stageWM == nil {
-		r.stageWM = map[string]int64{}
-	}
-	if err := r.refreshLookups(ctx); err != nil {
+	lookups, err := lookupSchemas(ctx, p, &Options{})
+	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
-		Parallelism: rp.parallelism, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
-	for _, f := range b.Files {
-		res.Files = append(res.Files, f.Key)
+	pl, err := compileGraph(p, schemas, lookups)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	if _, err := r.replayFiles(ctx, b.Epoch, files, b.Watermark, res); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return pl, nil
 }

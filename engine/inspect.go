@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -21,29 +20,29 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
 
 // Looking inside the state (floe state cat / diff / export).
 //
 // The state of a retained epoch is restored exactly as a run restores it:
-// the epoch's manifest and generation give the parallelism, the key-group
-// count and, per operator, the base files and the deltas; runner.restore
-// (restore.go) reads the bases overlapping each subtask's key-group range and
-// applies the overlapping deltas in order, into one operators.Window per
-// subtask. Each restored Window is then advanced to +inf: the window's own
-// finalisation turns every open (key, window) state into the row it would
-// emit if the input ended at this epoch (count, sum, min, max, avg,
-// count_distinct as a number, first, last). The Window is thrown away;
-// nothing is written anywhere. For a sliding window the rows are the open
-// windows (each the union of its slices), not the slices the state stores.
-// A pipeline in the graph form is read by inspectgraph.go: every keyed
-// stage, window stages as here, dedup / top_n / join stages as the rows
-// they hold.
+// the pipeline is compiled as a run compiles it (a linear pipeline lowered
+// onto the graph, compileLinear), and the epoch's manifest and generation
+// give the parallelism, the key-group count and, per keyed stage, the base
+// files and the deltas, which restoreGraph reads into one operator per
+// subtask (inspectgraph.go). A window is then advanced to +inf: the
+// window's own finalisation turns every open (key, window) state into the
+// row it would emit if the input ended at this epoch (count, sum, min, max,
+// avg, count_distinct as a number, first, last). The operator is thrown
+// away; nothing is written anywhere. For a sliding window the rows are the
+// open windows (each the union of its slices), not the slices the state
+// stores. Dedup / top_n / join stages show the rows they hold.
 
 // StateQuery selects the state ReadState decodes.
 type StateQuery struct {
@@ -179,39 +178,60 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if isGraph(p) {
-		return newGraphInspector(ctx, p) // inspectgraph.go
-	}
-	src, err := sourceSchema(p)
+	p, err := graphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	// The source is opened only to infer an undeclared (Parquet) schema.
-	st, err := openStores(ctx, p, &Options{}, src == nil)
+	// A linear pipeline's source is opened only to infer an undeclared
+	// (Parquet) schema; a graph's sources are combined when opened.
+	st, err := openStores(ctx, p, &Options{}, isGraph(p) || needsSourceFiles(p))
 	if err != nil {
 		return nil, err
 	}
 	x := &inspector{p: p, st: st, c: epoch.NewCommitter(st.state, nil, p.Name, nil)}
-	if src == nil {
-		files, err := listSource(ctx, p, st.source)
-		if err != nil {
-			x.close()
-			return nil, err
-		}
-		if src, err = inferSchema(ctx, p, st.source, files); err != nil {
-			x.close()
-			return nil, err
-		}
+	if x.pl, _, err = compileTool(ctx, p, st.source); err == nil {
+		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
 	}
-	if x.pl, err = compile(p, src); err != nil {
-		x.close()
-		return nil, err
-	}
-	if x.head, err = x.c.Peek(ctx); err != nil { // read-only: no roll-forward write
+	if err != nil {
 		x.close()
 		return nil, err
 	}
 	return x, nil
+}
+
+// compileTool compiles p for a read-only tool as a run compiles it, a
+// linear pipeline lowered onto the graph (compileLinear), over its
+// sources' schemas: declared, or inferred from the files of src (listed
+// only when a schema is not declared). It also returns those schemas, by
+// source name (a linear pipeline's one source under its graph name).
+func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...expr.Option) (*plan, map[string]*arrow.Schema, error) {
+	var files []store.ObjectInfo
+	if needsSourceFiles(p) {
+		var err error
+		if files, err = listSource(ctx, p, src); err != nil {
+			return nil, nil, err
+		}
+	}
+	if isGraph(p) {
+		schemas, lookups, err := graphSchemas(ctx, p, src, files, &Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		pl, err := compileGraph(p, schemas, lookups, xo...)
+		return pl, schemas, err
+	}
+	sc, err := sourceSchema(p)
+	if err == nil && sc == nil {
+		sc, err = inferSchema(ctx, p, src, files)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	pl, err := compileLinear(p, sc, xo...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pl, map[string]*arrow.Schema{pl.graph.sourceNames()[0]: sc}, nil
 }
 
 func (x *inspector) close() { x.st.Close() }
@@ -271,28 +291,7 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err := compatible(g.Plan, x.pl.ops); err != nil {
 		return nil, fmt.Errorf("epoch %d (generation %d) cannot be read with this spec: %w", m.Epoch, m.Generation, err)
 	}
-	if x.pl.graph != nil {
-		return x.readGraph(ctx, m, g, q)
-	}
-	if q.Op != "" && (x.pl.window == nil || x.pl.window.ID != q.Op) {
-		ids := opIDs(x.pl.ops)
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("unknown operator %q: pipeline %s has no stateful operator", q.Op, x.p.Name)
-		}
-		return nil, fmt.Errorf("unknown operator %q: the stateful operators are %s", q.Op, strings.Join(ids, ", "))
-	}
-	v := &StateView{Pipeline: x.p.Name, Epoch: m.Epoch, Head: x.head.Epoch(), Generation: m.Generation,
-		Parallelism: g.Parallelism, MaxParallelism: g.MaxParallelism, Watermark: m.Watermark}
-	if x.pl.window == nil {
-		return v, nil
-	}
-	op, err := x.restoreOp(ctx, m, g)
-	if err != nil {
-		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
-	}
-	op.keepKeys(q.Keys)
-	v.Ops = append(v.Ops, op)
-	return v, nil
+	return x.readGraph(ctx, m, g, q)
 }
 
 // keepKeys drops the rows whose KeyText is none of keys (none: keep all).
@@ -305,48 +304,6 @@ func (op *WindowState) keepKeys(keys []string) {
 		want[k] = true
 	}
 	op.Rows = slices.DeleteFunc(op.Rows, func(r StateRow) bool { return !want[r.KeyText()] })
-}
-
-// restoreOp restores the window operator's state of epoch m with
-// runner.restore, at m's parallelism, then finalises every open window.
-func (x *inspector) restoreOp(ctx context.Context, m *manifest.Manifest, g *manifest.Generation) (*WindowState, error) {
-	ws := x.pl.window
-	p, k := g.Parallelism, g.MaxParallelism
-	rp := &runPlan{plan: x.pl, parallelism: p, k: k}
-	rp.restore, rp.emitted, _ = restoreSources(m, ws.ID, p, k) // the rule planRun uses
-	// Only the keyed state is needed: the processed-file set and the
-	// output log (which the run also loads) are left out of the head.
-	hm := *m
-	hm.Source.Inline, hm.Source.Segments, hm.OutputLog = nil, nil, nil
-	rp.head = &epoch.Head{Manifest: &hm, Generation: g}
-	rp.from = &restoreSource{manifest: &hm, generation: g, store: x.st.state, shared: true}
-	r := &runner{p: x.p, opts: &Options{}, log: slog.New(slog.DiscardHandler), st: x.st, c: x.c,
-		mem: memory.DefaultAllocator, plan: x.pl, parallelism: p, k: k}
-	if err := r.restore(ctx, rp); err != nil {
-		return nil, err
-	}
-	if err := r.loadEverything(ctx); err != nil {
-		return nil, err
-	}
-	op := newWindowState(ws, rp.emitted)
-	subs := make([]operators.Stateful, len(r.subtasks))
-	for s, w := range r.subtasks {
-		subs[s] = w
-	}
-	r.subtasks = nil
-	if err := op.finalise(subs, rp.restore, k); err != nil {
-		return nil, err
-	}
-	if op.schema == nil {
-		w, err := operators.NewWindow(*ws, x.pl.windowIn, k)
-		if err != nil {
-			return nil, err
-		}
-		op.schema = w.OutputSchema()
-	}
-	slices.SortFunc(op.Rows, compareRows)
-	op.Total = len(op.Rows)
-	return op, nil
 }
 
 // newWindowState is the header of a window operator's state.

@@ -16,7 +16,6 @@ import (
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // Looking inside the state of a graph pipeline (floe state cat / diff /
@@ -40,47 +39,6 @@ import (
 //
 // Nothing is written anywhere; late_url side outputs are not opened.
 
-// newGraphInspector opens a graph pipeline's stores and compiles its graph
-// over its sources' schemas (declared, or read from a Parquet file).
-func newGraphInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
-	fp, err := graphFacade(p)
-	if err != nil {
-		return nil, err
-	}
-	st, err := openStores(ctx, fp, &Options{}, true)
-	if err != nil {
-		return nil, err
-	}
-	x := &inspector{p: fp, st: st, c: epoch.NewCommitter(st.state, nil, fp.Name, nil)}
-	fail := func(err error) (*inspector, error) {
-		x.close()
-		return nil, err
-	}
-	list := false // the sources are listed only to infer an undeclared schema
-	for _, ns := range fp.Sources {
-		if sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source}); err == nil && sc == nil {
-			list = true
-		}
-	}
-	var files []store.ObjectInfo
-	if list {
-		if files, err = listSource(ctx, fp, st.source); err != nil {
-			return fail(err)
-		}
-	}
-	schemas, lookups, err := graphSchemas(ctx, fp, st.source, files, &Options{})
-	if err != nil {
-		return fail(err)
-	}
-	if x.pl, err = compileGraph(fp, schemas, lookups); err != nil {
-		return fail(err)
-	}
-	if x.head, err = x.c.Peek(ctx); err != nil { // read-only: no roll-forward write
-		return fail(err)
-	}
-	return x, nil
-}
-
 // keyedStages returns the names of the graph's keyed (stateful) stages, in
 // node order.
 func (gp *graphPlan) keyedStages() []string {
@@ -95,6 +53,14 @@ func (gp *graphPlan) keyedStages() []string {
 // graph: it names the keyed stages.
 func (x *inspector) unknownStage(name string) error {
 	gp := x.pl.graph
+	if gp.linear {
+		// A linear pipeline names its stateful operators by id.
+		ids := opIDs(x.pl.ops)
+		if len(ids) == 0 {
+			return fmt.Errorf("unknown operator %q: pipeline %s has no stateful operator", name, x.p.Name)
+		}
+		return fmt.Errorf("unknown operator %q: the stateful operators are %s", name, strings.Join(ids, ", "))
+	}
 	keyed := gp.keyedStages()
 	avail := "pipeline " + x.p.Name + " has no keyed stage"
 	if len(keyed) > 0 {

@@ -181,6 +181,13 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
 		rp.newGeneration, rp.reason = true, describeChain(c) // a graph window stage's: the same rule
 	}
+	// Unchanged state files are shared by reference when they resolve in
+	// the state root and the layout is the same: the parallelism, the
+	// state format, and the parent's base count (which each stateful
+	// operator checks for its own state: restoreGraph, and below).
+	rp.share = hg != nil && hg.Parallelism == rp.parallelism &&
+		(!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
+		(rp.evolution == nil || rp.evolution.SameLayout()) && rp.chain == nil
 	rp.emitted = manifest.NoWatermark
 	if rp.plan.window != nil {
 		m := from.manifest
@@ -189,16 +196,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		}
 		var nParent int
 		rp.restore, rp.emitted, nParent = restoreSources(m, rp.plan.window.ID, rp.parallelism, rp.k)
-		// Unchanged state files are shared by reference when they resolve in
-		// the state root and the layout is the same.
-		sameLayout := hg != nil && hg.Parallelism == rp.parallelism && nParent == rp.parallelism
-		rp.share = sameLayout && (!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
-			(rp.evolution == nil || rp.evolution.SameLayout()) && rp.chain == nil
-	}
-	if rp.plan.graph != nil {
-		// Each stage checks its parent's base count (restoreGraph).
-		rp.share = hg != nil && hg.Parallelism == rp.parallelism &&
-			(!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
+		rp.share = rp.share && nParent == rp.parallelism
 	}
 	return rp, nil
 }

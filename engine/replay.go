@@ -50,10 +50,12 @@ import (
 // every batch so first/last ties break the same way), nor of what
 // max_files_per_epoch / max_rows_per_epoch / prefetching did (they chose the
 // files, which are recorded). Expressions cannot read the clock (now() is
-// refused). Replay re-runs exactly that function: restore N-1 (restoreSources
-// + runner.restore, as a run and state inspection do), decode the consumed
+// refused). Replay re-runs exactly that function on the plan a run compiles
+// (a linear pipeline lowered onto the graph, compileLinear): restore N-1
+// (runner.restore, as a run and state inspection do), decode the consumed
 // files with runner.decodeEpoch / decodeFile against the source store, run
-// runner.process at the recorded watermark, and keep the rows in memory.
+// runner.process at the recorded watermark (a graph's keyed stages each at
+// the watermark it recorded), and keep the rows in memory.
 // Nothing is written to the state, the sink or the side outputs. Tests:
 // replay_test.go replays every retained epoch of sliding and session
 // pipelines at the recorded parallelism, at 1 and at 5, and requires what
@@ -215,15 +217,13 @@ type replayer struct {
 	from   *restoreSource       // where N-1's files resolve: the state root, or a savepoint N's generation began from
 	first  bool                 // N is the first epoch of its generation
 	ev     *operators.Evolution // migrates N-1's window state to the spec's (nil: none)
-	// src is the source schema the plan was compiled over, before
-	// projection pushdown (declared, or inferred from the source);
-	// skipRead is set when the epoch marked its files read without reading
-	// them (start_from: latest). Both go into an --emit-test bundle.
-	src      *arrow.Schema
+	// schemas are the source schemas the plan was compiled over, before
+	// projection pushdown (declared, or inferred from the source), by
+	// source name; skipRead is set when the epoch marked its files read
+	// without reading them (start_from: latest). Both go into an
+	// --emit-test bundle.
+	schemas  map[string]*arrow.Schema
 	skipRead bool
-	// schemas are a graph pipeline's source schemas (declared or
-	// inferred), by source name.
-	schemas map[string]*arrow.Schema
 }
 
 func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*replayer, error) {
@@ -261,29 +261,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 		y.listed[o.Key] = o
 	}
 	xo := (&Options{Functions: opts.Functions}).exprOptions()
-	var src *arrow.Schema
-	if isGraph(p) {
-		var files []store.ObjectInfo
-		if files, err = listSource(ctx, p, st.source); err == nil {
-			var schemas, lookups map[string]*arrow.Schema
-			if schemas, lookups, err = graphSchemas(ctx, p, st.source, files, &Options{}); err == nil {
-				y.schemas = schemas
-				x.pl, err = compileGraph(p, schemas, lookups, xo...)
-			}
-		}
-	} else {
-		src, err = sourceSchema(p)
-		if err == nil && src == nil {
-			var files []store.ObjectInfo
-			if files, err = listSource(ctx, p, st.source); err == nil {
-				src, err = inferSchema(ctx, p, st.source, files)
-			}
-		}
-		if err == nil {
-			y.src = src
-			x.pl, err = compile(p, src, xo...)
-		}
-	}
+	x.pl, y.schemas, err = compileTool(ctx, p, st.source, xo...)
 	if err == nil {
 		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
 	}
@@ -402,23 +380,14 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	if y.parent != nil {
 		hm := *y.parent
 		hm.OutputLog = nil // the committed-output log is not needed
-		if x.pl.graph != nil && y.restarts() == manifest.RestoreReset {
+		if y.restarts() == manifest.RestoreReset {
 			hm.Operators = nil // the generation began with empty operator state
 		}
 		from.manifest, from.generation = &hm, y.pgen
 	}
 	from.kind, from.forget, from.owned = "", nil, nil // read as it is; closed by y.close
 	rp.from = &from
-	if x.pl.window != nil {
-		stateOf := rp.from.manifest
-		if y.restarts() == manifest.RestoreReset {
-			stateOf = nil // the generation began with empty operator state
-		} else {
-			rp.evolution = y.ev
-		}
-		rp.restore, rp.emitted, _ = restoreSources(stateOf, x.pl.window.ID, par, k) // the rule planRun uses
-	}
-	if x.pl.graph != nil && y.pgen != nil && y.restarts() != manifest.RestoreReset {
+	if y.pgen != nil && y.restarts() != manifest.RestoreReset {
 		stages, err := evolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
 		if err != nil {
 			return nil, fmt.Errorf("replay: the state of epoch %d cannot be restored with this spec: %w", y.parent.Epoch, err)
@@ -467,8 +436,9 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		r.skipRead = true // start_from: latest marked the files present at the start read without reading them
 		y.skipRead = true
 	}
-	if x.pl.graph != nil {
-		// Each stage advances to the watermark it recorded, and every
+	if !x.pl.graph.linear {
+		// Each stage advances to the watermark it recorded (a linear
+		// pipeline's one window advances to the epoch's), and every
 		// lookup must read the table version the epoch read.
 		r.stageWM = map[string]int64{}
 		for _, op := range m.Operators {
@@ -531,20 +501,6 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 			sr.Rows = append(sr.Rows, lines...)
 		}
 		res.Sinks = append(res.Sinks, sr)
-	}
-	for _, bs := range out.lateRows {
-		plain, own, err := r.plan.plainRows(bs, r.mem)
-		if err != nil {
-			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
-		}
-		lines, err := jsonLines(r.plan.windowIn, plain)
-		if own {
-			releaseBatches(plain)
-		}
-		if err != nil {
-			return inputSummary{}, fmt.Errorf("replay: late rows: %w", err)
-		}
-		res.Late = append(res.Late, lines...)
 	}
 	if g := out.graph; g != nil {
 		keys := slices.Sorted(maps.Keys(g.late))

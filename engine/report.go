@@ -756,13 +756,18 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
 		for _, n := range gp.state {
+			// A linear pipeline's one window needs no stage name.
+			pre := "stage " + n.name + ": "
+			if gp.linear {
+				pre = ""
+			}
 			switch m := rp.stages[n.name]; {
 			case m == nil:
 			case m.chain != nil:
-				rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+describeChain(m.chain))
+				rep.StateChanges = append(rep.StateChanges, pre+describeChain(m.chain))
 			default:
 				for _, c := range m.ev.Changes() {
-					rep.StateChanges = append(rep.StateChanges, "stage "+n.name+": "+c)
+					rep.StateChanges = append(rep.StateChanges, pre+c)
 				}
 			}
 		}
@@ -797,14 +802,19 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	addSubtasks("", rp.restore)
 	if gp := rp.plan.graph; gp != nil {
-		// Each stateful stage restores its subtasks as restoreGraph does.
+		// Each stateful stage restores its subtasks as restoreGraph does
+		// (a linear pipeline's window unnamed, as its form has one).
 		m := rp.from.manifest
 		if rp.from.kind == manifest.RestoreReset {
 			m = nil
 		}
 		for _, n := range gp.state {
 			srs, _, _ := restoreSources(m, n.name, rp.parallelism, rp.k)
-			addSubtasks(n.name, srs)
+			name := n.name
+			if gp.linear {
+				name = ""
+			}
+			addSubtasks(name, srs)
 		}
 	}
 	return rep, nil

@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -196,7 +199,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if m.Pipeline != p.Name || g.Generation != m.Generation {
 		return nil, fmt.Errorf("import: the folder holds epoch %d of pipeline %q (generation record %d), not a savepoint of %q", m.Epoch, m.Pipeline, g.Generation, p.Name)
 	}
-	schema, err := stateSchemaOf(ctx, p, st)
+	schemas, err := stateSchemas(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +225,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 		sp.Bytes += int64(len(data))
 		return nil
 	}
+	var schema *arrow.Schema // of the operator whose files fix checks
 	fix := func(refs []manifest.FileRef, state bool) error {
 		for i, ref := range refs {
 			data, err := read(ref.Path)
@@ -248,6 +252,10 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 		return nil
 	}
 	for i := range m.Operators {
+		id := m.Operators[i].ID
+		if schema = schemas[id]; schema == nil {
+			return nil, fmt.Errorf("import: the savepoint holds state of operator %q, which is not a stateful operator of the spec (%s)", id, strings.Join(slices.Sorted(maps.Keys(schemas)), ", "))
+		}
 		if err := fix(m.Operators[i].Files, true); err != nil {
 			return nil, err
 		}
@@ -294,39 +302,35 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	return savepointInfo(epoch.SavepointInfo{Name: name, Savepoint: sp}, u), nil
 }
 
-// stateSchemaOf compiles the spec's plan (declared schema, or inferred
-// from the source) and returns its window's state schema.
-func stateSchemaOf(ctx context.Context, p *spec.Pipeline, st *stores) (*arrow.Schema, error) {
-	src, err := sourceSchema(p)
+// stateSchemas compiles the spec's plan as a run does (a linear pipeline
+// lowered onto the graph; declared schemas, or inferred from the sources)
+// and returns each stateful operator's state schema, by operator id.
+func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Schema, error) {
+	p, err := graphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	if src == nil {
-		s, err := store.Open(ctx, p.Source.URL)
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		files, err := listSource(ctx, p, s)
-		if err != nil {
-			return nil, err
-		}
-		if src, err = inferSchema(ctx, p, s, files); err != nil {
-			return nil, err
-		}
-	}
-	pl, err := compileOn(p, src)
+	st, err := openStores(ctx, p, &Options{}, needsSourceFiles(p)) // the sources only to infer a schema
 	if err != nil {
 		return nil, err
 	}
-	if pl.window == nil {
+	defer st.Close()
+	pl, _, err := compileTool(ctx, p, st.source)
+	if err != nil {
+		return nil, err
+	}
+	if len(pl.graph.state) == 0 {
 		return nil, fmt.Errorf("the pipeline has no stateful operator")
 	}
-	w, err := operators.NewWindow(*pl.window, pl.windowIn, maxParallelism(p))
-	if err != nil {
-		return nil, err
+	out := map[string]*arrow.Schema{}
+	for _, n := range pl.graph.state {
+		op, err := n.newOp()
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", n.name, err)
+		}
+		out[n.name] = op.StateSchema()
 	}
-	return w.StateSchema(), nil
+	return out, nil
 }
 
 // checkStateFile checks an edited state file: Parquet with exactly the

@@ -84,7 +84,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 				return rep, nil
 			}
 		}
-		if _, err := compile(q, sc, opts.exprOptions()...); err != nil {
+		if _, err := compileLinear(q, sc, opts.exprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	}
