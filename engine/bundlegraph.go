@@ -170,6 +170,12 @@ func replayGraphBundle(ctx context.Context, dir string, b *BundleManifest, p *sp
 	if err != nil {
 		return nil, err
 	}
+	if g := rp.from.generation; g != nil { // the state layouts the bundle's generation recorded (graphprune.go)
+		if pl, err = pl.withRecordedLayouts(g.Plan); err != nil {
+			return nil, fmt.Errorf("bundle: %w", err)
+		}
+		r.plan, rp.plan = pl, pl
+	}
 	if err := r.restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}

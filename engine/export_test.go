@@ -7,3 +7,12 @@ func SetStateRowGroupRows(n int64) func() {
 	stateRowGroupRows = n
 	return func() { stateRowGroupRows = old }
 }
+
+// SetGraphPruning turns the column pruning of graph plans on or off (off:
+// the plans, and state layouts, of the release before it) for a test and
+// returns a function that restores it.
+func SetGraphPruning(on bool) func() {
+	old := pruneGraphs
+	pruneGraphs = on
+	return func() { pruneGraphs = old }
+}
