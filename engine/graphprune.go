@@ -95,6 +95,15 @@ func narrows(kind string) bool {
 // wide keep their whole inputs.
 func (gp *graphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []expr.Option) *graphPruning {
 	pr := &graphPruning{out: map[string]colSet{}, in: map[string][]colSet{}, wide: wide}
+	// A keyed stage whose rows a stage that breaks ties by arrival reads
+	// keeps its whole input: the rows it emits are handed on in an order
+	// of all their values (CanonicalOrder), which fewer columns would
+	// change, and with it which of two tied rows wins.
+	whole := gp.orderBound()
+	for n := range wide {
+		whole[n] = true
+	}
+	wide = whole
 	for _, n := range gp.nodes {
 		pr.out[n.name] = colSet{}
 	}
@@ -121,6 +130,50 @@ func (gp *graphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []exp
 		}
 	}
 	return pr
+}
+
+// orderBound returns the keyed stages that may be narrowed but whose
+// rows (through stateless stages) reach a keyed stage whose result
+// depends on the order of its input: top_n, dedup and over (ties by
+// arrival), a window with first or last.
+func (gp *graphPlan) orderBound() map[string]bool {
+	readers := map[*gnode][]*gnode{}
+	for _, n := range gp.nodes {
+		for _, in := range n.ins {
+			readers[in] = append(readers[in], n)
+		}
+	}
+	var sensitive func(n *gnode, seen map[*gnode]bool) bool
+	sensitive = func(n *gnode, seen map[*gnode]bool) bool {
+		for _, r := range readers[n] {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			switch {
+			case !r.stateful:
+				if sensitive(r, seen) {
+					return true
+				}
+			case r.kind == spec.KindTopN || r.kind == spec.KindDedup || r.kind == spec.KindOver:
+				return true
+			case r.kind == spec.KindWindow:
+				for _, a := range r.spec.Window.Aggregates {
+					if a.Func == spec.First || a.Func == spec.Last {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	out := map[string]bool{}
+	for _, n := range gp.state {
+		if narrows(n.kind) && sensitive(n, map[*gnode]bool{}) {
+			out[n.name] = true
+		}
+	}
+	return out
 }
 
 // inputNeeds returns, per input of n, the columns of that input n reads
