@@ -72,11 +72,10 @@ type graphPlan struct {
 	state   []*gnode // the stateful nodes, in node order
 	sources map[string]*gnode
 	lookups []*gnode
-	// fullFP is each keyed stage's state fingerprint in the unpruned plan;
-	// relayout compiles the plan again with the stages in wide holding
-	// their whole inputs (graphprune.go).
-	// narrowFP is each keyed stage's fingerprint in a new pipeline's plan,
-	// wide the stages this plan keeps whole.
+	// fullFP and narrowFP are each keyed stage's state fingerprint in the
+	// unpruned plan and in a new pipeline's; wide are the stages this plan
+	// keeps whole for their recorded layout; relayout compiles the plan
+	// again with other such stages (graphprune.go).
 	fullFP, narrowFP map[string]string
 	wide             map[string]bool
 	relayout         func(wide map[string]bool) (*plan, error)

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -505,12 +506,18 @@ func pruneGraph(full *plan, g *spec.Graph, schemas, lookups map[string]*arrow.Sc
 	var layout func(wide map[string]bool) (*plan, error)
 	layout = func(wide map[string]bool) (*plan, error) {
 		pr := full.graph.neededColumns(g, wide, xo)
-		pl, err := compileGraphOn(full.spec, g, prunedSchemas(g, schemas, pr), lookups, pr, xo)
+		pruned := prunedSchemas(g, schemas, pr)
+		pl, err := compileGraphOn(full.spec, g, pruned, lookups, pr, xo)
 		if err != nil || !samePruned(full.graph, pl.graph, wide) {
 			cp, gp := *full, *full.graph
 			cp.graph = &gp
 			pl = &cp
 		} else {
+			if dict := dictSchemas(g, pl.graph, pruned); dict != nil {
+				if pd, err := compileGraphOn(full.spec, g, dict, lookups, pr, xo); err == nil && sameNodes(pl.graph, pd.graph) {
+					pl = pd
+				}
+			}
 			pl.hash, pl.declared = full.hash, full.declared // the plan's identity is the unpruned plan's
 		}
 		gp := pl.graph
@@ -525,6 +532,80 @@ func pruneGraph(full *plan, g *spec.Graph, schemas, lookups map[string]*arrow.Sc
 		return pl, nil
 	}
 	return layout(nil)
+}
+
+// dictSchemas returns the source schemas with dictionary keys (as the
+// linear form's useDictKeys): a Parquet source read by one window stage
+// only, with no late_url (its late rows are written as plain strings), is
+// decoded with that window's string key columns as dictionary<int32,
+// utf8>, so that the window looks up each distinct key once per batch
+// instead of hashing a string per row. nil when no source qualifies.
+func dictSchemas(g *spec.Graph, gp *graphPlan, schemas map[string]*arrow.Schema) map[string]*arrow.Schema {
+	readers := map[*gnode][]*gnode{}
+	for _, n := range gp.nodes {
+		for _, in := range n.ins {
+			readers[in] = append(readers[in], n)
+		}
+	}
+	sinks := map[*gnode]bool{gp.sink: true}
+	for _, n := range gp.extra {
+		sinks[n] = true
+	}
+	var out map[string]*arrow.Schema
+	for i := range g.Sources {
+		ns := &g.Sources[i]
+		src := gp.sources[ns.Name]
+		rs := readers[src]
+		if ns.Source.Format != spec.Parquet || src == nil || sinks[src] || len(rs) != 1 {
+			continue
+		}
+		w := rs[0]
+		if w.kind != spec.KindWindow || w.lateURL != "" || len(w.ins) != 1 {
+			continue
+		}
+		aggIn := colSet{}
+		for _, a := range w.spec.Window.Aggregates {
+			aggIn.addAll(a.Column)
+		}
+		sc := schemas[ns.Name]
+		fields := slices.Clone(sc.Fields())
+		n := 0
+		for _, k := range w.spec.Window.Key {
+			idx := sc.FieldIndices(k)
+			if len(idx) == 1 && fields[idx[0]].Type.ID() == arrow.STRING && !aggIn[k] && k != ns.Source.EventTime {
+				fields[idx[0]].Type = dictKeyType
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*arrow.Schema, len(schemas))
+			for name, s := range schemas {
+				out[name] = s
+			}
+		}
+		md := sc.Metadata()
+		out[ns.Name] = arrow.NewSchema(fields, &md)
+	}
+	return out
+}
+
+// sameNodes reports whether b computes what a does with the same state:
+// every stage's output schema and every keyed stage's fingerprint equal
+// (b may decode its sources otherwise).
+func sameNodes(a, b *graphPlan) bool {
+	if len(a.nodes) != len(b.nodes) {
+		return false
+	}
+	for i, n := range a.nodes {
+		m := b.nodes[i]
+		if n.name != m.name || n.fp != m.fp || n.kind != "source" && !n.out.Equal(m.out) {
+			return false
+		}
+	}
+	return true
 }
 
 // samePruned reports whether the pruned graph pg computes what the

@@ -93,3 +93,69 @@ func mustGraph(t *testing.T, p *spec.Pipeline) *spec.Graph {
 	}
 	return g
 }
+
+// TestGraphDictKeys: a Parquet source read only by a window is decoded
+// with the window's string keys as dictionaries; the window's state
+// layout and output, and the plan hash, are those of plain keys.
+func TestGraphDictKeys(t *testing.T) {
+	const text = `
+name: d
+sources:
+  a: {type: files, url: in/a, format: parquet, event_time: ts,
+      schema: {user: string, page: string, ts: timestamp, bytes: int64}}
+  b: {type: files, url: in/b, format: parquet, event_time: ts,
+      schema: {user: string, ts: timestamp}}
+stages:
+  - name: w
+    input: a
+    window: {key: [user], tumbling: 1m, aggregates: {n: "count()", pages: "count_distinct(page)"}}
+  - name: f
+    input: b
+    filter: "user != 'x'"
+  - name: v
+    input: f
+    window: {key: [user], tumbling: 1m, aggregates: {n: "count()"}}
+  - name: both
+    inputs: [w, v]
+    join: {on: [user], window: {tumbling: 1m}}
+sinks:
+  out: {input: both, type: files, url: out, format: parquet}
+state: {url: st}
+`
+	p, err := spec.Parse("d.yaml", []byte(text), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*arrow.Schema{}
+	for _, ns := range p.Sources {
+		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemas[ns.Name] = sc
+	}
+	pl, err := compileGraph(p, schemas, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := compileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp := pl.graph
+	if got := gp.sources["a"].out.Field(0).Type; !arrow.TypeEqual(got, dictKeyType) {
+		t.Errorf("source a decodes user as %s, want %s", got, dictKeyType)
+	}
+	if got := gp.sources["b"].out.Field(0).Type; got.ID() != arrow.STRING {
+		t.Errorf("source b (read by a filter) decodes user as %s, want plain", got)
+	}
+	for _, n := range full.graph.nodes {
+		m := gp.byName[n.name]
+		if n.fp != m.fp || n.kind != "source" && !n.out.Equal(m.out) {
+			t.Errorf("stage %s: fp %s out %s, want %s %s", n.name, m.fp, m.out, n.fp, n.out)
+		}
+	}
+	if pl.hash != full.hash {
+		t.Errorf("hash %s, want %s", pl.hash, full.hash)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/internal/datagen"
 )
 
 // prunedGraph reads auctions and bids that carry a pad column no stage
@@ -221,5 +222,79 @@ func TestGraphPruning(t *testing.T) {
 	checkColumns(t, "continued unpruned pipeline, dedup", stateColumns(t, wide, "last-bid", split), []string{"pad"}, nil)
 	if got := allLines(wide); !reflect.DeepEqual(got, want) {
 		t.Fatalf("continued unpruned pipeline: outputs differ:\n%s", diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+}
+
+// TestGraphDictKeysRun: a graph window reading a Parquet source directly
+// (dictionary keys) writes the rows the plain-key plan writes, and a
+// pipeline started before graph pruning continues in its generation.
+func TestGraphDictKeysRun(t *testing.T) {
+	const text = `
+name: gdict
+sources:
+  clicks: {type: files, url: "{{source}}", format: parquet, event_time: event_time,
+           max_files_per_epoch: 1, watermark: {max_out_of_orderness: 0s}}
+stages:
+  - name: per-user
+    input: clicks
+    window: {key: [user_id], tumbling: 1m, aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
+sinks:
+  out: {input: per-user, type: files, url: "{{sink}}", format: parquet}
+state: {url: "{{state}}", parallelism: 2}
+`
+	gen := datagen.Options{Rows: 4000, Files: 6, Users: 200, Span: 20 * time.Minute, Seed: 3, Format: "parquet"}
+	sinkRows := func(e *env) []string {
+		var rows []string
+		dir := strings.TrimPrefix(e.sink, "file://")
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") || strings.Contains(p, "_rejected") {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, parquetRows(t, data)...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(rows)
+		return rows
+	}
+	ref := fileEnv(t)
+	genData(t, ref, gen)
+	restore := engine.SetGraphPruning(false)
+	run(t, ref.pipeline(t, text), engine.Options{Drain: true})
+	restore()
+	want := sinkRows(ref)
+	if len(want) < 100 {
+		t.Fatalf("reference wrote %d rows", len(want))
+	}
+
+	e := fileEnv(t)
+	genData(t, e, gen)
+	p := e.pipeline(t, text)
+	restore = engine.SetGraphPruning(false)
+	run(t, p, engine.Options{UntilEpoch: 3}) // the release before: plain keys
+	restore()
+	run(t, p, engine.Options{UntilEpoch: 5})
+	run(t, p, engine.Options{Drain: true, Parallelism: 3})
+	if got := sinkRows(e); !reflect.DeepEqual(got, want) {
+		t.Fatalf("dictionary keys: %d rows, want %d\n%s", len(got), len(want), diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+	ents, err := os.ReadDir(filepath.Join(strings.TrimPrefix(e.state, "file://"), "gdict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gens []string
+	for _, d := range ents {
+		if strings.HasPrefix(d.Name(), "gen=") {
+			gens = append(gens, d.Name())
+		}
+	}
+	if !reflect.DeepEqual(gens, []string{"gen=000001", "gen=000002"}) {
+		t.Fatalf("generations %v: the plan changed with dictionary keys (want gen 1, then 2 for the rescale)", gens)
 	}
 }
