@@ -14,6 +14,7 @@ import (
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/spec"
 )
 
 // prunedGraph reads auctions and bids that carry a pad column no stage
@@ -222,6 +223,30 @@ func TestGraphPruning(t *testing.T) {
 	checkColumns(t, "continued unpruned pipeline, dedup", stateColumns(t, wide, "last-bid", split), []string{"pad"}, nil)
 	if got := allLines(wide); !reflect.DeepEqual(got, want) {
 		t.Fatalf("continued unpruned pipeline: outputs differ:\n%s", diffLines(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+
+	// floe state and floe replay --verify read either layout: the one the
+	// epoch's generation recorded.
+	for _, c := range []struct {
+		what string
+		p    *spec.Pipeline
+	}{{"new pipeline", p}, {"unpruned pipeline", pw}} {
+		v, err := engine.ReadState(t.Context(), c.p, engine.StateQuery{Epoch: split + 1, Op: "bid-auction"})
+		if err != nil {
+			t.Fatalf("%s: read state: %v", c.what, err)
+		}
+		if len(v.Ops) != 1 {
+			t.Fatalf("%s: read state: %d operators, want the join", c.what, len(v.Ops))
+		}
+		for _, ep := range []int64{split + 1, split + 3} {
+			vr, err := engine.VerifyReplay(t.Context(), c.p, engine.ReplayOptions{Epoch: ep})
+			if err != nil {
+				t.Fatalf("%s: replay epoch %d: %v", c.what, ep, err)
+			}
+			if !vr.Identical() {
+				t.Fatalf("%s: replay of epoch %d differs from what it committed: %v %v", c.what, ep, vr.Diff, vr.Counters)
+			}
+		}
 	}
 }
 
