@@ -230,7 +230,8 @@ func TestGraphPruning(t *testing.T) {
 	for _, c := range []struct {
 		what string
 		p    *spec.Pipeline
-	}{{"new pipeline", p}, {"unpruned pipeline", pw}} {
+		text string
+	}{{"new pipeline", p, narrow.spec(t, prunedGraph)}, {"unpruned pipeline", pw, wide.spec(t, prunedGraph)}} {
 		v, err := engine.ReadState(t.Context(), c.p, engine.StateQuery{Epoch: split + 1, Op: "bid-auction"})
 		if err != nil {
 			t.Fatalf("%s: read state: %v", c.what, err)
@@ -245,6 +246,18 @@ func TestGraphPruning(t *testing.T) {
 			}
 			if !vr.Identical() {
 				t.Fatalf("%s: replay of epoch %d differs from what it committed: %v %v", c.what, ep, vr.Diff, vr.Counters)
+			}
+			// A regression bundle of the epoch replays the same lines.
+			dir := filepath.Join(t.TempDir(), "bundle")
+			if _, err := engine.EmitTestBundle(t.Context(), c.p, engine.EmitOptions{ReplayOptions: engine.ReplayOptions{Epoch: ep}, Spec: []byte(c.text), Dir: dir}); err != nil {
+				t.Fatalf("%s: emit a bundle of epoch %d: %v", c.what, ep, err)
+			}
+			got, _, err := engine.ReplayBundle(t.Context(), dir, engine.BundleReplayOptions{})
+			if err != nil {
+				t.Fatalf("%s: replay the bundle of epoch %d: %v", c.what, ep, err)
+			}
+			if !reflect.DeepEqual(got.Lines(), vr.Replay.Lines()) {
+				t.Fatalf("%s: the bundle of epoch %d replays other lines than the epoch", c.what, ep)
 			}
 		}
 	}
