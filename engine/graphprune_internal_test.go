@@ -14,7 +14,7 @@ name: p
 sources:
   a: {type: files, url: in/a, format: jsonl, event_time: ts,
       schema: {id: int64, cat: int64, ts: timestamp, pad: string}}
-  b: {type: files, url: in/b, format: jsonl, event_time: ts,
+  b: {type: files, url: in/b, format: jsonl, event_time: ts, VALIDATE
       schema: {aid: int64, price: int64, ts: timestamp, pad: string}}
 stages:
   - name: j
@@ -37,15 +37,17 @@ func TestGraphPruningRules(t *testing.T) {
 		name, late, after string
 		narrow            bool   // j holds fewer columns than its inputs
 		srcB              string // the columns source b decodes
+		validate          string
 	}{
-		{"window", "", window, true, "aid,price,ts"},
-		{"window with first", "", `window: {key: [cat], tumbling: 10s, aggregates: {f: "first(price)"}}`, false, "aid,price,ts,pad"},
-		{"top_n ties by arrival", "", `top_n: {n: 2, key: [cat], tumbling: 10s, order_by: [price desc]}`, false, "aid,price,ts,pad"},
-		{"late rows written whole", "late_url: late", window, false, "aid,price,ts,pad"},
-		{"project of a renamed column", "", `project: {cat: cat, bts: ts, ats: right_ts}`, true, "aid,ts"},
+		{"window", "", window, true, "aid,price,ts", ""},
+		{"window with first", "", `window: {key: [cat], tumbling: 10s, aggregates: {f: "first(price)"}}`, false, "aid,price,ts,pad", ""},
+		{"top_n ties by arrival", "", `top_n: {n: 2, key: [cat], tumbling: 10s, order_by: [price desc]}`, false, "aid,price,ts,pad", ""},
+		{"late rows written whole", "late_url: late", window, false, "aid,price,ts,pad", ""},
+		{"project of a renamed column", "", `project: {cat: cat, bts: ts, ats: right_ts}`, true, "aid,ts", ""},
+		{"validate all decodes every column", "", window, true, "aid,price,ts,pad", "validate: all,"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			text := strings.NewReplacer("LATE", c.late, "AFTER", c.after).Replace(pruneSpec)
+			text := strings.NewReplacer("LATE", c.late, "AFTER", c.after, "VALIDATE", c.validate).Replace(pruneSpec)
 			p, err := spec.Parse("p.yaml", []byte(text), t.TempDir())
 			if err != nil {
 				t.Fatal(err)
