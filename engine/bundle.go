@@ -364,6 +364,12 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err != nil {
 		return nil, b, err
 	}
+	if g := rp.from.generation; g != nil { // the state layouts the bundle's generation recorded (graphprune.go)
+		if pl, err = pl.withRecordedLayouts(g.Plan); err != nil {
+			return nil, b, fmt.Errorf("bundle: %w", err)
+		}
+		r.plan, rp.plan = pl, pl
+	}
 	if from := rp.from; from.manifest != nil && from.generation != nil {
 		if rp.stages, err = evolveGraph(from.generation.Plan, pl, nil); err != nil {
 			return nil, b, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)

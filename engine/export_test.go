@@ -11,3 +11,12 @@ func SetStateRowGroupRows(n int64) func() {
 // SetExecutor makes a run of a linear pipeline use the linear ("linear")
 // or the graph ("graph") executor, for the differential test.
 func SetExecutor(o *Options, executor string) { o.executor = executor }
+
+// SetGraphPruning turns the column pruning of graph plans on or off (off:
+// the plans, and state layouts, of the release before it) for a test and
+// returns a function that restores it.
+func SetGraphPruning(on bool) func() {
+	old := pruneGraphs
+	pruneGraphs = on
+	return func() { pruneGraphs = old }
+}

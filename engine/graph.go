@@ -67,6 +67,9 @@ type gnode struct {
 	// chain is empty); filters are the chain's stages, in order.
 	chainEnd *gnode
 	chain    []*gnode
+	// keepOut, in a pruned compile, are the output columns a project
+	// computes (nil: all; graphprune.go).
+	keepOut colSet
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -78,6 +81,13 @@ type graphPlan struct {
 	state   []*gnode // the stateful nodes, in node order
 	sources map[string]*gnode
 	lookups []*gnode
+	// fullFP and narrowFP are each keyed stage's state fingerprint in the
+	// unpruned plan and in a new pipeline's; wide are the stages this plan
+	// keeps whole for their recorded layout; relayout compiles the plan
+	// again with other such stages (graphprune.go).
+	fullFP, narrowFP map[string]string
+	wide             map[string]bool
+	relayout         func(wide map[string]bool) (*plan, error)
 	// linear: compiled from the linear form (source, operators, sink). Its
 	// one source's files keep their own keys (no "<source>/" prefix, the
 	// layout the linear form has always committed), and its figures and
@@ -129,12 +139,24 @@ func (gp *graphPlan) decodeChains(g *spec.Graph) {
 }
 
 // compileGraph compiles p's graph over its sources' schemas (by source
-// name) into a plan whose linear parts are empty.
+// name) into a plan whose linear parts are empty, pruned to the columns
+// its stages read (graphprune.go) with the layouts of a new pipeline;
+// withRecordedLayouts gives a generation's stages the layouts it recorded.
 func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, xo ...expr.Option) (*plan, error) {
 	g, err := p.Graph()
 	if err != nil {
 		return nil, err
 	}
+	full, err := compileGraphOn(p, g, schemas, lookupSchemas, nil, xo)
+	if err != nil {
+		return nil, err
+	}
+	return pruneGraph(full, g, schemas, lookupSchemas, xo)
+}
+
+// compileGraphOn compiles graph g of p over the sources' schemas; pr, when
+// set, prunes project items and narrows keyed stages' inputs.
+func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, pr *graphPruning, xo []expr.Option) (*plan, error) {
 	k := maxParallelism(p)
 	gp := &graphPlan{byName: map[string]*gnode{}, sources: map[string]*gnode{}}
 	for i := range g.Sources {
@@ -165,8 +187,19 @@ func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSche
 				}
 			}
 		}
+		var orig []*gnode
+		var cols [][]int
+		if pr != nil {
+			n.keepOut = pr.out[n.name]
+			orig, cols = n.narrowInputs(pr)
+		}
 		if err := compileStage(g, st, n, k, lookupSchemas, xo); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.path, err)
+		}
+		if orig != nil {
+			if err := n.wrapNarrowed(orig, cols); err != nil {
+				return nil, fmt.Errorf("%s: %w", n.path, err)
+			}
 		}
 		n.delay = g.WatermarkDelay(n.name) // the one rule (docs/graph.md, Watermarks)
 		if n.stateful {
@@ -263,9 +296,12 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		}
 		n.stage, n.out = &stage{id: n.name, filter: e, out: in}, in
 	case st.Project != nil:
-		items := make([]expr.ProjectItem, len(st.Project.Columns))
-		for j, c := range st.Project.Columns {
-			items[j] = expr.ProjectItem{Name: c.Name, Expr: c.Expr}
+		items := make([]expr.ProjectItem, 0, len(st.Project.Columns))
+		for _, c := range st.Project.Columns {
+			items = append(items, expr.ProjectItem{Name: c.Name, Expr: c.Expr})
+		}
+		if kept := keptItems(items, n.keepOut); len(kept) > 0 {
+			items = kept // a pruned compile: only the items read
 		}
 		pr, err := expr.CompileProjection(items, in, xo...)
 		if err != nil {

@@ -288,6 +288,9 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err != nil {
 		return nil, err
 	}
+	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+		return nil, err
+	}
 	if err := compatible(g.Plan, x.pl.ops); err != nil {
 		return nil, fmt.Errorf("epoch %d (generation %d) cannot be read with this spec: %w", m.Epoch, m.Generation, err)
 	}

@@ -99,6 +99,11 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		if rp.plan, err = compileGraph(p, schemas, lookups, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
+		if hg := from.generation; hg != nil { // the state layouts the restored generation recorded (graphprune.go)
+			if rp.plan, err = rp.plan.withRecordedLayouts(hg.Plan); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		src, err := sourceSchema(p)
 		if err != nil {

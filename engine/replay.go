@@ -291,6 +291,9 @@ func (y *replayer) locate(ctx context.Context) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	m, g := y.m, y.g
+	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+		return fmt.Errorf("replay: %w", err)
+	}
 	if _, err := evolve(g.Plan, x.pl); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
