@@ -468,7 +468,7 @@ func evolveGraph(old []manifest.OpPlan, pl *plan, regs []StateMigration) (map[st
 			return nil, fmt.Errorf("operator %q changed how it times its input rows (%s -> %s): its state cannot be migrated; "+
 				"start a new pipeline name to recompute from the input", o.ID, prev.StateSchema, o.StateSchema)
 		}
-		ev, err := operators.PlanStateEvolution(oldSpec, w.StateSpec(), oldIn, w.InputSchema())
+		ev, err := operators.PlanStateEvolution(oldSpec, w.StateSpec(), oldIn, plainSchema(w.InputSchema()))
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -517,11 +517,31 @@ func statePlanOf(op operators.Stateful) string {
 	if w == nil {
 		return ""
 	}
-	sp, err := operators.MarshalStatePlan(w.StateSpec(), w.InputSchema())
+	sp, err := operators.MarshalStatePlan(w.StateSpec(), plainSchema(w.InputSchema()))
 	if err != nil {
 		return ""
 	}
 	return string(sp)
+}
+
+// plainSchema is s with dictionary columns as their value type: a window
+// reading dictionary keys (dictKeyType, decoded so for speed) holds and
+// plans its state as for the plain strings, so whether its source is
+// decoded with dictionaries never changes its state plan.
+func plainSchema(s *arrow.Schema) *arrow.Schema {
+	fields := slices.Clone(s.Fields())
+	n := 0
+	for i, f := range fields {
+		if d, ok := f.Type.(*arrow.DictionaryType); ok {
+			fields[i].Type = d.ValueType
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(fields, &md)
 }
 
 // compatible reports whether state written under plan old can be restored
