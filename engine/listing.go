@@ -45,6 +45,9 @@ type listing struct {
 	after   string    // the current listing started after this key ("" = all)
 	fullAt  time.Time // start of the last full listing (zero: none recorded)
 	keys    []string  // the current listing's keys, sorted
+	// swept: some listing of this run was of the whole source, so the run
+	// sweeps the state and the sinks for orphans (runner.start).
+	swept bool
 	// frontier is the committed one (the head's, then each commit's).
 	frontier string
 }
@@ -105,6 +108,7 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 	if l.ordered && l.full {
 		l.fullAt = now
 	}
+	l.swept = l.swept || l.full
 }
 
 // replan decides the next listing of a --trigger run.

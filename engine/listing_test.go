@@ -2,10 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -397,10 +399,10 @@ func TestForgetAfter(t *testing.T) {
 
 // TestLexicalS3Requests: on S3, after 1,100 processed files (two LIST
 // pages), a run with one new file lists the source with one request
-// (StartAfter the frontier), the whole run with at most 6 (the source;
-// state gen= after the start and after the commit; the sink at the start
-// and the end; _rejected/), counted at the server; a late key is read by
-// the due full listing, once.
+// (StartAfter the frontier), the whole run with 2 (the source, and
+// _rejected/ after the names of epochs older than the retained ones: the
+// state and the sink are listed by runs that list the source in full),
+// counted at the server; a late key is read by the due full listing, once.
 func TestLexicalS3Requests(t *testing.T) {
 	e, px := proxiedEnv(t)
 	src, err := store.Open(context.Background(), e.source)
@@ -443,8 +445,17 @@ func TestLexicalS3Requests(t *testing.T) {
 	if res.Files != 1 || n != 1 || afters[0] != "in/events/k11000.jsonl" {
 		t.Fatalf("ordered run: %d files, source listed with %d requests after %q; want 1 file, 1 request after the frontier", res.Files, n, afters)
 	}
-	if all.List > 6 || all != res.Requests.Requests {
-		t.Fatalf("the run sent %+v (counted %+v); want at most 6 LIST requests and equal counts", all, res.Requests.Requests)
+	if all.List > 2 || all != res.Requests.Requests {
+		t.Fatalf("the run sent %+v (counted %+v); want at most 2 LIST requests and equal counts", all, res.Requests.Requests)
+	}
+	for _, q := range px.Requests() {
+		if store.S3Op(q.Method, q.Path, q.RawQuery, true) != store.OpList || strings.Contains(q.RawQuery, "prefix=in%2Fevents%2F") {
+			continue
+		}
+		v, _ := url.ParseQuery(q.RawQuery)
+		if !strings.HasSuffix(v.Get("prefix"), "_rejected/") {
+			t.Fatalf("the ordered run listed %s?%s; want only the source and the side outputs", q.Path, q.RawQuery)
+		}
 	}
 	now = t0.Add(2 * time.Hour)
 	if res := run(t, p, opts); res.Files != 1 {
@@ -471,4 +482,142 @@ func TestGraphRefusesOrder(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order and forget_after are not supported in the graph form") {
 		t.Fatalf("graph source with forget_after: %v", err)
 	}
+}
+
+// listCount counts the listings of a store, by prefix.
+type listCount struct {
+	store.Store
+	mu       sync.Mutex
+	prefixes []string
+}
+
+func (l *listCount) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+	return l.ListAfter(ctx, prefix, "")
+}
+
+func (l *listCount) ListAfter(ctx context.Context, prefix, after string) ([]store.ObjectInfo, error) {
+	l.mu.Lock()
+	l.prefixes = append(l.prefixes, prefix)
+	l.mu.Unlock()
+	return store.ListAfter(ctx, l.Store, prefix, after)
+}
+
+func (l *listCount) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.prefixes
+	l.prefixes = nil
+	return out
+}
+
+// TestLexicalOrphans: with order: lexical, a run that lists after the
+// frontier lists neither the state nor the sink. A killed attempt's
+// rejected-rows file is deleted by the next run anyway (side outputs are
+// swept at every start), its output and state files stay until the next
+// run that lists the source in full, which deletes them; retention keeps
+// retain_epochs epochs meanwhile (from the manifest chain), and every row
+// is committed once.
+func TestLexicalOrphans(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	p.State.RetainEpochs = 2
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	state, sink := &listCount{}, &listCount{}
+	opts := engine.Options{Now: func() time.Time { return now }, WrapStore: func(name string, s store.Store) store.Store {
+		switch name {
+		case "state":
+			state.Store = s
+			return state
+		case "sink":
+			sink.Store = s
+			return sink
+		}
+		return s
+	}}
+	putN(t, e, "f01.jsonl", 1)
+	run(t, p, opts)
+
+	// Epoch 2 writes its output and its rejected-rows file, then dies
+	// before its manifest; a state file of the dead attempt stands in for
+	// the state it would have written.
+	now = t0.Add(time.Minute)
+	e.put(t, "f02.jsonl", jsonl(ev("00:00:10", "u1", 2), "not json"))
+	_, err := engine.Run(context.Background(), p, engine.Options{Now: opts.Now, Retry: store.RetryPolicy{MaxAttempts: 1},
+		WrapStore: func(name string, s store.Store) store.Store {
+			if name != "state" {
+				return s
+			}
+			return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{
+				Match: store.Match{Op: store.OpPut, KeyContains: manifest.ManifestFile}, Mode: store.CrashBefore}}})
+		}})
+	if !errors.Is(err, store.ErrCrashed) {
+		t.Fatalf("crashing run: %v", err)
+	}
+	deadState := "lex/" + manifest.SourcePath(1, 2, "0badc0de-0000-4000-8000-000000000000", "seen-9.txt")
+	st, err := store.Open(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(context.Background(), deadState, []byte("x\n"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var deadOut, deadRejected []string
+	for _, k := range listKeys(t, e.sink) {
+		switch {
+		case strings.HasPrefix(k, "part-g000001-e0000000002-"):
+			deadOut = append(deadOut, k)
+		case strings.HasPrefix(k, "_rejected/part-g000001-e0000000002-"):
+			deadRejected = append(deadRejected, k)
+		}
+	}
+	if len(deadOut) != 1 || len(deadRejected) != 1 {
+		t.Fatalf("the dead attempt left outputs %v and rejected files %v; want one of each", deadOut, deadRejected)
+	}
+
+	// Ordered runs: epoch 2 again, then more, each with one new file.
+	for i := 3; i <= 6; i++ {
+		now = t0.Add(time.Duration(i) * time.Minute)
+		putN(t, e, fmt.Sprintf("f%02d.jsonl", i), i)
+		state.take()
+		sink.take()
+		if res := run(t, p, opts); res.Epochs < 1 {
+			t.Fatalf("ordered run %d committed nothing", i)
+		}
+		if got := state.take(); len(got) != 0 {
+			t.Fatalf("an ordered run listed the state: %q", got)
+		}
+		if got := sink.take(); len(got) != 1 || got[0] != "_rejected/" {
+			t.Fatalf("an ordered run listed the sink under %q; want _rejected/ once", got)
+		}
+	}
+	keys := strings.Join(listKeys(t, e.sink), "\n")
+	if strings.Contains(keys, deadRejected[0]) {
+		t.Fatalf("the dead attempt's rejected-rows file survived the next run's side sweep")
+	}
+	if !strings.Contains(keys, deadOut[0]) || !slices.Contains(listKeys(t, e.state), deadState) {
+		t.Fatalf("an ordered run deleted the dead attempt's files, which it should not see (it lists neither the state nor the sink)")
+	}
+	manifests := 0
+	for _, k := range listKeys(t, e.state) {
+		if strings.HasSuffix(k, manifest.ManifestFile) {
+			manifests++
+		}
+	}
+	if manifests != 2 {
+		t.Fatalf("%d manifests after ordered runs with retain_epochs: 2, want 2", manifests)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
+
+	// The full listing due an hour later sweeps them.
+	now = t0.Add(2 * time.Hour)
+	run(t, p, opts)
+	if got := state.take(); len(got) == 0 {
+		t.Fatal("the full-listing run did not list the state")
+	}
+	if slices.Contains(listKeys(t, e.sink), deadOut[0]) || slices.Contains(listKeys(t, e.state), deadState) {
+		t.Fatalf("the full-listing run left the dead attempt's files")
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
 }
