@@ -111,6 +111,33 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 	l.swept = l.swept || l.full
 }
 
+// partialLoad says whether a run restoring from may read only part of the
+// processed-file set and the size log (the segments that can hold keys
+// after the frontier, which are all an ordered listing asks about) and
+// none of the output log (read when a sweep needs it): a run that lists
+// after the frontier and continues the head.
+func (l *listing) partialLoad(from *restoreSource) (after string, ok bool) {
+	if l == nil || !l.ordered || l.full || l.after == "" || from.kind != "" || !from.shared || from.prefix != "" {
+		return "", false
+	}
+	return l.after, true
+}
+
+func (l *listing) isOrdered() bool { return l != nil && l.ordered }
+
+// replanListing decides the next listing of a --trigger run; a full one
+// needs the whole processed-file set.
+func (r *runner) replanListing(ctx context.Context, now time.Time) error {
+	r.listing.replan(r.p, now)
+	if !r.listing.full {
+		return nil
+	}
+	if err := r.seen.Complete(ctx); err != nil {
+		return err
+	}
+	return r.sizes.Complete(ctx)
+}
+
 // replan decides the next listing of a --trigger run.
 func (l *listing) replan(p *spec.Pipeline, now time.Time) {
 	if !l.ordered {

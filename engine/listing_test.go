@@ -621,3 +621,89 @@ func TestLexicalOrphans(t *testing.T) {
 	}
 	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
 }
+
+// getRec records the keys a store is asked for.
+type getRec struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (g *getRec) Get(ctx context.Context, key string) ([]byte, string, error) {
+	g.mu.Lock()
+	g.keys = append(g.keys, key)
+	g.mu.Unlock()
+	return g.Store.Get(ctx, key)
+}
+
+func (g *getRec) take(part string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, k := range g.keys {
+		if strings.Contains(k, part) {
+			out = append(out, k)
+		}
+	}
+	g.keys = nil
+	return out
+}
+
+// TestLexicalPartialLogs: with order: lexical the processed-file set and
+// the size log record each segment's key range; a run that lists after
+// the frontier reads none of the segments that end at or before it, and
+// not the output log; a full listing reads them all and still reads a
+// late key once.
+func TestLexicalPartialLogs(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	gets := &getRec{}
+	opts := engine.Options{Now: func() time.Time { return now }, WrapStore: func(name string, s store.Store) store.Store {
+		if name != "state" {
+			return s
+		}
+		gets.Store = s
+		return gets
+	}}
+	var want []int
+	for i := range 600 { // past the 512 kept inline: segments
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 10*i+10), i)
+		want = append(want, i)
+	}
+	run(t, p, opts)
+	m := headOf(t, p)
+	if len(m.Source.Segments) == 0 || m.Source.Segments[0].Last != "k06000.jsonl" || len(m.Source.SizeSegments) == 0 || m.Source.SizeSegments[0].Last == "" {
+		t.Fatalf("segments %+v, size segments %+v: want key ranges", m.Source.Segments, m.Source.SizeSegments)
+	}
+	gets.take("")
+	for i := 1; i <= 3; i++ {
+		now = t0.Add(time.Duration(i) * time.Minute)
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 6000+i), 1000+i)
+		want = append(want, 1000+i)
+		if res := run(t, p, opts); res.Files != 1 {
+			t.Fatalf("ordered run %d read %d files, want 1", i, res.Files)
+		}
+		if got := gets.take("/source/"); len(got) != 0 {
+			t.Fatalf("ordered run %d read log segments %q; want none (all end before the frontier, the output log is not needed)", i, got)
+		}
+	}
+	putN(t, e, "k00015.jsonl", 2000) // late: sorts before the frontier
+	want = append(want, 2000)
+	now = t0.Add(2 * time.Hour)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("full listing read %d files, want the late one", res.Files)
+	}
+	if got := gets.take("/source/seen-"); len(got) < len(headChain(t, p, 2)[1].Source.Segments) {
+		t.Fatalf("the full listing read %d seen segments, want all", len(got))
+	}
+	now = t0.Add(5 * time.Hour)
+	if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+		t.Fatalf("a second full listing read %d files again", res.Files)
+	}
+	if c := headOf(t, p).Source.Count; c != int64(len(want)) {
+		t.Fatalf("the processed-file set counts %d, want %d", c, len(want))
+	}
+	wantEachOnce(t, p, want...)
+}

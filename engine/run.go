@@ -313,7 +313,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			case <-time.After(r.opts.Trigger):
 			}
 			now := r.opts.now()
-			r.listing.replan(r.p, now)
+			if err := r.replanListing(ctx, now); err != nil {
+				return &r.res, err
+			}
 			if files, err = r.listing.list(ctx, r.p, r.st.source, now); err != nil {
 				return &r.res, err
 			}
@@ -451,6 +453,9 @@ func (r *runner) retainEnd(ctx context.Context) {
 			return
 		}
 		opts.ChainOnly = true
+	} else if err := r.outputs.Complete(ctx); err != nil {
+		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+		return
 	}
 	opts.SinkOnly = r.retainedAt != 0 && r.retainedAt == r.head.Epoch()
 	if _, err := r.c.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
