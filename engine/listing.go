@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/floe-dev/floe/epoch"
@@ -201,17 +202,17 @@ func (r *runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
 	if r.listing.ordered && r.listing.full && len(files) > 0 {
 		r.recordListing = true
 	}
-	forget := r.p.Source.ForgetAfter
-	if forget <= 0 {
+	forget := forgetAfterOf(r.p)
+	if forget == nil {
 		return pendingFiles(files, r.seen.Has)
 	}
-	cutoff := r.opts.now().Add(-forget)
+	now := r.opts.now()
 	var out []store.ObjectInfo
 	var old []string
 	ignored := 0
 	for _, f := range files {
 		switch {
-		case !f.ModTime.IsZero() && f.ModTime.Before(cutoff):
+		case forgotten(f, forget, now):
 			if r.seen.Has(f.Key) {
 				old = append(old, f.Key)
 			} else {
@@ -222,13 +223,44 @@ func (r *runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
 		}
 	}
 	if ignored > 0 {
-		r.log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored, "forget_after", forget)
+		r.log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored)
 	}
 	if n := r.forget(old); n > 0 {
 		r.recordListing = true
-		r.log.Info("source.forget_after: processed files older than the bound forgotten", "files", n, "forget_after", forget)
+		r.log.Info("source.forget_after: processed files older than the bound forgotten", "files", n)
 	}
 	return out
+}
+
+// forgetAfterOf returns source.forget_after of the source a listed key
+// belongs to (in the graph form the named source its first segment
+// names), or nil when no source sets one.
+func forgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
+	if !isGraph(p) {
+		if d := p.Source.ForgetAfter; d > 0 {
+			return func(string) time.Duration { return d }
+		}
+		return nil
+	}
+	by := map[string]time.Duration{}
+	for _, ns := range p.Sources {
+		if ns.Source.ForgetAfter > 0 {
+			by[ns.Name] = ns.Source.ForgetAfter
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	return func(key string) time.Duration {
+		name, _, _ := strings.Cut(key, "/")
+		return by[name]
+	}
+}
+
+// forgotten reports whether f is older than its source's forget_after.
+func forgotten(f store.ObjectInfo, forget func(string) time.Duration, now time.Time) bool {
+	d := forget(f.Key)
+	return d > 0 && !f.ModTime.IsZero() && f.ModTime.Before(now.Add(-d))
 }
 
 // forget drops keys from the processed-file set and from the size log (the

@@ -468,8 +468,8 @@ func TestLexicalS3Requests(t *testing.T) {
 	wantEachOnce(t, p, want...)
 }
 
-// TestGraphRefusesOrder: the graph form lists its sources whole; order and
-// forget_after on a named source are refused with a message naming it.
+// TestGraphRefusesOrder: the graph form lists its sources whole; order
+// on a named source is refused with a message naming it.
 func TestGraphRefusesOrder(t *testing.T) {
 	p, err := spec.Load("../testdata/pipelines/auctions-graph.yaml")
 	if err != nil {
@@ -477,10 +477,52 @@ func TestGraphRefusesOrder(t *testing.T) {
 	}
 	d := t.TempDir()
 	p.State.URL = fileURL(filepath.Join(d, "state"))
-	p.Sources[0].Source.ForgetAfter = time.Hour
+	p.Sources[0].Source.Order = spec.OrderLexical
 	_, err = engine.Run(context.Background(), p, engine.Options{})
-	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order and forget_after are not supported in the graph form") {
-		t.Fatalf("graph source with forget_after: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order is not supported in the graph form") {
+		t.Fatalf("graph source with order: %v", err)
+	}
+}
+
+// TestGraphForgetAfter: in the graph form forget_after is a named
+// source's own: its files older than the bound are ignored, while files
+// of the same age in another source are read.
+func TestGraphForgetAfter(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 3)
+	tmpl := strings.Replace(auctionGraph, "    format: jsonl\n    schema: {auction:", "    format: jsonl\n    forget_after: 30d\n    schema: {auction:", 1)
+	if tmpl == auctionGraph {
+		t.Fatal("the bids source block of auctionGraph changed")
+	}
+	p := e.pipelineFrom(t, tmpl)
+	now := time.Now()
+	old := now.Add(-40 * 24 * time.Hour)
+	var bids, auctions int
+	for _, dir := range []string{e.bids, e.auctions} {
+		root := strings.TrimPrefix(dir, "file://")
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, de := range ents {
+			if i == 0 { // the first file of each source is 40 days old
+				if err := os.Chtimes(filepath.Join(root, de.Name()), old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if dir == e.bids {
+				bids++
+			} else {
+				auctions++
+			}
+		}
+	}
+	res := run(t, p, engine.Options{Drain: true})
+	if want := int64(bids - 1 + auctions); res.Files != want {
+		t.Fatalf("read %d files, want %d: every auctions file and the bids files but the old one (forget_after on bids only)", res.Files, want)
+	}
+	if res := run(t, p, engine.Options{}); res.Files != 0 {
+		t.Fatalf("a second run read %d files", res.Files)
 	}
 }
 
