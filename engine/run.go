@@ -427,7 +427,7 @@ func parallelismNote(p *spec.Pipeline, opts *Options) string {
 // (see start); otherwise it deletes what the manifest chain names.
 func (r *runner) retain(ctx context.Context, skipSink bool) {
 	opts := r.gcOptions(skipSink)
-	opts.ChainOnly = !r.listing.full
+	opts.ChainOnly = r.listing != nil && !r.listing.full
 	r.retainedAt, r.chainedAt = 0, 0
 	if _, err := r.c.Retain(ctx, r.head, opts); err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -448,7 +448,7 @@ func (r *runner) retain(ctx context.Context, skipSink bool) {
 // run). After one that did not: the chain's, if the last one failed.
 func (r *runner) retainEnd(ctx context.Context) {
 	opts := r.gcOptions(false)
-	if !r.listing.swept {
+	if r.listing != nil && !r.listing.swept {
 		if r.chainedAt == r.head.Epoch() || r.retainedAt == r.head.Epoch() {
 			return
 		}
