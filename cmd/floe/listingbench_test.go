@@ -131,9 +131,11 @@ state: {url: %q, parallelism: 1}
 // default; FLOE_LISTING_BENCH_FILES), one new file arrives and `floe run`
 // (a child process) reads it, on versitygw. Reported per run: the LIST,
 // GET and PUT requests the server received (through a counting proxy),
-// the child's peak RSS, and (ns/op) its wall time; "lexical" lists after
-// the frontier (source.order: lexical), "plain" lists the whole source,
-// as every run did before. Run lexical first (the plain runs drop the
+// the child's peak RSS and CPU time, and (ns/op) its wall time;
+// "lexical" lists after the frontier (source.order: lexical), "plain"
+// lists the whole source, as every run did before
+// (FLOE_LISTING_BENCH_ARGS adds flags to each run, e.g. --cpuprofile
+// FILE). Run lexical first (the plain runs drop the
 // frontier):
 //
 //	go test ./cmd/floe -run '^$' -bench OneNewFile -benchtime 3x
@@ -146,6 +148,7 @@ func BenchmarkOneNewFile(b *testing.B) {
 				specPath = lb.plain
 			}
 			var lists, gets, puts, rss int64
+			var cpu time.Duration
 			rssFile := filepath.Join(b.TempDir(), "rss")
 			for range b.N {
 				b.StopTimer()
@@ -155,7 +158,11 @@ func BenchmarkOneNewFile(b *testing.B) {
 				}
 				lb.next++
 				lb.px.ResetCounts()
-				cmd := floeCommand(b, "run", specPath, "--log-format", "json")
+				args := []string{"run", specPath, "--log-format", "json"}
+				if extra := os.Getenv("FLOE_LISTING_BENCH_ARGS"); extra != "" {
+					args = append(args, strings.Fields(extra)...) // e.g. --cpuprofile /tmp/run.prof
+				}
+				cmd := floeCommand(b, args...)
 				cmd.Env = append(cmd.Env, peakRSSEnv+"="+rssFile)
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &out
@@ -165,6 +172,7 @@ func BenchmarkOneNewFile(b *testing.B) {
 				if err != nil {
 					b.Fatalf("floe run: %v\n%s", err, tailString(out.String(), 3000))
 				}
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 				if !strings.Contains(out.String(), `"files":1`) {
 					b.Fatalf("the run did not read exactly the new file:\n%s", tailString(out.String(), 3000))
 				}
@@ -193,6 +201,7 @@ func BenchmarkOneNewFile(b *testing.B) {
 			b.ReportMetric(float64(gets)/float64(b.N), "GET/op")
 			b.ReportMetric(float64(puts)/float64(b.N), "PUT/op")
 			b.ReportMetric(float64(rss)/1024, "peakRSS-MiB")
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op") // the child's user+sys: less sensitive to the machine's load than wall time
 		})
 	}
 }
