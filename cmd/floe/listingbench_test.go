@@ -197,6 +197,9 @@ func BenchmarkOneNewFile(b *testing.B) {
 					b.Fatalf("floe run: %v\n%s", err, tailString(out.String(), 3000))
 				}
 				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+				if os.Getenv("FLOE_LISTING_BENCH_LOG") != "" {
+					b.Logf("floe run:\n%s", tailString(out.String(), 6000))
+				}
 				if !strings.Contains(out.String(), `"files":1`) {
 					b.Fatalf("the run did not read exactly the new file:\n%s", tailString(out.String(), 3000))
 				}
