@@ -43,7 +43,7 @@ type SegLog struct {
 	KeyOf func(string) string
 	// skipped are the segments LoadAfter or LoadLazy did not read, by path
 	// (still referenced, their entries not in memory); src is the store
-	// they resolve in, for complete.
+	// they resolve in, for Complete.
 	skipped map[string]manifest.FileRef
 	src     store.Store
 	// mustComplete: Rebase (also Remove's) of a partial log needs every
@@ -102,8 +102,8 @@ func (l *SegLog) LoadFrom(ctx context.Context, s store.Store, inline []string, s
 // LoadAfter reads a committed log like LoadFrom (segments resolving in s
 // at their recorded paths) but skips every segment whose recorded range
 // ends at or before after (compared by KeyOf): such a segment holds no
-// entry greater than after. Segments without a range (written before ranges, or not Ranged)
-// are read. Has is then exact for entries greater than after only (the
+// entry greater than after. Segments without a range (written before
+// ranges, or not Ranged) are read. Has is then exact for entries greater than after only (the
 // caller asks about nothing else: a listing after its frontier); Len
 // counts the skipped segments' rows. after "" reads everything.
 func (l *SegLog) LoadAfter(ctx context.Context, s store.Store, inline []string, segs []manifest.FileRef, after string) error {
@@ -117,7 +117,7 @@ func (l *SegLog) LoadAfter(ctx context.Context, s store.Store, inline []string, 
 }
 
 // LoadLazy records a committed log's segments without reading them: Has
-// answers nothing until complete (Prepare still appends; the output log
+// answers nothing until Complete (Prepare still appends; the output log
 // of a run that does not clean its sinks needs no more).
 func (l *SegLog) LoadLazy(ctx context.Context, s store.Store, inline []string, segs []manifest.FileRef) error {
 	return l.loadSkipping(ctx, s, inline, segs, func(manifest.FileRef) bool { return true })
