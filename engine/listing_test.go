@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -746,6 +747,61 @@ func TestLexicalPartialLogs(t *testing.T) {
 	}
 	if c := headOf(t, p).Source.Count; c != int64(len(want)) {
 		t.Fatalf("the processed-file set counts %d, want %d", c, len(want))
+	}
+	wantEachOnce(t, p, want...)
+}
+
+// TestLexicalTriggerFullTick: a --trigger run that started after the
+// frontier holds only part of the processed-file set; when a later tick's
+// listing is due in full it reads the rest first, so the full listing
+// reads the late key alone, not every processed file again.
+func TestLexicalTriggerFullTick(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	var want []int
+	for i := range 600 { // past the 512 kept inline: ranged segments
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 10*i+10), i)
+		want = append(want, i)
+	}
+	run(t, p, engine.Options{Now: now})
+	clock.Store(t0.Add(time.Minute).UnixNano())
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine.Run(context.Background(), p, engine.Options{Now: now, Trigger: 20 * time.Millisecond, Stop: stop})
+		done <- err
+	}()
+	waitFor := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if rep, err := engine.Plan(context.Background(), p, engine.Options{Now: now}); err == nil && rep.Status.Counters != nil && rep.Status.Counters.FilesIn == n {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("the trigger run did not commit %d files in time", n)
+	}
+	putN(t, e, "k99999.jsonl", 1000) // after the frontier: an ordered tick
+	want = append(want, 1000)
+	waitFor(601)
+	putN(t, e, "k00015.jsonl", 1001) // late
+	want = append(want, 1001)
+	clock.Store(t0.Add(2 * time.Hour).UnixNano()) // the next tick lists in full
+	waitFor(602)
+	time.Sleep(100 * time.Millisecond) // a few more ticks
+	close(stop)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("trigger run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the trigger run did not stop")
 	}
 	wantEachOnce(t, p, want...)
 }
