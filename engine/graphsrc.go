@@ -50,8 +50,8 @@ func graphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
 		OnError: first.OnError, RejectedURL: first.RejectedURL, EventTime: first.EventTime}
 	for _, ns := range p.Sources {
 		s := ns.Source
-		if s.Order != "" || s.ForgetAfter != 0 {
-			return nil, fmt.Errorf("sources.%s: order and forget_after are not supported in the graph form yet (its sources are listed whole every run); leave them out", ns.Name)
+		if s.Order != "" {
+			return nil, fmt.Errorf("sources.%s: order is not supported in the graph form yet (its sources are listed whole every run); leave it out", ns.Name)
 		}
 		if s.RejectedURL != src.RejectedURL {
 			return nil, fmt.Errorf("sources.%s.rejected_url: the sources of one pipeline share one rejected-rows location for now (%s has %q); give every source the same rejected_url, or none (rows go to the sink's _rejected/)",

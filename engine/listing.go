@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/floe-dev/floe/epoch"
@@ -45,6 +46,9 @@ type listing struct {
 	after   string    // the current listing started after this key ("" = all)
 	fullAt  time.Time // start of the last full listing (zero: none recorded)
 	keys    []string  // the current listing's keys, sorted
+	// swept: some listing of this run was of the whole source, so the run
+	// sweeps the state and the sinks for orphans (runner.start).
+	swept bool
 	// frontier is the committed one (the head's, then each commit's).
 	frontier string
 }
@@ -105,6 +109,34 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 	if l.ordered && l.full {
 		l.fullAt = now
 	}
+	l.swept = l.swept || l.full
+}
+
+// partialLoad says whether a run restoring from may read only part of the
+// processed-file set and the size log (the segments that can hold keys
+// after the frontier, which are all an ordered listing asks about) and
+// none of the output log (read when a sweep needs it): a run that lists
+// after the frontier and continues the head.
+func (l *listing) partialLoad(from *restoreSource) (after string, ok bool) {
+	if l == nil || !l.ordered || l.full || l.after == "" || from.kind != "" || !from.shared || from.prefix != "" {
+		return "", false
+	}
+	return l.after, true
+}
+
+func (l *listing) isOrdered() bool { return l != nil && l.ordered }
+
+// replanListing decides the next listing of a --trigger run; a full one
+// needs the whole processed-file set.
+func (r *runner) replanListing(ctx context.Context, now time.Time) error {
+	r.listing.replan(r.p, now)
+	if !r.listing.full {
+		return nil
+	}
+	if err := r.seen.Complete(ctx); err != nil {
+		return err
+	}
+	return r.sizes.Complete(ctx)
 }
 
 // replan decides the next listing of a --trigger run.
@@ -170,17 +202,17 @@ func (r *runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
 	if r.listing.ordered && r.listing.full && len(files) > 0 {
 		r.recordListing = true
 	}
-	forget := r.p.Source.ForgetAfter
-	if forget <= 0 {
+	forget := forgetAfterOf(r.p)
+	if forget == nil {
 		return pendingFiles(files, r.seen.Has)
 	}
-	cutoff := r.opts.now().Add(-forget)
+	now := r.opts.now()
 	var out []store.ObjectInfo
 	var old []string
 	ignored := 0
 	for _, f := range files {
 		switch {
-		case !f.ModTime.IsZero() && f.ModTime.Before(cutoff):
+		case forgotten(f, forget, now):
 			if r.seen.Has(f.Key) {
 				old = append(old, f.Key)
 			} else {
@@ -191,13 +223,44 @@ func (r *runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
 		}
 	}
 	if ignored > 0 {
-		r.log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored, "forget_after", forget)
+		r.log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored)
 	}
 	if n := r.forget(old); n > 0 {
 		r.recordListing = true
-		r.log.Info("source.forget_after: processed files older than the bound forgotten", "files", n, "forget_after", forget)
+		r.log.Info("source.forget_after: processed files older than the bound forgotten", "files", n)
 	}
 	return out
+}
+
+// forgetAfterOf returns source.forget_after of the source a listed key
+// belongs to (in the graph form the named source its first segment
+// names), or nil when no source sets one.
+func forgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
+	if !isGraph(p) {
+		if d := p.Source.ForgetAfter; d > 0 {
+			return func(string) time.Duration { return d }
+		}
+		return nil
+	}
+	by := map[string]time.Duration{}
+	for _, ns := range p.Sources {
+		if ns.Source.ForgetAfter > 0 {
+			by[ns.Name] = ns.Source.ForgetAfter
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	return func(key string) time.Duration {
+		name, _, _ := strings.Cut(key, "/")
+		return by[name]
+	}
+}
+
+// forgotten reports whether f is older than its source's forget_after.
+func forgotten(f store.ObjectInfo, forget func(string) time.Duration, now time.Time) bool {
+	d := forget(f.Key)
+	return d > 0 && !f.ModTime.IsZero() && f.ModTime.Before(now.Add(-d))
 }
 
 // forget drops keys from the processed-file set and from the size log (the

@@ -2,12 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,10 +400,10 @@ func TestForgetAfter(t *testing.T) {
 
 // TestLexicalS3Requests: on S3, after 1,100 processed files (two LIST
 // pages), a run with one new file lists the source with one request
-// (StartAfter the frontier), the whole run with at most 6 (the source;
-// state gen= after the start and after the commit; the sink at the start
-// and the end; _rejected/), counted at the server; a late key is read by
-// the due full listing, once.
+// (StartAfter the frontier), the whole run with 2 (the source, and
+// _rejected/ after the names of epochs older than the retained ones: the
+// state and the sink are listed by runs that list the source in full),
+// counted at the server; a late key is read by the due full listing, once.
 func TestLexicalS3Requests(t *testing.T) {
 	e, px := proxiedEnv(t)
 	src, err := store.Open(context.Background(), e.source)
@@ -443,8 +446,17 @@ func TestLexicalS3Requests(t *testing.T) {
 	if res.Files != 1 || n != 1 || afters[0] != "in/events/k11000.jsonl" {
 		t.Fatalf("ordered run: %d files, source listed with %d requests after %q; want 1 file, 1 request after the frontier", res.Files, n, afters)
 	}
-	if all.List > 6 || all != res.Requests.Requests {
-		t.Fatalf("the run sent %+v (counted %+v); want at most 6 LIST requests and equal counts", all, res.Requests.Requests)
+	if all.List > 2 || all != res.Requests.Requests {
+		t.Fatalf("the run sent %+v (counted %+v); want at most 2 LIST requests and equal counts", all, res.Requests.Requests)
+	}
+	for _, q := range px.Requests() {
+		if store.S3Op(q.Method, q.Path, q.RawQuery, true) != store.OpList || strings.Contains(q.RawQuery, "prefix=in%2Fevents%2F") {
+			continue
+		}
+		v, _ := url.ParseQuery(q.RawQuery)
+		if !strings.HasSuffix(v.Get("prefix"), "_rejected/") {
+			t.Fatalf("the ordered run listed %s?%s; want only the source and the side outputs", q.Path, q.RawQuery)
+		}
 	}
 	now = t0.Add(2 * time.Hour)
 	if res := run(t, p, opts); res.Files != 1 {
@@ -457,8 +469,8 @@ func TestLexicalS3Requests(t *testing.T) {
 	wantEachOnce(t, p, want...)
 }
 
-// TestGraphRefusesOrder: the graph form lists its sources whole; order and
-// forget_after on a named source are refused with a message naming it.
+// TestGraphRefusesOrder: the graph form lists its sources whole; order
+// on a named source is refused with a message naming it.
 func TestGraphRefusesOrder(t *testing.T) {
 	p, err := spec.Load("../testdata/pipelines/auctions-graph.yaml")
 	if err != nil {
@@ -466,9 +478,330 @@ func TestGraphRefusesOrder(t *testing.T) {
 	}
 	d := t.TempDir()
 	p.State.URL = fileURL(filepath.Join(d, "state"))
-	p.Sources[0].Source.ForgetAfter = time.Hour
+	p.Sources[0].Source.Order = spec.OrderLexical
 	_, err = engine.Run(context.Background(), p, engine.Options{})
-	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order and forget_after are not supported in the graph form") {
-		t.Fatalf("graph source with forget_after: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order is not supported in the graph form") {
+		t.Fatalf("graph source with order: %v", err)
 	}
+}
+
+// TestGraphForgetAfter: in the graph form forget_after is a named
+// source's own: its files older than the bound are ignored, while files
+// of the same age in another source are read.
+func TestGraphForgetAfter(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 3)
+	tmpl := strings.Replace(auctionGraph, "    format: jsonl\n    schema: {auction:", "    format: jsonl\n    forget_after: 30d\n    schema: {auction:", 1)
+	if tmpl == auctionGraph {
+		t.Fatal("the bids source block of auctionGraph changed")
+	}
+	p := e.pipelineFrom(t, tmpl)
+	now := time.Now()
+	old := now.Add(-40 * 24 * time.Hour)
+	var bids, auctions int
+	for _, dir := range []string{e.bids, e.auctions} {
+		root := strings.TrimPrefix(dir, "file://")
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, de := range ents {
+			if i == 0 { // the first file of each source is 40 days old
+				if err := os.Chtimes(filepath.Join(root, de.Name()), old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if dir == e.bids {
+				bids++
+			} else {
+				auctions++
+			}
+		}
+	}
+	res := run(t, p, engine.Options{Drain: true})
+	if want := int64(bids - 1 + auctions); res.Files != want {
+		t.Fatalf("read %d files, want %d: every auctions file and the bids files but the old one (forget_after on bids only)", res.Files, want)
+	}
+	if res := run(t, p, engine.Options{}); res.Files != 0 {
+		t.Fatalf("a second run read %d files", res.Files)
+	}
+}
+
+// listCount counts the listings of a store, by prefix.
+type listCount struct {
+	store.Store
+	mu       sync.Mutex
+	prefixes []string
+}
+
+func (l *listCount) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+	return l.ListAfter(ctx, prefix, "")
+}
+
+func (l *listCount) ListAfter(ctx context.Context, prefix, after string) ([]store.ObjectInfo, error) {
+	l.mu.Lock()
+	l.prefixes = append(l.prefixes, prefix)
+	l.mu.Unlock()
+	return store.ListAfter(ctx, l.Store, prefix, after)
+}
+
+func (l *listCount) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.prefixes
+	l.prefixes = nil
+	return out
+}
+
+// TestLexicalOrphans: with order: lexical, a run that lists after the
+// frontier lists neither the state nor the sink. A killed attempt's
+// rejected-rows file is deleted by the next run anyway (side outputs are
+// swept at every start), its output and state files stay until the next
+// run that lists the source in full, which deletes them; retention keeps
+// retain_epochs epochs meanwhile (from the manifest chain), and every row
+// is committed once.
+func TestLexicalOrphans(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	p.State.RetainEpochs = 2
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	state, sink := &listCount{}, &listCount{}
+	opts := engine.Options{Now: func() time.Time { return now }, WrapStore: func(name string, s store.Store) store.Store {
+		switch name {
+		case "state":
+			state.Store = s
+			return state
+		case "sink":
+			sink.Store = s
+			return sink
+		}
+		return s
+	}}
+	putN(t, e, "f01.jsonl", 1)
+	run(t, p, opts)
+
+	// Epoch 2 writes its output and its rejected-rows file, then dies
+	// before its manifest; a state file of the dead attempt stands in for
+	// the state it would have written.
+	now = t0.Add(time.Minute)
+	e.put(t, "f02.jsonl", jsonl(ev("00:00:10", "u1", 2), "not json"))
+	_, err := engine.Run(context.Background(), p, engine.Options{Now: opts.Now, Retry: store.RetryPolicy{MaxAttempts: 1},
+		WrapStore: func(name string, s store.Store) store.Store {
+			if name != "state" {
+				return s
+			}
+			return store.NewFaulty(s, store.FaultPlan{Faults: []store.Fault{{
+				Match: store.Match{Op: store.OpPut, KeyContains: manifest.ManifestFile}, Mode: store.CrashBefore}}})
+		}})
+	if !errors.Is(err, store.ErrCrashed) {
+		t.Fatalf("crashing run: %v", err)
+	}
+	deadState := "lex/" + manifest.SourcePath(1, 2, "0badc0de-0000-4000-8000-000000000000", "seen-9.txt")
+	st, err := store.Open(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(context.Background(), deadState, []byte("x\n"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var deadOut, deadRejected []string
+	for _, k := range listKeys(t, e.sink) {
+		switch {
+		case strings.HasPrefix(k, "part-g000001-e0000000002-"):
+			deadOut = append(deadOut, k)
+		case strings.HasPrefix(k, "_rejected/part-g000001-e0000000002-"):
+			deadRejected = append(deadRejected, k)
+		}
+	}
+	if len(deadOut) != 1 || len(deadRejected) != 1 {
+		t.Fatalf("the dead attempt left outputs %v and rejected files %v; want one of each", deadOut, deadRejected)
+	}
+
+	// Ordered runs: epoch 2 again, then more, each with one new file.
+	for i := 3; i <= 6; i++ {
+		now = t0.Add(time.Duration(i) * time.Minute)
+		putN(t, e, fmt.Sprintf("f%02d.jsonl", i), i)
+		state.take()
+		sink.take()
+		if res := run(t, p, opts); res.Epochs < 1 {
+			t.Fatalf("ordered run %d committed nothing", i)
+		}
+		if got := state.take(); len(got) != 0 {
+			t.Fatalf("an ordered run listed the state: %q", got)
+		}
+		if got := sink.take(); len(got) != 1 || got[0] != "_rejected/" {
+			t.Fatalf("an ordered run listed the sink under %q; want _rejected/ once", got)
+		}
+	}
+	keys := strings.Join(listKeys(t, e.sink), "\n")
+	if strings.Contains(keys, deadRejected[0]) {
+		t.Fatalf("the dead attempt's rejected-rows file survived the next run's side sweep")
+	}
+	if !strings.Contains(keys, deadOut[0]) || !slices.Contains(listKeys(t, e.state), deadState) {
+		t.Fatalf("an ordered run deleted the dead attempt's files, which it should not see (it lists neither the state nor the sink)")
+	}
+	manifests := 0
+	for _, k := range listKeys(t, e.state) {
+		if strings.HasSuffix(k, manifest.ManifestFile) {
+			manifests++
+		}
+	}
+	if manifests != 2 {
+		t.Fatalf("%d manifests after ordered runs with retain_epochs: 2, want 2", manifests)
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
+
+	// The full listing due an hour later sweeps them.
+	now = t0.Add(2 * time.Hour)
+	run(t, p, opts)
+	if got := state.take(); len(got) == 0 {
+		t.Fatal("the full-listing run did not list the state")
+	}
+	if slices.Contains(listKeys(t, e.sink), deadOut[0]) || slices.Contains(listKeys(t, e.state), deadState) {
+		t.Fatalf("the full-listing run left the dead attempt's files")
+	}
+	wantEachOnce(t, p, 1, 2, 3, 4, 5, 6)
+}
+
+// getRec records the keys a store is asked for.
+type getRec struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (g *getRec) Get(ctx context.Context, key string) ([]byte, string, error) {
+	g.mu.Lock()
+	g.keys = append(g.keys, key)
+	g.mu.Unlock()
+	return g.Store.Get(ctx, key)
+}
+
+func (g *getRec) take(part string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, k := range g.keys {
+		if strings.Contains(k, part) {
+			out = append(out, k)
+		}
+	}
+	g.keys = nil
+	return out
+}
+
+// TestLexicalPartialLogs: with order: lexical the processed-file set and
+// the size log record each segment's key range; a run that lists after
+// the frontier reads none of the segments that end at or before it, and
+// not the output log; a full listing reads them all and still reads a
+// late key once.
+func TestLexicalPartialLogs(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := t0
+	gets := &getRec{}
+	opts := engine.Options{Now: func() time.Time { return now }, WrapStore: func(name string, s store.Store) store.Store {
+		if name != "state" {
+			return s
+		}
+		gets.Store = s
+		return gets
+	}}
+	var want []int
+	for i := range 600 { // past the 512 kept inline: segments
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 10*i+10), i)
+		want = append(want, i)
+	}
+	run(t, p, opts)
+	m := headOf(t, p)
+	if len(m.Source.Segments) == 0 || m.Source.Segments[0].Last != "k06000.jsonl" || len(m.Source.SizeSegments) == 0 || m.Source.SizeSegments[0].Last == "" {
+		t.Fatalf("segments %+v, size segments %+v: want key ranges", m.Source.Segments, m.Source.SizeSegments)
+	}
+	gets.take("")
+	for i := 1; i <= 3; i++ {
+		now = t0.Add(time.Duration(i) * time.Minute)
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 6000+i), 1000+i)
+		want = append(want, 1000+i)
+		if res := run(t, p, opts); res.Files != 1 {
+			t.Fatalf("ordered run %d read %d files, want 1", i, res.Files)
+		}
+		if got := gets.take("/source/"); len(got) != 0 {
+			t.Fatalf("ordered run %d read log segments %q; want none (all end before the frontier, the output log is not needed)", i, got)
+		}
+	}
+	putN(t, e, "k00015.jsonl", 2000) // late: sorts before the frontier
+	want = append(want, 2000)
+	now = t0.Add(2 * time.Hour)
+	if res := run(t, p, opts); res.Files != 1 {
+		t.Fatalf("full listing read %d files, want the late one", res.Files)
+	}
+	if got := gets.take("/source/seen-"); len(got) < len(headChain(t, p, 2)[1].Source.Segments) {
+		t.Fatalf("the full listing read %d seen segments, want all", len(got))
+	}
+	now = t0.Add(5 * time.Hour)
+	if res := run(t, p, engine.Options{Now: opts.Now, FullList: true}); res.Files != 0 {
+		t.Fatalf("a second full listing read %d files again", res.Files)
+	}
+	if c := headOf(t, p).Source.Count; c != int64(len(want)) {
+		t.Fatalf("the processed-file set counts %d, want %d", c, len(want))
+	}
+	wantEachOnce(t, p, want...)
+}
+
+// TestLexicalTriggerFullTick: a --trigger run that started after the
+// frontier holds only part of the processed-file set; when a later tick's
+// listing is due in full it reads the rest first, so the full listing
+// reads the late key alone, not every processed file again.
+func TestLexicalTriggerFullTick(t *testing.T) {
+	e := fileEnv(t)
+	p := lexPipeline(t, e, "", 1)
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	var want []int
+	for i := range 600 { // past the 512 kept inline: ranged segments
+		putN(t, e, fmt.Sprintf("k%05d.jsonl", 10*i+10), i)
+		want = append(want, i)
+	}
+	run(t, p, engine.Options{Now: now})
+	clock.Store(t0.Add(time.Minute).UnixNano())
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine.Run(context.Background(), p, engine.Options{Now: now, Trigger: 20 * time.Millisecond, Stop: stop})
+		done <- err
+	}()
+	waitFor := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if rep, err := engine.Plan(context.Background(), p, engine.Options{Now: now}); err == nil && rep.Status.Counters != nil && rep.Status.Counters.FilesIn == n {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("the trigger run did not commit %d files in time", n)
+	}
+	putN(t, e, "k99999.jsonl", 1000) // after the frontier: an ordered tick
+	want = append(want, 1000)
+	waitFor(601)
+	putN(t, e, "k00015.jsonl", 1001) // late
+	want = append(want, 1001)
+	clock.Store(t0.Add(2 * time.Hour).UnixNano()) // the next tick lists in full
+	waitFor(602)
+	time.Sleep(100 * time.Millisecond) // a few more ticks
+	close(stop)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("trigger run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the trigger run did not stop")
+	}
+	wantEachOnce(t, p, want...)
 }

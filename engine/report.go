@@ -533,7 +533,7 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 			if p.Source.Order == "" {
 				s.ListWarning += "; if new keys sort after old ones, source.order: lexical lists only the new ones"
 			}
-			if p.Source.ForgetAfter == 0 {
+			if forgetAfterOf(p) == nil {
 				s.ListWarning += "; source.forget_after bounds the processed-file set"
 			}
 		}
@@ -547,18 +547,17 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 	}
 	seen := newSeenLog()
 	if m := head.Manifest; m != nil {
-		if err := seen.Load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
+		// As the run would: after the frontier only the segments that can
+		// hold the listed keys.
+		if err := seen.LoadAfter(ctx, c.Store, m.Source.Inline, m.Source.Segments, l.after); err != nil {
 			return err
 		}
 	}
 	var n, bytes int64
 	var oldest *store.ObjectInfo
-	cutoff := time.Time{}
-	if p.Source.ForgetAfter > 0 {
-		cutoff = now.Add(-p.Source.ForgetAfter)
-	}
+	forget := forgetAfterOf(p)
 	for _, f := range pendingFiles(files, seen.Has) {
-		if !f.ModTime.IsZero() && f.ModTime.Before(cutoff) {
+		if forget != nil && forgotten(f, forget, now) {
 			continue // source.forget_after: never read
 		}
 		n++

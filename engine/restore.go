@@ -34,6 +34,7 @@ func newSizeLog() *epoch.SegLog {
 		}
 		return nil
 	}
+	l.KeyOf = func(e string) string { k, _, _ := strings.Cut(e, "\x00"); return k }
 	return l
 }
 
@@ -67,7 +68,21 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
 	from := rp.from
-	if m := from.manifest; m != nil {
+	after, partial := r.listing.partialLoad(from)
+	r.seen.Ranged, r.sizes.Ranged = r.listing.isOrdered(), r.listing.isOrdered()
+	if m := from.manifest; m != nil && partial {
+		// A run listing after the frontier (listing.go): the parts of
+		// the logs it can need.
+		if err := r.seen.LoadAfter(ctx, from.store, m.Source.Inline, m.Source.Segments, after); err != nil {
+			return err
+		}
+		if err := r.outputs.LoadLazy(ctx, from.store, nil, m.OutputLog); err != nil {
+			return err
+		}
+		if err := r.sizes.LoadAfter(ctx, from.store, m.Source.SizesInline, m.Source.SizeSegments, after); err != nil {
+			return err
+		}
+	} else if m != nil {
 		if err := r.seen.LoadFrom(ctx, from.store, m.Source.Inline, m.Source.Segments, from.prefix); err != nil {
 			return err
 		}
@@ -84,6 +99,8 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		if !from.shared {
 			r.sizes.Rebase()
 		}
+	}
+	if m := from.manifest; m != nil {
 		for _, e := range r.sizes.Entries() {
 			if k, n, ok := splitSize(e); ok {
 				r.sizeOf[k] = n

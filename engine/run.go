@@ -52,6 +52,9 @@ type runner struct {
 	// files) that the head does not record yet; an epoch commits it even
 	// without new input.
 	recordListing bool
+	// chainedAt is the head epoch whose collection of the chain only
+	// (GCOptions.ChainOnly) completed last (0: none since the last commit).
+	chainedAt int64
 	// retainedAt is the head epoch whose state-root collection completed
 	// last (0: none since the last commit).
 	retainedAt int64
@@ -194,6 +197,12 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
+	if !r.listing.full {
+		// Orphans in the state and the sinks wait for a run that lists the
+		// source in full (sweeping); side outputs were swept above.
+		phase("cleanup")
+		return rp.files, nil
+	}
 	// Sink cleanup judges outputs by the restored output log; while a
 	// restore is not committed the head's log is the truth, so it waits.
 	_, err = r.c.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.takeoverPending()))
@@ -201,15 +210,28 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	return rp.files, err
 }
 
+// Housekeeping listings (what only a listing finds: files of attempts that
+// never committed, in the state's gen= prefix and in the sinks) are made by
+// runs whose source listing is whole: every run without source.order; with
+// order: lexical the runs that list in full (full_list_every, --full-list,
+// restores), so a run that lists after the frontier lists nothing else that
+// grows with the history. Between them retention deletes what the manifest
+// chain names (epochs leaving retention and the files only they
+// reference, GCOptions.ChainOnly), and side outputs are swept at every
+// start, listing only the epochs the sweep can judge (SideDir.Flat). An
+// orphan in the state or a sink is therefore deleted by the first sweeping
+// run after its epoch was committed, within full_list_every; a committed
+// file never is.
+
 func (r *runner) sideDirs() []epoch.SideDir {
 	var out []epoch.SideDir
 	if r.st.rejected != nil {
-		out = append(out, epoch.SideDir{Name: "rejected_url", Store: r.st.rejected})
+		out = append(out, epoch.SideDir{Name: "rejected_url", Store: r.st.rejected, Flat: true})
 	} else {
-		out = append(out, epoch.SideDir{Name: "sink " + rejectedDir, Store: r.st.sink, Prefix: rejectedDir + "/"})
+		out = append(out, epoch.SideDir{Name: "sink " + rejectedDir, Store: r.st.sink, Prefix: rejectedDir + "/", Flat: true})
 	}
 	if r.st.late != nil {
-		out = append(out, epoch.SideDir{Name: "late_url", Store: r.st.late})
+		out = append(out, epoch.SideDir{Name: "late_url", Store: r.st.late, Flat: true})
 	}
 	if r.graph != nil {
 		for _, nd := range r.plan.graph.nodes {
@@ -288,7 +310,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			case <-time.After(r.opts.Trigger):
 			}
 			now := r.opts.now()
-			r.listing.replan(r.p, now)
+			if err := r.replanListing(ctx, now); err != nil {
+				return &r.res, err
+			}
 			if files, err = r.listing.list(ctx, r.p, r.st.source, now); err != nil {
 				return &r.res, err
 			}
@@ -396,22 +420,40 @@ func parallelismNote(p *spec.Pipeline, opts *Options) string {
 // retain runs retention after a commit. A failure there loses nothing (the
 // next collection deletes what this one left), so it is logged, not
 // returned: the epoch is committed either way.
+// It lists the state only while the run's current source listing is whole
+// (see start); otherwise it deletes what the manifest chain names.
 func (r *runner) retain(ctx context.Context, skipSink bool) {
-	if _, err := r.c.Retain(ctx, r.head, r.gcOptions(skipSink)); err != nil {
-		r.retainedAt = 0
+	opts := r.gcOptions(skipSink)
+	opts.ChainOnly = r.listing != nil && !r.listing.full
+	r.retainedAt, r.chainedAt = 0, 0
+	if _, err := r.c.Retain(ctx, r.head, opts); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			r.log.Warn("retention failed; the next epoch tries again", "error", err)
 		}
 		return
 	}
-	r.retainedAt = r.head.Epoch()
+	if opts.ChainOnly {
+		r.chainedAt = r.head.Epoch()
+	} else {
+		r.retainedAt = r.head.Epoch()
+	}
 }
 
-// retainEnd is the run's last retention, with the sink: the state root
-// only if the head's collection after its commit did not complete (one
-// listing fewer per run).
+// retainEnd is the run's last retention. After a run that listed its
+// source in full: with the sink, and the state root only if the head's
+// collection after its commit did not complete (one listing fewer per
+// run). After one that did not: the chain's, if the last one failed.
 func (r *runner) retainEnd(ctx context.Context) {
 	opts := r.gcOptions(false)
+	if r.listing != nil && !r.listing.swept {
+		if r.chainedAt == r.head.Epoch() || r.retainedAt == r.head.Epoch() {
+			return
+		}
+		opts.ChainOnly = true
+	} else if err := r.outputs.Complete(ctx); err != nil {
+		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+		return
+	}
 	opts.SinkOnly = r.retainedAt != 0 && r.retainedAt == r.head.Epoch()
 	if _, err := r.c.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("retention failed; the next epoch tries again", "error", err)

@@ -113,6 +113,8 @@ type driver struct {
 	parallelism int
 	keep        int
 	rng         *rand.Rand // attempt UUIDs
+	// chainOnly: retention lists nothing (GCOptions.ChainOnly).
+	chainOnly bool
 }
 
 func newDriver(seed uint64) *driver {
@@ -161,7 +163,7 @@ func (d *driver) run(ctx context.Context, t testing.TB, c *epoch.Committer, upTo
 	if err != nil {
 		return err
 	}
-	if _, err := c.Retain(ctx, head, epoch.GCOptions{Keep: d.keep}); err != nil {
+	if _, err := c.Retain(ctx, head, epoch.GCOptions{Keep: d.keep, ChainOnly: d.chainOnly}); err != nil {
 		return err
 	}
 	state, err := restore(ctx, c, head)
@@ -210,7 +212,7 @@ func (d *driver) run(ctx context.Context, t testing.TB, c *epoch.Committer, upTo
 		if head, err = att.Commit(ctx, m); err != nil {
 			return err
 		}
-		if _, err := c.Retain(ctx, head, epoch.GCOptions{Keep: d.keep}); err != nil {
+		if _, err := c.Retain(ctx, head, epoch.GCOptions{Keep: d.keep, ChainOnly: d.chainOnly}); err != nil {
 			return err
 		}
 	}

@@ -91,6 +91,15 @@ type GCOptions struct {
 	// they are not in the output log, so their files are judged by the
 	// lineage's manifests.
 	SidePrefixes []string
+	// ChainOnly lists nothing: it deletes only what the head's lineage
+	// names, the manifests of lineage epochs older than the Keep retained
+	// ones (followed until one is missing) and the state files they
+	// reference that no retained manifest references, and skips the sink.
+	// What only a listing finds (files of attempts that never committed,
+	// manifests of fenced writers, what an interrupted collection left) is
+	// left for a later collection that lists. It deletes a subset of what
+	// a listing collection of the same head deletes.
+	ChainOnly bool
 }
 
 // GCStats counts what a collection removed.
@@ -127,6 +136,12 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 		for _, f := range m.StateRefs() {
 			referenced[f.Path] = true
 		}
+	}
+	if opts.ChainOnly {
+		if len(chain) < opts.Keep {
+			return st, nil // the lineage ends within the retained epochs
+		}
+		return c.retainChain(ctx, head, chain, referenced)
 	}
 	var objs []store.ObjectInfo
 	if !opts.SinkOnly {
@@ -188,6 +203,76 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 	return st, nil
 }
 
+// retainChain is Retain with ChainOnly: it walks the lineage past the
+// retained chain and deletes the manifests it finds there (newest first),
+// then the files they reference that the retained chain does not. Files
+// are judged by the same rule as a listing collection's (ParseKey, epoch
+// at most the head's), so savepoint copies and absolute references are
+// never touched. Manifests go first, as in Retain: a crash in between
+// leaves unreferenced files for a listing collection.
+func (c *Committer) retainChain(ctx context.Context, head *Head, chain []*manifest.Manifest, referenced map[string]bool) (GCStats, error) {
+	var st GCStats
+	if len(chain) == 0 {
+		return st, nil
+	}
+	headEpoch := head.Epoch()
+	var beyond []*manifest.Manifest
+	for cur := chain[len(chain)-1]; ; {
+		ref, err := c.LineageParent(ctx, cur)
+		if err != nil {
+			return st, fmt.Errorf("retention: %w", err)
+		}
+		if ref == nil || ref.Epoch > headEpoch {
+			break
+		}
+		m, err := c.ReadManifest(ctx, ref.Generation, ref.Epoch)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrCorrupt) {
+			break // collected before (or unreadable: a listing collection deletes it)
+		}
+		if err != nil {
+			return st, fmt.Errorf("retention: %w", err)
+		}
+		beyond = append(beyond, m)
+		cur = m
+	}
+	var files []string
+	doomed := map[string]bool{}
+	for _, m := range beyond {
+		for _, f := range m.StateRefs() {
+			info, ok := manifest.ParseKey(f.Path)
+			if !ok || info.Kind == manifest.KeyGeneration || info.Kind == manifest.KeyManifest || info.Epoch == 0 ||
+				info.Epoch > headEpoch || referenced[f.Path] || doomed[f.Path] {
+				continue
+			}
+			doomed[f.Path] = true
+			files = append(files, f.Path)
+		}
+	}
+	for _, m := range beyond {
+		k := manifest.ManifestPath(m.Generation, m.Epoch)
+		c.forget(k)
+		if err := c.Store.Delete(ctx, k); err != nil {
+			return st, fmt.Errorf("retention: delete %s: %w", k, err)
+		}
+		st.Manifests++
+	}
+	for _, k := range files {
+		if err := c.Store.Delete(ctx, k); err != nil {
+			return st, fmt.Errorf("retention: delete %s: %w", k, err)
+		}
+		if info, _ := manifest.ParseKey(k); info.Kind == manifest.KeyState {
+			st.StateFiles++
+		} else {
+			st.Other++
+		}
+	}
+	if st != (GCStats{}) {
+		c.Log.Info("retention", "kept_epochs", len(chain), "manifests_deleted", st.Manifests,
+			"state_files_deleted", st.StateFiles, "other_deleted", st.Other, "listed", false)
+	}
+	return st, nil
+}
+
 // cleanSink deletes sink files that no committed attempt wrote, in every
 // sink the store reaches (a pipeline's further sinks are keys under
 // "@<name>/"): files of epochs up to the head that opts.Committed (exact for
@@ -241,6 +326,9 @@ type judge struct {
 	// (bound, head] missing from byEpoch was abandoned by a rollback or a
 	// restore; epochs at or below it cannot be judged.
 	bound int64
+	// boundGen: no file of an epoch above bound has an older generation
+	// (startAfter).
+	boundGen int64
 }
 
 func (c *Committer) lineageJudge(ctx context.Context, chain []*manifest.Manifest) (judge, error) {
@@ -257,11 +345,13 @@ func (c *Committer) lineageJudge(ctx context.Context, chain []*manifest.Manifest
 		return j, err
 	}
 	if lp != nil {
-		j.bound = lp.Epoch
+		j.bound, j.boundGen = lp.Epoch, lp.Generation
 	} else {
 		// The lineage starts here (the first epoch, or state restored from
-		// a savepoint this state cannot trace): judge nothing older.
-		j.bound = oldest.Epoch - 1
+		// a savepoint this state cannot trace): judge nothing older. A
+		// writer of the generation before may still have raced for the
+		// oldest epoch.
+		j.bound, j.boundGen = oldest.Epoch-1, oldest.Generation-1
 	}
 	return j, nil
 }

@@ -3,6 +3,7 @@ package epoch
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 
 	"github.com/floe-dev/floe/manifest"
@@ -15,6 +16,10 @@ type SideDir struct {
 	Name   string // for messages: "late", "rejected", "sink _rejected"
 	Store  store.Store
 	Prefix string // key prefix inside Store ("" or "dir/")
+	// Flat: every side output is a direct child of Prefix (its key is
+	// Prefix + OutputName), so a sweep lists only the names of epochs it
+	// can judge (StartAfter), not every side output ever written.
+	Flat bool
 }
 
 type sideFile struct {
@@ -53,7 +58,11 @@ func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, 
 		return nil, err
 	}
 	for _, d := range dirs {
-		objs, err := d.Store.List(ctx, d.Prefix)
+		after := ""
+		if d.Flat {
+			after = j.startAfter(head, d.Prefix)
+		}
+		objs, err := store.ListAfter(ctx, d.Store, d.Prefix, after)
 		if err != nil {
 			return nil, fmt.Errorf("%s: list: %w", d.Name, err)
 		}
@@ -75,6 +84,23 @@ func (c *Committer) SweepSideOutputs(ctx context.Context, head *Head, keep int, 
 		}
 	}
 	return sw, nil
+}
+
+// startAfter returns the key a listing of flat side outputs under prefix
+// may start after: the name of the last epoch this judge cannot decide
+// (bound) in the generation of the lineage parent's manifest, or "" to
+// list everything. Output names sort by generation, then epoch (both
+// zero-padded), and no generation older than the one holding epoch bound
+// can hold a newer epoch: a writer of generation g writes epochs up to the
+// first one of generation g+1 (a later attempt at that number is fenced).
+// So every file this sweep can judge (an epoch above bound, however old
+// its writer) sorts after the key, and what it skips it would keep.
+func (j judge) startAfter(head *Head, prefix string) string {
+	if j.bound == math.MaxInt64 || j.bound < 1 || head.Generation == nil ||
+		head.Epoch() >= 9_000_000_000 || head.Generation.Generation >= 900_000 {
+		return "" // nothing to judge by, or names near the padding width
+	}
+	return prefix + fmt.Sprintf("part-g%0*d-e%0*d~", manifest.GenerationDigits, j.boundGen, manifest.EpochDigits, j.bound)
 }
 
 // Settle deletes the remembered side-output files of m's epoch that m, now

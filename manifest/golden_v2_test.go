@@ -53,6 +53,27 @@ func goldenManifestListingV2() *Manifest {
 	return m
 }
 
+// goldenManifestSegRangesV2 is a manifest of a source with order: lexical
+// whose processed-file and size segments record their key range
+// (FileRef.First, Last).
+func goldenManifestSegRangesV2() *Manifest {
+	m := goldenManifestListingV2()
+	m.Source.Inline = nil
+	sum := "sha256:" + string(bytes.Repeat([]byte{'e'}, 64))
+	m.Source.Segments = []FileRef{
+		{Path: "gen=000003/epoch=0000000040/7c9e6679-7425-40de-944b-e07fc1f90ae7/source/seen-600.txt", Size: 19800, Checksum: sum, Rows: 600,
+			First: "day=2026-11-30/part-0000.parquet", Last: "day=2026-12-01/part-0089.parquet"},
+		{Path: "gen=000003/epoch=0000000041/0f8fad5b-d9cb-469f-a165-70867728950e/source/seen-610.txt", Size: 330, Checksum: sum, Rows: 10,
+			First: "day=2026-12-01/part-0090.parquet", Last: "day=2026-12-01/part-0099.parquet"},
+	}
+	m.Source.SizeSegments = []FileRef{
+		{Path: "gen=000003/epoch=0000000041/0f8fad5b-d9cb-469f-a165-70867728950e/source/sizes-610.txt", Size: 24000, Checksum: sum, Rows: 610,
+			First: "day=2026-11-30/part-0000.parquet\x001024", Last: "day=2026-12-01/part-0099.parquet\x00977"},
+	}
+	m.Source.Count = 610
+	return m
+}
+
 func goldenMarkerV2() *SinkMarker {
 	return &SinkMarker{FormatVersion: 2, Pipeline: "clicks-per-user", ID: "9b2c7f0e-3d4a-4c5b-8e6f-7a8b9c0d1e2f",
 		State: "s3://bucket/state/clicks-per-user"}
@@ -81,6 +102,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"manifest-listing.json", goldenManifestListingV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestListingV2()) },
+			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
+		{"manifest-segranges.json", goldenManifestSegRangesV2(),
+			func() ([]byte, error) { return EncodeManifest(goldenManifestSegRangesV2()) },
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"sink_marker.json", goldenMarkerV2(),
 			func() ([]byte, error) { return EncodeSinkMarker(goldenMarkerV2()) },

@@ -238,6 +238,13 @@ type FileRef struct {
 	KeyGroupHi int `json:"kg_hi,omitempty"`
 	// Kind of a side output: "late" or "rejected".
 	Kind string `json:"kind,omitempty"`
+	// First and Last are the least and greatest entry (byte order) of a
+	// segment of the processed-file set or the size log of a source with
+	// order: lexical: a run that asks only about keys after its listing
+	// frontier does not read a segment whose Last is at or before it.
+	// Optional: a segment without them is read whole.
+	First string `json:"first,omitempty"`
+	Last  string `json:"last,omitempty"`
 }
 
 // String formats r as "gen=3 epoch=41".

@@ -286,6 +286,14 @@ func (v *validator) fileRef(field string, r FileRef, kind refKind) {
 			v.fail(field+".kg_hi", "%d exceeds the key-group limit %d", r.KeyGroupHi, keygroup.Max)
 		}
 	}
+	if r.First != "" || r.Last != "" {
+		switch {
+		case kind != refSegment:
+			v.fail(field+".first", "a key range is only allowed on log segments")
+		case r.First == "" || r.Last == "" || r.First > r.Last:
+			v.fail(field+".first", "key range [%q, %q] must have first <= last, both set", r.First, r.Last)
+		}
+	}
 	switch kind {
 	case refDelta:
 		if r.Kind != DeltaUpserts && r.Kind != DeltaTombstones && r.Kind != DeltaMerges {
