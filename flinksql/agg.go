@@ -23,42 +23,98 @@ type aggDef struct {
 // window stage (plus a project before it for computed arguments, a filter
 // for HAVING and a project for the SELECT list).
 func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item, names []string) (*rel, error) {
-	if in.tvf == nil {
-		if in.windowed {
-			return nil, q.errf(nil, "GROUP BY over window results: not supported yet; aggregate the window table function's rows directly")
-		}
-		return nil, q.errf(nil, "GROUP BY without a window table function is an updating aggregate whose state never expires; group over TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...)) with GROUP BY window_start, window_end, ...")
-	}
+	call := in.tvf
+	results := false // GROUP BY window_start, window_end of window results: per input window
+	legacy := false
 	var keys []string
+	groups := map[string]string{} // a computed GROUP BY expression -> its key column
+	pre := yaml.MapSlice{}
+	computed := map[string]bool{}
 	hasStart, hasEnd := false, false
+	var bucket *tvfCall // GROUP BY DATE_FORMAT(ts, 'yyyy-MM-dd'): a day per group
 	if sel.GroupBy != nil {
-		for _, g := range sel.GroupBy.Exprs {
-			c, ok := g.(*sqlparser.ColName)
-			if !ok {
-				return nil, q.errf(g, "GROUP BY takes columns; compute an expression in a view or subquery first")
+		for gi, g := range sel.GroupBy.Exprs {
+			if c, ok := g.(*sqlparser.ColName); ok {
+				phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+				if err != nil {
+					return nil, q.errf(c, "%v", err)
+				}
+				switch {
+				case phys == "window_start" && in.tvf != nil:
+					hasStart = true
+				case phys == "window_end" && in.tvf != nil:
+					hasEnd = true
+				case (phys == "window_start" || phys == "window_end") && in.windowed && in.win != nil:
+					results = true
+					hasStart, hasEnd = true, true
+					keys = append(keys, phys)
+				default:
+					keys = append(keys, phys)
+				}
+				continue
 			}
-			phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+			if f, ok := g.(*sqlparser.FuncExpr); ok && in.tvf == nil {
+				fn := strings.ToLower(f.Name.String())
+				if fn == "tumble" || fn == "hop" || fn == "session" {
+					lc, err := q.legacyWindow(f, fn, sc, in)
+					if err != nil {
+						return nil, err
+					}
+					if call != nil {
+						return nil, q.errf(f, "one group window per GROUP BY")
+					}
+					call, legacy, hasStart, hasEnd = lc, true, true, true
+					continue
+				}
+			}
+			if containsAgg(g) {
+				return nil, q.errf(g, "an aggregate in GROUP BY")
+			}
+			ex, t, err := q.expr(g, sc, nil)
 			if err != nil {
-				return nil, q.errf(c, "%v", err)
+				return nil, err
 			}
-			switch phys {
-			case "window_start":
-				hasStart = true
-			case "window_end":
-				hasEnd = true
-			default:
-				keys = append(keys, phys)
+			name := fmt.Sprintf("group_%d", gi)
+			for i, it := range items {
+				if sqlparser.String(it.expr) == sqlparser.String(g) {
+					name = it.name
+					if i < len(names) {
+						name = names[i]
+					}
+				}
+			}
+			if sc.types[name] != "" || computed[name] {
+				name = fmt.Sprintf("group_%d", gi)
+			}
+			pre = append(pre, yaml.MapItem{Key: name, Value: ex})
+			computed[name] = true
+			sc.types[name] = t
+			groups[sqlparser.String(g)] = name
+			keys = append(keys, name)
+			if b := q.timeBucket(g, in); b != nil && bucket == nil {
+				bucket = b
 			}
 		}
+	}
+	if results && call == nil {
+		call = in.win
+	}
+	if call == nil && bucket != nil {
+		// A group keyed by the event time's day (hour, minute) closes when
+		// the watermark passes its end: a tumbling window of that size,
+		// keyed by the formatted time, holds exactly the group's rows.
+		call, hasStart, hasEnd = bucket, true, true
+	}
+	if call == nil {
+		return nil, q.errf(nil, "GROUP BY without a window is an updating aggregate whose state never expires; group over TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...)) with GROUP BY window_start, window_end, ... (or key by DATE_FORMAT(ts, 'yyyy-MM-dd'), a day of event time)")
 	}
 	if !hasStart || !hasEnd {
 		return nil, q.errf(nil, "GROUP BY over a window table function must list window_start and window_end")
 	}
+	needPre := len(pre) > 0
 	// collect the aggregates: of the SELECT list (named by it), then of HAVING
 	var defs []*aggDef
 	byKey := map[string]*aggDef{}
-	pre := yaml.MapSlice{}
-	needPre := false
 	register := func(e sqlparser.Expr, name string) error {
 		k := sqlparser.String(e)
 		if byKey[k] != nil {
@@ -109,6 +165,7 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 					return err
 				}
 				d.col = fmt.Sprintf("agg_arg_%d", len(defs))
+				computed[d.col] = true
 				pre = append(pre, yaml.MapItem{Key: d.col, Value: ex})
 				needPre = true
 				if d.typ == "" {
@@ -173,10 +230,12 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 			}
 		}
 		for _, k := range keys {
-			add(k)
+			if !computed[k] {
+				add(k)
+			}
 		}
 		for _, d := range defs {
-			if d.arg != nil && !strings.HasPrefix(d.col, "agg_arg_") {
+			if d.arg != nil && !computed[d.col] {
 				add(d.col)
 			}
 		}
@@ -193,7 +252,10 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 	} else {
 		body = append(body, yaml.MapItem{Key: "key", Value: []string{}})
 	}
-	shape, err := q.windowBody(in.tvf)
+	if len(defs) == 0 { // GROUP BY without aggregates: floe's window needs one
+		defs = append(defs, &aggDef{name: "window_rows", fn: "count", typ: "int"})
+	}
+	shape, err := q.windowBody(call)
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +271,11 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 	}
 	body = append(body, yaml.MapItem{Key: "aggregates", Value: aggm})
 	node := q.tr.addStage(q.base, "window", []string{src.node}, body, q.at("group"))
-	out := &rel{node: node, types: map[string]string{}, evt: "window_end", windowed: true, off: in.off}
+	out := &rel{node: node, types: map[string]string{}, evt: "window_end", windowed: true, win: call, off: in.off}
 	for _, k := range keys {
+		if k == "window_start" || k == "window_end" {
+			continue
+		}
 		out.cols = append(out.cols, k)
 		out.types[k] = sc.types[k]
 	}
@@ -231,7 +296,12 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 	for _, d := range defs {
 		osc.entries = append(osc.entries, scopeCol{name: d.name, phys: d.name})
 	}
-	ag := &aggs{resolve: func(e sqlparser.Expr) (string, string, error) {
+	for k := range computed {
+		if !strings.HasPrefix(k, "agg_arg_") {
+			osc.entries = append(osc.entries, scopeCol{name: k, phys: k})
+		}
+	}
+	ag := &aggs{groups: groups, legacy: legacy, resolve: func(e sqlparser.Expr) (string, string, error) {
 		d := byKey[sqlparser.String(e)]
 		if d == nil {
 			return "", "", q.errf(e, "aggregate not found")
@@ -247,6 +317,84 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 		cur = q.derive(out, q.tr.addStage(q.base, "filter", []string{out.node}, cond, q.at("having")))
 	}
 	return q.projectAgg(cur, osc, items, names, ag)
+}
+
+// legacyWindow reads GROUP BY TUMBLE(ts, INTERVAL ...), HOP(ts, slide, size)
+// or SESSION(ts, gap).
+func (q *qctx) legacyWindow(f *sqlparser.FuncExpr, fn string, sc *scope, in *rel) (*tvfCall, error) {
+	if len(f.Exprs) < 2 {
+		return nil, q.errf(f, "%s(time_column, INTERVAL ...)", strings.ToUpper(fn))
+	}
+	c, ok := f.Exprs[0].(*sqlparser.ColName)
+	if !ok {
+		return nil, q.errf(f, "%s: the first argument is the time column", strings.ToUpper(fn))
+	}
+	phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+	if err != nil {
+		return nil, q.errf(c, "%v", err)
+	}
+	if phys != in.evt {
+		return nil, q.errf(c, "%s: floe windows a stream by its event time, %s (the WATERMARK column)", strings.ToUpper(fn), in.evt)
+	}
+	call := &tvfCall{kind: map[string]string{"tumble": "tumble", "hop": "hop", "session": "session"}[fn], timecol: phys, off: q.at(fn)}
+	for _, a := range f.Exprs[1:] {
+		d, ok := intervalOf(a)
+		if !ok {
+			return nil, q.errf(a, "%s: want INTERVAL 'n' UNIT", strings.ToUpper(fn))
+		}
+		call.durations = append(call.durations, d)
+	}
+	return call, nil
+}
+
+// intervalOf reads a rewritten INTERVAL literal.
+func intervalOf(e sqlparser.Expr) (time.Duration, bool) {
+	f, ok := e.(*sqlparser.FuncExpr)
+	if !ok || f.Name.String() != "__floe_interval" || len(f.Exprs) != 1 {
+		return 0, false
+	}
+	lit, ok := f.Exprs[0].(*sqlparser.Literal)
+	if !ok {
+		return 0, false
+	}
+	us, err := strconv.ParseInt(lit.Val, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(us) * time.Microsecond, true
+}
+
+// timeBucket recognises DATE_FORMAT(event_time, layout) whose layout names
+// a whole day (hour, minute) of the time: year, month, day and nothing
+// finer than its unit.
+func (q *qctx) timeBucket(g sqlparser.Expr, in *rel) *tvfCall {
+	f, ok := g.(*sqlparser.FuncExpr)
+	if !ok || !strings.EqualFold(f.Name.String(), "date_format") || len(f.Exprs) != 2 {
+		return nil
+	}
+	c, ok := f.Exprs[0].(*sqlparser.ColName)
+	if !ok || c.Name.String() != in.evt {
+		return nil
+	}
+	lit, ok := f.Exprs[1].(*sqlparser.Literal)
+	if !ok || lit.Type != sqlparser.StrVal {
+		return nil
+	}
+	l := lit.Val
+	if !strings.Contains(l, "yyyy") || !strings.Contains(l, "MM") || !strings.Contains(l, "dd") ||
+		strings.ContainsAny(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(l, "yyyy", ""), "MM", ""), "dd", ""), "HH", ""), "mm", ""), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'") {
+		return nil
+	}
+	size := 24 * time.Hour
+	if strings.Contains(l, "HH") {
+		size = time.Hour
+		if strings.Contains(l, "mm") {
+			size = time.Minute
+		}
+	} else if strings.Contains(l, "mm") {
+		return nil
+	}
+	return &tvfCall{kind: "tumble", timecol: in.evt, durations: []time.Duration{size}, off: q.at("group")}
 }
 
 func isDistinct(e sqlparser.Expr) bool {
@@ -265,8 +413,41 @@ func isDistinct(e sqlparser.Expr) bool {
 
 // projectAgg is project with aggregates resolved.
 func (q *qctx) projectAgg(in *rel, sc *scope, items []item, names []string, ag *aggs) (*rel, error) {
+	if names == nil {
+		var vis []scopeCol
+		for _, it := range items {
+			phys := ""
+			switch x := it.expr.(type) {
+			case *sqlparser.ColName:
+				p, err := sc.resolve(x.Qualifier.Name.String(), x.Name.String())
+				if err != nil {
+					return nil, q.errf(x, "%v", err)
+				}
+				phys = p
+			case *sqlparser.Count, *sqlparser.CountStar, *sqlparser.Sum, *sqlparser.Min, *sqlparser.Max, *sqlparser.Avg:
+				p, _, err := ag.resolve(x)
+				if err != nil {
+					return nil, err
+				}
+				phys = p
+			}
+			if col, ok := ag.groups[sqlparser.String(it.expr)]; ok {
+				phys = col
+			}
+			if phys == "" {
+				vis = nil
+				break
+			}
+			vis = append(vis, scopeCol{name: it.name, phys: phys})
+		}
+		if vis != nil {
+			out := *in
+			out.vis = vis
+			return &out, nil
+		}
+	}
 	var cols yaml.MapSlice
-	out := &rel{types: map[string]string{}, evt: in.evt, off: in.off, windowed: in.windowed}
+	out := &rel{types: map[string]string{}, evt: in.evt, off: in.off, windowed: in.windowed, win: in.win}
 	for i, it := range items {
 		name := it.name
 		if i < len(names) {
@@ -636,12 +817,32 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 				a, aok := ref(x.Left)
 				lo, lok := ref(x.From)
 				hi, hok := ref(x.To)
-				if aok && lok && hok && bound(a, lo, true) && bound(a, hi, false) {
+				if aok && lok && hok && lo.side == hi.side && lo.col == hi.col && bound(a, lo, true) && bound(a, hi, false) {
 					continue
 				}
 			}
 		}
 		rest = append(rest, c)
+	}
+	if len(rk) == 0 && winStart && winEnd && left.windowed && right.windowed {
+		// a window join of window results without other keys: one key for
+		// all (a project on each side adds it and keeps the window bounds)
+		keyed := func(r *rel) *rel {
+			var cols yaml.MapSlice
+			for _, c := range r.cols {
+				cols = append(cols, yaml.MapItem{Key: c, Value: exprName(c)})
+			}
+			cols = append(cols, yaml.MapItem{Key: "window_key", Value: "0"})
+			n := q.derive(r, q.tr.addStage(q.base, "project", []string{r.node}, cols, q.at("join")))
+			n.cols = append(append([]string(nil), r.cols...), "window_key")
+			n.types = map[string]string{"window_key": "int"}
+			for k, v := range r.types {
+				n.types[k] = v
+			}
+			return n
+		}
+		left, right = keyed(left), keyed(right)
+		lk, rk = []string{"window_key"}, []string{"window_key"}
 	}
 	if len(rk) == 0 {
 		return nil, nil, q.errf(t, "a join needs at least one equality between the two sides' columns")
@@ -652,7 +853,7 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 	body := yaml.MapSlice{{Key: "type", Value: typ}, {Key: "left_on", Value: lk}, {Key: "right_on", Value: rk}}
 	out := &rel{types: map[string]string{}, off: left.off}
 	osc := &scope{types: out.types}
-	windowedJoin := false
+	windowedJoin, results := false, false
 	switch {
 	case winStart || winEnd:
 		if !(winStart && winEnd) {
@@ -669,8 +870,18 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 				return nil, nil, err
 			}
 			shape = s
+		case left.windowed && right.windowed && left.win != nil && right.win != nil:
+			if left.win.kind != right.win.kind || fmt.Sprint(left.win.durations) != fmt.Sprint(right.win.durations) {
+				return nil, nil, q.errf(t, "a window join's two sides must be results of the same window")
+			}
+			s, err := q.windowBody(left.win)
+			if err != nil {
+				return nil, nil, err
+			}
+			shape = s
+			results = true
 		default:
-			return nil, nil, q.errf(t, "a window join of window results: not supported yet; join the window table functions' rows")
+			return nil, nil, q.errf(t, "a window join joins the rows of two window table functions of the same window, or the GROUP BY results of the same window, on window_start and window_end")
 		}
 		if _, ok := shape[0].Value.(yaml.MapSlice); ok && shape[0].Key == "session" {
 			return nil, nil, q.errf(t, "a window join over SESSION windows: not supported")
@@ -686,7 +897,7 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 			body = append(body, yaml.MapItem{Key: "right_time", Value: rtime})
 		}
 	case lower != nil || upper != nil:
-		return nil, nil, q.errf(t, "an interval join needs both a lower and an upper time bound (a.ts BETWEEN b.ts - INTERVAL ... AND b.ts + INTERVAL ...)")
+		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever: its time condition must bound one side's time by the other's on both sides, within constants (a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...'), to be an interval join")
 	default:
 		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever (unbounded state); bound it by time: ON ... AND a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...' (an interval join), or join the rows of the same window (a window join)")
 	}
@@ -698,7 +909,11 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 	node := q.tr.addStage(q.base, "join", []string{left.node, right.node}, body, q.at("join"))
 	out.node = node
 	taken := map[string]bool{}
+	isBound := func(c string) bool { return results && (c == "window_start" || c == "window_end") }
 	for _, c := range left.cols {
+		if isBound(c) {
+			continue
+		}
 		out.cols = append(out.cols, c)
 		out.types[c] = left.types[c]
 		taken[c] = true
@@ -709,6 +924,9 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 		}
 	}
 	for _, c := range right.cols {
+		if isBound(c) {
+			continue
+		}
 		name := c
 		if taken[c] {
 			name = "right_" + c
@@ -730,6 +948,10 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 			}
 		}
 		out.evt, out.windowed = "window_end", true
+		out.win = left.tvf
+		if results {
+			out.win = left.win
+		}
 	} else {
 		out.evt = left.evt
 	}

@@ -13,6 +13,8 @@ import (
 // the column that holds it.
 type aggs struct {
 	resolve func(sqlparser.Expr) (string, string, error)
+	groups  map[string]string // computed GROUP BY expressions -> key column
+	legacy  bool              // GROUP BY TUMBLE(...): TUMBLE_START(...) etc. are the bounds
 }
 
 // expr translates a SQL expression into a floe expression (docs/expressions.md)
@@ -27,6 +29,11 @@ func (q *qctx) expr(e sqlparser.Expr, sc *scope, ag *aggs) (string, string, erro
 			s = "(" + s + ")"
 		}
 		return s, t, nil
+	}
+	if ag != nil {
+		if col, ok := ag.groups[sqlparser.String(e)]; ok {
+			return exprName(col), sc.types[col], nil
+		}
 	}
 	switch x := e.(type) {
 	case *sqlparser.ColName:
@@ -400,6 +407,16 @@ func regexpQuote(s string) string {
 // call translates a function call, Flink names to floe's.
 func (q *qctx) call(x *sqlparser.FuncExpr, sc *scope, ag *aggs) (string, string, error) {
 	name := strings.ToLower(x.Name.String())
+	switch name {
+	case "tumble_start", "hop_start", "session_start", "tumble_end", "hop_end", "session_end":
+		if ag != nil && ag.legacy {
+			if strings.HasSuffix(name, "_start") {
+				return "window_start", "ts", nil
+			}
+			return "window_end", "ts", nil
+		}
+		return "", "", q.errf(x, "%s outside a GROUP BY %s(...)", strings.ToUpper(name), strings.ToUpper(strings.SplitN(name, "_", 2)[0]))
+	}
 	args := make([]string, len(x.Exprs))
 	types := make([]string, len(x.Exprs))
 	for i, a := range x.Exprs {
@@ -523,7 +540,7 @@ func (q *qctx) call(x *sqlparser.FuncExpr, sc *scope, ag *aggs) (string, string,
 		return "cast(" + args[0] + ", 'timestamp')", "ts", nil
 	case "date_trunc":
 		return fn("date_trunc", types[1], 2)
-	case "tumble", "hop", "session", "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end", "tumble_rowtime":
+	case "tumble", "hop", "session", "tumble_rowtime", "hop_rowtime", "session_rowtime":
 		return "", "", q.errf(x, "the legacy group window %s(...): not supported; write GROUP BY window_start, window_end over TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...))", strings.ToUpper(name))
 	}
 	return "", "", q.errf(x, "function %s: not supported (see docs/sql.md for the functions floe maps)", strings.ToUpper(name))

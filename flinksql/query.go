@@ -27,6 +27,13 @@ type rel struct {
 	windowed bool
 	// lookup: the relation is a table read whole (a lookup join's right side).
 	lookup *table
+	// win is the window of window results (windowed).
+	win *tvfCall
+	// vis, when set, is what a SELECT of bare columns exposes: names over
+	// the physical columns, which flow on unchanged (a project that only
+	// renames or drops columns is not a stage of its own; the stage that
+	// needs the names, a sink's final project, writes them).
+	vis []scopeCol
 }
 
 func (r *rel) has(c string) bool {
@@ -155,10 +162,18 @@ type scopeCol struct {
 func relScope(r *rel, alias string) *scope {
 	s := &scope{types: map[string]string{}}
 	for _, c := range r.cols {
-		s.entries = append(s.entries, scopeCol{qual: strings.ToLower(alias), name: c, phys: c})
 		s.types[c] = r.types[c]
 	}
-	if r.tvf != nil || r.windowed {
+	if r.vis != nil {
+		for _, v := range r.vis {
+			s.entries = append(s.entries, scopeCol{qual: strings.ToLower(alias), name: v.name, phys: v.phys})
+		}
+	} else {
+		for _, c := range r.cols {
+			s.entries = append(s.entries, scopeCol{qual: strings.ToLower(alias), name: c, phys: c})
+		}
+	}
+	if r.tvf != nil {
 		for _, c := range []string{"window_start", "window_end"} {
 			if !r.has(c) {
 				s.entries = append(s.entries, scopeCol{qual: strings.ToLower(alias), name: c, phys: c})
@@ -230,8 +245,26 @@ func (q *qctx) selectRel(sel *sqlparser.Select, names []string) (*rel, error) {
 	if len(sel.Windows) > 0 {
 		return nil, q.errf(nil, "WINDOW clause: not supported; write OVER (...) in place")
 	}
+	if len(sel.From) == 2 && sel.Where != nil {
+		// FROM a, b WHERE ...: the inner join of a and b ON the WHERE.
+		cp := *sel
+		cp.From = []sqlparser.TableExpr{&sqlparser.JoinTableExpr{LeftExpr: sel.From[0], RightExpr: sel.From[1],
+			Join: sqlparser.NormalJoinType, Condition: &sqlparser.JoinCondition{On: sel.Where.Expr}}}
+		cp.Where = nil
+		sel = &cp
+	}
 	if len(sel.From) != 1 {
-		return nil, q.errf(nil, "FROM a, b: write the join as a JOIN ... ON")
+		return nil, q.errf(nil, "FROM a, b without a join condition: write the join as a JOIN ... ON")
+	}
+	if j, ok := sel.From[0].(*sqlparser.JoinTableExpr); ok && j.Join == sqlparser.NormalJoinType && sel.Where != nil && j.Condition != nil && j.Condition.On != nil {
+		// An inner join's WHERE conditions are its ON conditions (the time
+		// bound of an interval join is often written there).
+		cp := *sel
+		nj := *j
+		nj.Condition = &sqlparser.JoinCondition{On: &sqlparser.AndExpr{Left: j.Condition.On, Right: sel.Where.Expr}}
+		cp.From = []sqlparser.TableExpr{&nj}
+		cp.Where = nil
+		sel = &cp
 	}
 	// Top-N: SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (...) AS rn FROM ...) WHERE rn <= N
 	if r, ok, err := q.topN(sel, names); ok || err != nil {
@@ -270,14 +303,14 @@ func (q *qctx) selectRel(sel *sqlparser.Select, names []string) (*rel, error) {
 	}
 	if in.tvf != nil {
 		// SELECT * FROM TABLE(TUMBLE(...)): pass the pending window on.
+		if names != nil {
+			return nil, q.errf(nil, "the rows of a window table function need a GROUP BY window_start, window_end (a window aggregation), a window join or a window Top-N before they are written")
+		}
 		for _, it := range items {
-			if c, ok := it.expr.(*sqlparser.ColName); !ok || c.Name.String() != it.name {
-				if !ok || (c.Name.String() != "window_start" && c.Name.String() != "window_end") {
-					return nil, q.errf(it.expr, "over a window table function, select columns as they are (computed columns need a GROUP BY window_start, window_end)")
-				}
+			if _, ok := it.expr.(*sqlparser.ColName); !ok {
+				return nil, q.errf(it.expr, "over a window table function, select columns as they are (computed columns need a GROUP BY window_start, window_end, or a view computing them that the TVF reads)")
 			}
 		}
-		return in, nil
 	}
 	return q.project(in, sc, items, names)
 }
@@ -332,8 +365,33 @@ func (q *qctx) items(sel *sqlparser.Select, sc *scope, in *rel) ([]item, error) 
 
 // project lowers the SELECT list of a non-aggregating SELECT.
 func (q *qctx) project(in *rel, sc *scope, items []item, names []string) (*rel, error) {
+	if names == nil {
+		var vis []scopeCol
+		for _, it := range items {
+			c, ok := it.expr.(*sqlparser.ColName)
+			if !ok {
+				vis = nil
+				break
+			}
+			phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+			if err != nil {
+				return nil, q.errf(c, "%v", err)
+			}
+			for _, v := range vis {
+				if v.name == it.name {
+					return nil, q.errf(it.expr, "the column name %s appears twice in the SELECT list; give one an alias", it.name)
+				}
+			}
+			vis = append(vis, scopeCol{name: it.name, phys: phys})
+		}
+		if vis != nil {
+			out := *in
+			out.vis = vis
+			return &out, nil
+		}
+	}
 	var cols yaml.MapSlice
-	out := &rel{node: "", types: map[string]string{}, evt: in.evt, off: in.off, windowed: in.windowed}
+	out := &rel{node: "", types: map[string]string{}, evt: in.evt, off: in.off, windowed: in.windowed, win: in.win}
 	identity := len(items) == len(in.cols)
 	for i, it := range items {
 		name := it.name
