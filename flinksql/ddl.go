@@ -14,9 +14,14 @@ type cursor struct {
 	i    int
 }
 
-func (c *cursor) peek() token { return c.toks[c.i] }
+func (c *cursor) peek() token {
+	if c.i >= len(c.toks) {
+		return c.toks[len(c.toks)-1] // the statement's tEOF
+	}
+	return c.toks[c.i]
+}
 func (c *cursor) next() token {
-	t := c.toks[c.i]
+	t := c.peek()
 	if t.kind != tEOF {
 		c.i++
 	}

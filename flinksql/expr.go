@@ -63,26 +63,44 @@ func (q *qctx) expr(e sqlparser.Expr, sc *scope, ag *aggs) (string, string, erro
 		return "false", "bool", nil
 	case *sqlparser.NullVal:
 		return "nil", "", nil
-	case *sqlparser.AndExpr:
-		l, _, err := sub(x.Left)
+	case *sqlparser.AndExpr, *sqlparser.OrExpr:
+		// and binds looser than comparisons, or looser than and: their
+		// operands need parentheses only when they bind looser still.
+		var a, b sqlparser.Expr
+		op := " and "
+		if y, ok := x.(*sqlparser.AndExpr); ok {
+			a, b = y.Left, y.Right
+		} else {
+			y := x.(*sqlparser.OrExpr)
+			a, b, op = y.Left, y.Right, " or "
+		}
+		part := func(e sqlparser.Expr) (string, error) {
+			s, _, err := q.expr(e, sc, ag)
+			if err != nil {
+				return "", err
+			}
+			switch e.(type) {
+			case *sqlparser.ComparisonExpr, *sqlparser.IsExpr, *sqlparser.BetweenExpr, *sqlparser.AndExpr:
+				return s, nil
+			case *sqlparser.OrExpr:
+				if op == " or " {
+					return s, nil
+				}
+			}
+			if atomic(e) {
+				return s, nil
+			}
+			return "(" + s + ")", nil
+		}
+		l, err := part(a)
 		if err != nil {
 			return "", "", err
 		}
-		r, _, err := sub(x.Right)
+		r, err := part(b)
 		if err != nil {
 			return "", "", err
 		}
-		return l + " and " + r, "bool", nil
-	case *sqlparser.OrExpr:
-		l, _, err := sub(x.Left)
-		if err != nil {
-			return "", "", err
-		}
-		r, _, err := sub(x.Right)
-		if err != nil {
-			return "", "", err
-		}
-		return l + " or " + r, "bool", nil
+		return l + op + r, "bool", nil
 	case *sqlparser.NotExpr:
 		s, _, err := q.expr(x.Expr, sc, ag)
 		if err != nil {

@@ -274,6 +274,9 @@ func (q *qctx) selectRel(sel *sqlparser.Select, names []string) (*rel, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in.lookup != nil {
+		return nil, &lexError{q.at(in.lookup.name), fmt.Sprintf("%s has no WATERMARK: a table read as a stream needs WATERMARK FOR <time column> AS <time column> - INTERVAL 'n' SECOND (floe runs in event time); a table without one is a lookup table, the right side of a JOIN ... FOR SYSTEM_TIME AS OF", in.lookup.name)}
+	}
 	items, err := q.items(sel, sc, in)
 	if err != nil {
 		return nil, err

@@ -97,12 +97,17 @@ func parseInterval(toks []token, i int) (time.Duration, int, error) {
 	}
 	j := i + 3
 	if j < len(toks) && toks[j].isP("(") { // SECOND(3): a precision, ignored
-		for j < len(toks) && !toks[j].isP(")") {
-			j++
+		k := j
+		for k < len(toks) && !toks[k].isP(")") {
+			if toks[k].kind == tEOF {
+				return 0, i, &lexError{toks[j].off, "INTERVAL: unclosed precision ("}
+			}
+			k++
 		}
-		if j < len(toks) {
-			j++
+		if k >= len(toks) {
+			return 0, i, &lexError{toks[j].off, "INTERVAL: unclosed precision ("}
 		}
+		j = k + 1
 	}
 	if j < len(toks) && toks[j].is("to") {
 		return 0, i, &lexError{toks[j].off, "INTERVAL ... TO ...: compound interval units are not supported; write INTERVAL 'n' SECOND"}

@@ -547,6 +547,9 @@ func (tr *translator) yaml() ([]byte, error) {
 			tr.pos["state."+f] = o.off
 		}
 	}
+	if len(tr.sources) == 0 {
+		return nil, &lexError{tr.sinks[0].off, "the pipeline reads no stream: an INSERT must select FROM a table with a WATERMARK"}
+	}
 	linear := len(tr.sources) == 1 && len(tr.sinks) == 1
 	for i, s := range tr.stages {
 		if s.kind != "filter" && s.kind != "project" && s.kind != "window" {
