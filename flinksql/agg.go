@@ -1076,3 +1076,168 @@ func (q *qctx) rightEntries(t *sqlparser.JoinTableExpr, _ string) []string {
 	}
 	return []string{""}
 }
+
+// over lowers a SELECT with aggregates OVER (PARTITION BY ... ORDER BY t
+// ROWS BETWEEN n PRECEDING AND CURRENT ROW) to an over stage and a project.
+func (q *qctx) over(in *rel, sc *scope, items []item, names []string) (*rel, error) {
+	if in.tvf != nil {
+		return nil, q.errf(nil, "an OVER aggregate over a window table function's rows: not supported")
+	}
+	var spec *sqlparser.WindowSpecification
+	specText := ""
+	type overAgg struct {
+		key, name, fn, col, typ string
+	}
+	var defs []*overAgg
+	byKey := map[string]*overAgg{}
+	var werr error
+	for i, it := range items {
+		name := it.name
+		if i < len(names) {
+			name = names[i]
+		}
+		_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+			oc := overOf(n)
+			if oc == nil || werr != nil {
+				return true, nil
+			}
+			if oc.WindowSpec == nil {
+				werr = q.errf(n.(sqlparser.Expr), "OVER w (a named window): write the window in place")
+				return false, nil
+			}
+			if specText == "" {
+				spec, specText = oc.WindowSpec, sqlparser.String(oc.WindowSpec)
+			} else if sqlparser.String(oc.WindowSpec) != specText {
+				werr = q.errf(n.(sqlparser.Expr), "every OVER aggregate of a SELECT must use the same window")
+				return false, nil
+			}
+			k := sqlparser.String(n)
+			if byKey[k] != nil {
+				return false, nil
+			}
+			d := &overAgg{key: k}
+			var arg sqlparser.Expr
+			switch x := n.(type) {
+			case *sqlparser.CountStar:
+				d.fn, d.typ = "count", "int"
+			case *sqlparser.Count:
+				if x.Distinct || len(x.Args) != 1 {
+					werr = q.errf(x, "COUNT(DISTINCT ...) OVER: not supported")
+					return false, nil
+				}
+				d.fn, d.typ, arg = "count", "int", x.Args[0]
+			case *sqlparser.Sum:
+				d.fn, arg = "sum", x.Arg
+			case *sqlparser.Min:
+				d.fn, arg = "min", x.Arg
+			case *sqlparser.Max:
+				d.fn, arg = "max", x.Arg
+			case *sqlparser.Avg:
+				d.fn, d.typ, arg = "avg", "float", x.Arg
+			}
+			if arg != nil {
+				c, ok := arg.(*sqlparser.ColName)
+				if !ok {
+					werr = q.errf(arg, "an OVER aggregate takes a column; compute the expression in a subquery first")
+					return false, nil
+				}
+				phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+				if err != nil {
+					werr = q.errf(c, "%v", err)
+					return false, nil
+				}
+				d.col = phys
+				if d.typ == "" {
+					d.typ = sc.types[phys]
+				}
+			}
+			d.name = fmt.Sprintf("over_%d", len(defs))
+			if n == sqlparser.SQLNode(it.expr) {
+				d.name = name
+			}
+			defs = append(defs, d)
+			byKey[k] = d
+			return false, nil
+		}, it.expr)
+		if werr != nil {
+			return nil, werr
+		}
+	}
+	var keys []string
+	for _, p := range spec.PartitionClause {
+		c, ok := p.(*sqlparser.ColName)
+		if !ok {
+			return nil, q.errf(p, "PARTITION BY takes columns")
+		}
+		phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+		if err != nil {
+			return nil, q.errf(c, "%v", err)
+		}
+		keys = append(keys, phys)
+	}
+	if len(spec.OrderClause) != 1 {
+		return nil, q.errf(nil, "OVER (... ORDER BY t): order by one time column, ascending")
+	}
+	oc, ok := spec.OrderClause[0].Expr.(*sqlparser.ColName)
+	if !ok || spec.OrderClause[0].Direction == sqlparser.DescOrder {
+		return nil, q.errf(spec.OrderClause[0].Expr, "OVER (... ORDER BY t): order by one time column, ascending")
+	}
+	order, err := sc.resolve(oc.Qualifier.Name.String(), oc.Name.String())
+	if err != nil {
+		return nil, q.errf(oc, "%v", err)
+	}
+	if sc.types[order] != "ts" {
+		return nil, q.errf(oc, "OVER (... ORDER BY %s): floe orders by a timestamp column (event time)", order)
+	}
+	f := spec.FrameClause
+	if f == nil || f.Unit != sqlparser.FrameRowsType || f.Start == nil || f.Start.Type != sqlparser.ExprPrecedingType ||
+		(f.End != nil && f.End.Type != sqlparser.CurrentRowType) {
+		return nil, q.errf(nil, "OVER needs ROWS BETWEEN n PRECEDING AND CURRENT ROW (a frame of RANGE or UNBOUNDED PRECEDING keeps every row of a partition)")
+	}
+	lit, ok := f.Start.Expr.(*sqlparser.Literal)
+	if !ok || lit.Type != sqlparser.IntVal {
+		return nil, q.errf(nil, "ROWS BETWEEN n PRECEDING: n must be a constant integer")
+	}
+	rows, _ := strconv.Atoi(lit.Val)
+	body := yaml.MapSlice{{Key: "key", Value: keys}}
+	if keys == nil {
+		body[0].Value = []string{}
+	}
+	body = append(body, yaml.MapItem{Key: "order_by", Value: order}, yaml.MapItem{Key: "rows", Value: rows})
+	var aggm yaml.MapSlice
+	for _, d := range defs {
+		aggm = append(aggm, yaml.MapItem{Key: d.name, Value: d.fn + "(" + d.col + ")"})
+	}
+	body = append(body, yaml.MapItem{Key: "aggregates", Value: aggm})
+	if late, ok, err := q.lateness(); err != nil {
+		return nil, err
+	} else if ok {
+		body = append(body, yaml.MapItem{Key: "allowed_lateness", Value: durString(late)})
+	}
+	node := q.tr.addStage(q.base, "over", []string{in.node}, body, q.at("over"))
+	out := q.derive(in, node)
+	out.cols = append(append([]string(nil), in.cols...), func() []string {
+		var ns []string
+		for _, d := range defs {
+			ns = append(ns, d.name)
+		}
+		return ns
+	}()...)
+	out.types = map[string]string{}
+	for k, v := range in.types {
+		out.types[k] = v
+	}
+	osc := &scope{types: out.types, entries: append([]scopeCol(nil), sc.entries...)}
+	for _, d := range defs {
+		out.types[d.name] = d.typ
+		osc.entries = append(osc.entries, scopeCol{name: d.name, phys: d.name})
+	}
+	ag := &aggs{resolve: func(e sqlparser.Expr) (string, string, error) {
+		d := byKey[sqlparser.String(e)]
+		if d == nil {
+			return "", "", q.errf(e, "an aggregate without OVER next to OVER aggregates")
+		}
+		return d.name, d.typ, nil
+	}}
+	return q.projectAgg(out, osc, items, names, ag)
+}

@@ -2,6 +2,7 @@ package flinksql
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -86,6 +88,10 @@ func TestLowering(t *testing.T) {
 		{"lookup", sink("auction BIGINT, v STRING") +
 			"INSERT INTO out SELECT B.auction, D.v FROM bid B JOIN dim FOR SYSTEM_TIME AS OF B.dateTime AS D ON B.auction = D.k;",
 			[]string{"lookup:", "url: /tmp/dim", "- k"}},
+		{"over", sink("auction BIGINT, avg_price DOUBLE") +
+			"INSERT INTO out SELECT auction, AVG(maxp) OVER (PARTITION BY auction ORDER BY window_end ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM " +
+			"(SELECT auction, MAX(price) AS maxp, window_start, window_end FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end);",
+			[]string{"over:", "order_by: window_end", "rows: 10", "avg_price: avg(maxp)"}},
 		{"view-and-two-sinks", "CREATE VIEW big AS SELECT auction, price, dateTime FROM bid WHERE price > 100;\n" + sink("auction BIGINT, price BIGINT") +
 			"CREATE TABLE out2 (auction BIGINT) WITH ('connector' = 'filesystem', 'path' = '/tmp/out2', 'format' = 'json');\n" +
 			"INSERT INTO out SELECT auction, price FROM big; INSERT INTO out2 SELECT auction FROM big;",
@@ -101,8 +107,17 @@ func TestLowering(t *testing.T) {
 					t.Errorf("lowered spec lacks %q:\n%s", w, y)
 				}
 			}
-			if _, err := Parse("t.sql", []byte(ddl+c.sql), t.TempDir()); err != nil {
-				t.Errorf("not a valid spec: %v\n%s", err, y)
+			p, err := Parse("t.sql", []byte(ddl+c.sql), t.TempDir())
+			if err != nil {
+				t.Fatalf("not a valid spec: %v\n%s", err, y)
+			}
+			// compiled against the declared schemas, as floe validate does
+			rep, err := engine.Validate(context.Background(), p, engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Valid {
+				t.Errorf("does not compile: %v\n%s", rep.Problems, y)
 			}
 		})
 	}
@@ -125,6 +140,7 @@ func TestErrors(t *testing.T) {
 		{"no-watermark", "INSERT INTO out SELECT k FROM dim;", "lookup table"},
 		{"set-key", "SET 'state.urll' = 'x';", "t.sql:10:5: SET 'state.urll': unknown key"},
 		{"unterminated", "INSERT INTO out SELECT 'abc FROM bid;", "t.sql:10:24: unterminated string literal"},
+		{"over-range", "INSERT INTO out SELECT SUM(price) OVER (PARTITION BY auction ORDER BY dateTime) FROM bid;", "ROWS BETWEEN n PRECEDING"},
 		{"concat", "INSERT INTO out SELECT url || 'x' FROM bid;", "t.sql:10:28: ||"},
 		{"spec-check", "SET 'state.parallelism' = '0'; INSERT INTO out SELECT auction FROM bid;", "t.sql:10:27: state.parallelism:"},
 	} {

@@ -292,6 +292,14 @@ func (q *qctx) selectRel(sel *sqlparser.Select, names []string) (*rel, error) {
 		in = q.derive(in, q.tr.addStage(q.base, "filter", []string{in.node}, cond, q.at("where")))
 	}
 	grouped := sel.GroupBy != nil && len(sel.GroupBy.Exprs) > 0
+	for _, it := range items {
+		if containsOver(it.expr) {
+			if grouped || sel.Having != nil {
+				return nil, q.errf(it.expr, "an OVER aggregate in a grouped SELECT: aggregate in a subquery first")
+			}
+			return q.over(in, sc, items, names)
+		}
+	}
 	hasAgg := false
 	for _, it := range items {
 		if containsAgg(it.expr) {
@@ -556,11 +564,45 @@ var exprKeywords = map[string]bool{"and": true, "or": true, "not": true, "in": t
 	"false": true, "let": true, "if": true, "else": true, "matches": true, "contains": true, "startsWith": true,
 	"endsWith": true, "case": true}
 
+// overOf returns the OVER clause of an aggregate call, or nil.
+func overOf(n sqlparser.SQLNode) *sqlparser.OverClause {
+	switch x := n.(type) {
+	case *sqlparser.Count:
+		return x.OverClause
+	case *sqlparser.CountStar:
+		return x.OverClause
+	case *sqlparser.Sum:
+		return x.OverClause
+	case *sqlparser.Min:
+		return x.OverClause
+	case *sqlparser.Max:
+		return x.OverClause
+	case *sqlparser.Avg:
+		return x.OverClause
+	}
+	return nil
+}
+
+func containsOver(e sqlparser.Expr) bool {
+	found := false
+	_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+		if overOf(n) != nil {
+			found = true
+			return false, nil
+		}
+		return true, nil
+	}, e)
+	return found
+}
+
 func containsAgg(e sqlparser.Expr) bool {
 	found := false
 	_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
 		switch n.(type) {
 		case *sqlparser.Count, *sqlparser.CountStar, *sqlparser.Sum, *sqlparser.Min, *sqlparser.Max, *sqlparser.Avg:
+			if overOf(n) != nil {
+				return false, nil
+			}
 			found = true
 			return false, nil
 		case *sqlparser.Subquery:
