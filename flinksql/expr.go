@@ -469,7 +469,7 @@ func (q *qctx) call(x *sqlparser.FuncExpr, sc *scope, ag *aggs) (string, string,
 	case "__floe_interval":
 		return "", "", q.errf(x, "an INTERVAL is allowed in WATERMARK, window functions and join time bounds only")
 	case "proctime", "now", "current_timestamp", "localtimestamp", "current_date", "current_time", "unix_timestamp":
-		return "", "", q.errf(x, "%s(): processing time is not supported; floe computes in event time (a re-run epoch must produce the same rows), so use the table's WATERMARK column", strings.ToUpper(name))
+		return "", "", q.errf(x, "processing time is not supported; floe computes in event time (a re-run epoch must produce the same rows), so use the table's WATERMARK column")
 	case "upper", "lower":
 		return fn(name, "string", 1)
 	case "char_length", "character_length", "length":
