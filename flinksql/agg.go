@@ -247,10 +247,8 @@ func (q *qctx) aggregate(sel *sqlparser.Select, in *rel, sc *scope, items []item
 		src = q.derive(in, node)
 	}
 	body := yaml.MapSlice{}
-	if len(keys) > 0 {
+	if len(keys) > 0 { // no key: one group per window
 		body = append(body, yaml.MapItem{Key: "key", Value: keys})
-	} else {
-		body = append(body, yaml.MapItem{Key: "key", Value: []string{}})
 	}
 	if len(defs) == 0 { // GROUP BY without aggregates: floe's window needs one
 		defs = append(defs, &aggDef{name: "window_rows", fn: "count", typ: "int"})
@@ -609,7 +607,10 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 		}
 		order = append(order, s)
 	}
-	body := yaml.MapSlice{{Key: "n", Value: n}, {Key: "order_by", Value: order}, {Key: "key", Value: keys}}
+	body := yaml.MapSlice{{Key: "n", Value: n}, {Key: "order_by", Value: order}}
+	if len(keys) > 0 { // no key: one group per window (key: [] would hash differently)
+		body = append(body, yaml.MapItem{Key: "key", Value: keys})
+	}
 	switch {
 	case hasStart && hasEnd && r.windowed:
 	case hasStart && hasEnd && r.tvf != nil:
@@ -1199,9 +1200,9 @@ func (q *qctx) over(in *rel, sc *scope, items []item, names []string) (*rel, err
 		return nil, q.errf(nil, "ROWS BETWEEN n PRECEDING: n must be a constant integer")
 	}
 	rows, _ := strconv.Atoi(lit.Val)
-	body := yaml.MapSlice{{Key: "key", Value: keys}}
-	if keys == nil {
-		body[0].Value = []string{}
+	body := yaml.MapSlice{}
+	if len(keys) > 0 {
+		body = append(body, yaml.MapItem{Key: "key", Value: keys})
 	}
 	body = append(body, yaml.MapItem{Key: "order_by", Value: order}, yaml.MapItem{Key: "rows", Value: rows})
 	var aggm yaml.MapSlice

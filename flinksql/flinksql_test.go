@@ -78,7 +78,7 @@ func TestLowering(t *testing.T) {
 			[]string{"gap: 10s", "filter: n > 2"}},
 		{"filter-aggregate", sink("window_start TIMESTAMP(3), window_end TIMESTAMP(3), cheap BIGINT, d BIGINT") +
 			"INSERT INTO out SELECT window_start, window_end, COUNT(*) FILTER (WHERE price < 10), COUNT(DISTINCT bidder) FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;",
-			[]string{"agg_arg_0: case(price < 10, 1)", "cheap: count(agg_arg_0)", "d: count_distinct(bidder)", "key: []"}},
+			[]string{"agg_arg_0: case(price < 10, 1)", "cheap: count(agg_arg_0)", "d: count_distinct(bidder)", "tumbling: 1m"}},
 		{"interval-join", sink("id BIGINT, name STRING, price BIGINT") +
 			"INSERT INTO out SELECT P.id, P.name, B.price FROM person P JOIN bid B ON P.id = B.bidder AND B.dateTime BETWEEN P.dateTime - INTERVAL '1' MINUTE AND P.dateTime + INTERVAL '5' MINUTE;",
 			[]string{"join:", "- id", "lower: 1m", "upper: 5m"}},

@@ -135,6 +135,9 @@ func (q *qctx) errf(node sqlparser.SQLNode, format string, args ...any) error {
 		} else if i > 0 {
 			word = word[:i]
 		}
+		if c, ok := node.(*sqlparser.ColName); ok {
+			word = c.Name.String()
+		}
 		off = q.at(word)
 		if len(construct) > 60 {
 			construct = construct[:57] + "..."
