@@ -716,3 +716,26 @@ func (d *decoder) state(n *node, path string, s *State) {
 		s.MemoryLimit = d.size(v, join(path, "memory_limit"))
 	}
 }
+
+// ParseMapped decodes a spec that was generated from another text (the SQL
+// front end, package flinksql, writes the YAML a SQL file means): it parses
+// data as Parse does, but every problem and every field position refers to
+// the original text, through pos (the position of a field path there; a
+// zero Pos when unknown). name is the original file's name.
+func ParseMapped(name string, data []byte, baseDir string, pos func(path string) Pos) (*Pipeline, error) {
+	p, err := Parse(name, data, baseDir)
+	if err != nil {
+		var es Errors
+		if errors.As(err, &es) {
+			for _, e := range es {
+				e.Pos = pos(e.Path)
+			}
+			return nil, es
+		}
+		return nil, err
+	}
+	for k := range p.origin.pos {
+		p.origin.pos[k] = pos(k)
+	}
+	return p, nil
+}

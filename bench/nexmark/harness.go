@@ -17,6 +17,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/flinksql"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -40,6 +41,9 @@ type FloeJob struct {
 	// TryGraph runs a query that needs a graph anyway (to check the graph
 	// engine against the reference before the query is marked runnable).
 	TryGraph bool `json:",omitempty"`
+	// SQL runs the query's Flink SQL version (queries/<q>.sql, lowered by
+	// package flinksql) instead of its YAML spec.
+	SQL bool `json:",omitempty"`
 	// CPUProfile, when set, is a file the run writes a CPU profile of
 	// itself to (the profiling is outside the timed seconds' start).
 	CPUProfile string `json:",omitempty"`
@@ -70,7 +74,13 @@ func lookupOne(name string) (Query, error) {
 // Pipeline fills in q's spec template for j and parses it.
 func Pipeline(q Query, j FloeJob) (*spec.Pipeline, error) {
 	tmpl, err := q.Spec()
-	if err != nil {
+	if j.SQL {
+		tmpl = q.SQLSpec()
+		if tmpl == nil {
+			return nil, fmt.Errorf("nexmark %s: no queries/%s.sql", q.Name, q.Name)
+		}
+	}
+	if err != nil && !j.SQL {
 		return nil, err
 	}
 	par := j.Parallelism
@@ -87,23 +97,29 @@ func Pipeline(q Query, j FloeJob) (*spec.Pipeline, error) {
 	}
 	l := Layout{Dir: j.Data}
 	vars := map[string]string{
-		"BIDS":        l.StreamDir(j.Format, Bids),
-		"PERSONS":     l.StreamDir(j.Format, Persons),
-		"AUCTIONS":    l.StreamDir(j.Format, Auctions),
-		"SIDE_INPUT":  l.StreamDir(j.Format, SideInput),
-		"SIDE_ROWS":   strconv.Itoa(sideRows),
-		"FORMAT":      j.Format,
-		"SINK":        j.Sink,
-		"STATE":       j.State,
-		"PARALLELISM": strconv.Itoa(par),
-		"MAX_FILES":   strconv.Itoa(maxFiles),
-		"MAX_DELAY":   j.MaxDelay.String(),
+		"BIDS":         l.StreamDir(j.Format, Bids),
+		"PERSONS":      l.StreamDir(j.Format, Persons),
+		"AUCTIONS":     l.StreamDir(j.Format, Auctions),
+		"SIDE_INPUT":   l.StreamDir(j.Format, SideInput),
+		"SIDE_ROWS":    strconv.Itoa(sideRows),
+		"FORMAT":       j.Format,
+		"SINK":         j.Sink,
+		"STATE":        j.State,
+		"PARALLELISM":  strconv.Itoa(par),
+		"MAX_FILES":    strconv.Itoa(maxFiles),
+		"MAX_DELAY":    j.MaxDelay.String(),
+		"MAX_DELAY_MS": strconv.FormatInt(j.MaxDelay.Milliseconds(), 10),
 	}
 	data, err := Expand(tmpl, vars)
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: spec: %w", q.Name, err)
 	}
-	p, err := spec.Parse("queries/"+q.Name+".yaml", data, filepath.Dir(j.Sink))
+	var p *spec.Pipeline
+	if j.SQL {
+		p, err = flinksql.Parse("queries/"+q.Name+".sql", data, filepath.Dir(j.Sink))
+	} else {
+		p, err = spec.Parse("queries/"+q.Name+".yaml", data, filepath.Dir(j.Sink))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
@@ -135,13 +151,19 @@ func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !q.Runnable() && !j.TryGraph {
+	if !q.Runnable() && !j.TryGraph && !j.SQL {
 		return nil, fmt.Errorf("nexmark %s: not runnable yet (needs %s)", q.Name, q.Needs)
 	}
 	p, err := Pipeline(q, j)
 	if err != nil {
 		return nil, err
 	}
+	return runPipeline(ctx, p, j)
+}
+
+// runPipeline runs p (q's pipeline for j), drained, and times it.
+func runPipeline(ctx context.Context, p *spec.Pipeline, j FloeJob) (*FloeResult, error) {
+	q := Query{Name: j.Query}
 	if j.CPUProfile != "" {
 		f, err := os.Create(j.CPUProfile)
 		if err != nil {
@@ -250,6 +272,11 @@ func RunDuckDB(ctx context.Context, j DuckJob) (*DuckResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return runDuck(ctx, q, j)
+}
+
+// runDuck runs q's reference SQL for j.
+func runDuck(ctx context.Context, q Query, j DuckJob) (*DuckResult, error) {
 	sel, err := DuckSQL(q, j.Data, j.Format, j.SideRows)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 
 // specs holds the floe pipeline specs, queries/<name>.yaml.
 //
-//go:embed queries/*.yaml
+//go:embed queries/*.yaml queries/*.sql
 var specs embed.FS
 
 // NeedsGraph marks a query floe cannot run yet: it needs more than one
@@ -38,6 +38,16 @@ func (q Query) Spec() ([]byte, error) {
 		return nil, fmt.Errorf("nexmark %s: spec: %w", q.Name, err)
 	}
 	return data, nil
+}
+
+// SQLSpec returns the query in Flink SQL (queries/<Name>.sql, with ${...}
+// placeholders), or nil when there is none.
+func (q Query) SQLSpec() []byte {
+	data, err := specs.ReadFile("queries/" + q.Name + ".sql")
+	if err != nil {
+		return nil
+	}
+	return data
 }
 
 // Runnable reports whether floe can run q today.

@@ -30,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/flinksql"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -134,7 +135,7 @@ func validateCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "check a spec and compile it against the sources' schemas, writing nothing (exit 0 valid, 2 invalid)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := spec.Load(args[0])
+			p, err := loadSpec(args[0])
 			var rep *engine.ValidateReport
 			if err != nil {
 				// The file does not parse: its problems are the report.
@@ -188,7 +189,12 @@ func checkOutputFiles(p *spec.Pipeline, flags map[string]string) error {
 	return nil
 }
 
+// loadSpec reads the pipeline every command names first: a YAML spec, or a
+// Flink SQL file (FILE.sql, package flinksql) lowered onto the same spec.
 func loadSpec(path string) (*spec.Pipeline, error) {
+	if flinksql.IsSQL(path) {
+		return flinksql.Load(path)
+	}
 	p, err := spec.Load(path)
 	if err != nil {
 		return nil, err

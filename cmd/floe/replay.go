@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/flinksql"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -137,6 +138,11 @@ func emitTest(cmd *cobra.Command, stdout io.Writer, specPath string, p *spec.Pip
 	text, err := os.ReadFile(specPath)
 	if err != nil {
 		return err
+	}
+	if flinksql.IsSQL(specPath) { // the bundle carries the YAML the SQL means
+		if text, _, err = flinksql.Translate(specPath, text); err != nil {
+			return err
+		}
 	}
 	b, err := engine.EmitTestBundle(cmd.Context(), p, engine.EmitOptions{ReplayOptions: opts, Spec: text, Dir: dir})
 	if err != nil {

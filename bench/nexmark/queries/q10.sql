@@ -1,0 +1,31 @@
+-- Nexmark q10, log to file system, in Flink SQL as the nexmark/nexmark suite writes it, over
+-- file tables. Placeholders (dollar-brace NAME) are filled in by the harness.
+SET 'pipeline.name' = 'nexmark-sql-q10';
+SET 'state.url' = '${STATE}';
+SET 'state.parallelism' = '${PARALLELISM}';
+
+CREATE TABLE bid (
+  auction  BIGINT,
+  bidder   BIGINT,
+  price    BIGINT,
+  channel  VARCHAR,
+  url      VARCHAR,
+  dateTime TIMESTAMP(3),
+  extra    VARCHAR,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '${MAX_DELAY_MS}' MILLISECOND
+) WITH ('connector' = 'filesystem', 'path' = '${BIDS}', 'format' = '${FORMAT}',
+        'source.pattern' = '*.${FORMAT}', 'source.max-files-per-epoch' = '${MAX_FILES}');
+
+CREATE TABLE nexmark_q10 (
+  auction BIGINT,
+  bidder BIGINT,
+  price BIGINT,
+  dateTime TIMESTAMP(3),
+  extra VARCHAR,
+  dt STRING,
+  hm STRING
+) PARTITIONED BY (dt, hm) WITH ('connector' = 'filesystem', 'path' = '${SINK}', 'format' = 'parquet');
+
+INSERT INTO nexmark_q10
+SELECT auction, bidder, price, dateTime, extra, DATE_FORMAT(dateTime, 'yyyy-MM-dd'), DATE_FORMAT(dateTime, 'HH:mm')
+FROM bid;

@@ -1,0 +1,34 @@
+-- Nexmark q18, find last bid, in Flink SQL as the nexmark/nexmark suite writes it, over
+-- file tables. Placeholders (dollar-brace NAME) are filled in by the harness.
+SET 'pipeline.name' = 'nexmark-sql-q18';
+SET 'state.url' = '${STATE}';
+SET 'state.parallelism' = '${PARALLELISM}';
+
+CREATE TABLE bid (
+  auction  BIGINT,
+  bidder   BIGINT,
+  price    BIGINT,
+  channel  VARCHAR,
+  url      VARCHAR,
+  dateTime TIMESTAMP(3),
+  extra    VARCHAR,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '${MAX_DELAY_MS}' MILLISECOND
+) WITH ('connector' = 'filesystem', 'path' = '${BIDS}', 'format' = '${FORMAT}',
+        'source.pattern' = '*.${FORMAT}', 'source.max-files-per-epoch' = '${MAX_FILES}');
+
+CREATE TABLE nexmark_q18 (
+  auction BIGINT,
+  bidder BIGINT,
+  price BIGINT,
+  channel VARCHAR,
+  url VARCHAR,
+  dateTime TIMESTAMP(3),
+  extra VARCHAR
+) WITH ('connector' = 'filesystem', 'path' = '${SINK}', 'format' = 'parquet');
+
+-- Refused: deduplication over the whole stream (its state never expires).
+INSERT INTO nexmark_q18
+SELECT auction, bidder, price, channel, url, dateTime, extra
+ FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY dateTime DESC) AS rank_number
+       FROM bid)
+ WHERE rank_number <= 1;

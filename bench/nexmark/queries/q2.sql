@@ -1,0 +1,25 @@
+-- Nexmark q2, selection, in Flink SQL as the nexmark/nexmark suite writes it, over
+-- file tables. Placeholders (dollar-brace NAME) are filled in by the harness.
+SET 'pipeline.name' = 'nexmark-sql-q2';
+SET 'state.url' = '${STATE}';
+SET 'state.parallelism' = '${PARALLELISM}';
+
+CREATE TABLE bid (
+  auction  BIGINT,
+  bidder   BIGINT,
+  price    BIGINT,
+  channel  VARCHAR,
+  url      VARCHAR,
+  dateTime TIMESTAMP(3),
+  extra    VARCHAR,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '${MAX_DELAY_MS}' MILLISECOND
+) WITH ('connector' = 'filesystem', 'path' = '${BIDS}', 'format' = '${FORMAT}',
+        'source.pattern' = '*.${FORMAT}', 'source.max-files-per-epoch' = '${MAX_FILES}');
+
+CREATE TABLE nexmark_q2 (
+  auction BIGINT,
+  price BIGINT
+) WITH ('connector' = 'filesystem', 'path' = '${SINK}', 'format' = 'parquet');
+
+INSERT INTO nexmark_q2
+SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0;
