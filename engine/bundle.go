@@ -430,7 +430,7 @@ func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *
 	}
 	r := &runner{p: p, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
 		dc: newDecideConfig(p), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
-	return r, &runPlan{plan: pl, parallelism: par, k: k, emitted: manifest.NoWatermark, from: &from}, nil
+	return r, &runPlan{plan: pl, parallelism: par, k: k, from: &from}, nil
 }
 
 // bundleSpec rewrites the spec's URLs to folders inside the bundle: the

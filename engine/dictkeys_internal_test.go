@@ -9,6 +9,7 @@ import (
 
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -35,18 +36,17 @@ func TestDictKeysPlan(t *testing.T) {
 		p.ToFiles("file:///out", spec.Parquet).StateAt("file:///state", 2)
 		return p
 	}
-	pl, err := compile(build(spec.Parquet, false, "user_id"), src)
+	decodeOf := func(pl *plan) *arrow.Schema { return pl.graph.nodes[0].out } // the source node's decode schema
+	pl, err := compileLinear(build(spec.Parquet, false, "user_id"), src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.decodeAs == nil {
-		t.Fatal("a Parquet window on a string key decodes it plain")
+	dec := decodeOf(pl)
+	ui := dec.FieldIndices("user_id")[0]
+	if !arrow.TypeEqual(dec.Field(ui).Type, dictKeyType) {
+		t.Fatalf("a Parquet window on a string key decodes it as %v", dec.Field(ui).Type)
 	}
-	ui := pl.decodeAs.FieldIndices("user_id")[0]
-	if !arrow.TypeEqual(pl.decodeAs.Field(ui).Type, dictKeyType) || !arrow.TypeEqual(pl.windowIn.Field(ui).Type, arrow.BinaryTypes.String) {
-		t.Fatalf("decode as %v, window declared on %v", pl.decodeAs.Field(ui).Type, pl.windowIn.Field(ui).Type)
-	}
-	d, err := formats.Decode("parquet", "f.parquet", file, formats.DecodeOptions{Schema: pl.decodeSchema(), EventTime: "event_time", Mem: memory.DefaultAllocator})
+	d, err := formats.Decode("parquet", "f.parquet", file, formats.DecodeOptions{Schema: dec, EventTime: "event_time", Mem: memory.DefaultAllocator})
 	if err != nil {
 		t.Fatalf("decode with dictionary keys: %v", err)
 	}
@@ -58,25 +58,38 @@ func TestDictKeysPlan(t *testing.T) {
 	if len(d.Batches) == 0 || !arrow.TypeEqual(d.Batches[0].Column(ui).DataType(), dictKeyType) {
 		t.Fatalf("the Parquet decoder returned %v, want user_id as %v", d.Batches, dictKeyType)
 	}
-	plain, err := compile(build(spec.Parquet, false, "user_id"), src)
+	lin, err := compile(build(spec.Parquet, false, "user_id"), src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain.decodeAs = nil
-	if plain.hash != pl.hash || plain.ops[0].StateSchema != pl.ops[0].StateSchema {
+	if lin.hash != pl.hash || lin.ops[0].StateSchema != pl.ops[0].StateSchema || lin.ops[0].StatePlan != pl.ops[0].StatePlan {
 		t.Fatal("dictionary keys changed the plan's identity")
+	}
+	if sp := statePlanOf(mustOp(t, pl.graph.state[0])); sp != lin.ops[0].StatePlan {
+		t.Fatalf("the window's state plan with dictionary keys:\n%s\nwant the plain one:\n%s", sp, lin.ops[0].StatePlan)
 	}
 	for what, p := range map[string]*spec.Pipeline{
 		"a filter before the window": build(spec.Parquet, true, "user_id"),
 		"JSON lines":                 build(spec.JSONL, false, "user_id"),
 		"an int64 key":               build(spec.Parquet, false, "bytes"),
 	} {
-		pl, err := compile(p, src)
+		pl, err := compileLinear(p, src)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if pl.decodeAs != nil {
-			t.Fatalf("%s: dictionary keys planned", what)
+		for _, f := range decodeOf(pl).Fields() {
+			if f.Type.ID() == arrow.DICTIONARY {
+				t.Fatalf("%s: dictionary keys planned (%s)", what, f.Name)
+			}
 		}
 	}
+}
+
+func mustOp(t *testing.T, n *gnode) operators.Stateful {
+	t.Helper()
+	op, err := n.newOp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
 }

@@ -96,27 +96,10 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 	for k, v := range e.inputs {
 		m.Source.Inputs[k] = v
 	}
-	if r.plan.window != nil {
-		// A lateness change shifts the window's own watermark ahead of the
-		// pipeline's (operators.Evolution.RestoreWatermark): record the
-		// larger, so a later restore keeps closed windows closed.
-		emitted := e.watermark
-		for _, w := range r.subtasks {
-			emitted = max(emitted, w.Watermark())
-		}
-		op := manifest.OperatorState{ID: r.plan.window.ID, EmittedThrough: emitted}
-		for _, st := range e.out.state {
-			op.Files = append(op.Files, st.base)
-			op.Deltas = append(op.Deltas, st.deltas...)
-		}
-		m.Operators = []manifest.OperatorState{op}
-	}
-	if r.plan.graph != nil {
-		m.Operators = r.graphOperators(e)
-		for _, nd := range r.plan.graph.lookups {
-			lk := nd.lookup
-			m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.name, Version: lk.version, Files: lk.files, Rows: lk.rows})
-		}
+	m.Operators = r.graphOperators(e)
+	for _, nd := range r.plan.graph.lookups {
+		lk := nd.lookup
+		m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.name, Version: lk.version, Files: lk.files, Rows: lk.rows})
 	}
 	return m
 }
@@ -138,7 +121,6 @@ func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.outputs.Apply(e.outputs)
 	r.inputs = e.inputs
 	r.counters = e.counters
-	r.state = e.out.state
 	if r.graph != nil {
 		r.graph.state = e.out.graph
 	}

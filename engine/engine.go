@@ -24,9 +24,6 @@ import (
 
 // Options control one run.
 type Options struct {
-	// executor "graph" runs a linear pipeline on the graph executor
-	// ("linear": the linear one; "": FLOE_EXECUTOR decides), lower.go.
-	executor string
 	// Trigger > 0 keeps running, starting an epoch every Trigger (or at once
 	// while a backlog remains); 0 runs until caught up and returns (--once).
 	Trigger time.Duration

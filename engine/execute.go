@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -29,14 +28,13 @@ import (
 
 // processed is an epoch's output before it is written.
 type processed struct {
-	out      [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
-	outRows  []int64
-	extra    [][][]arrow.RecordBatch // graph pipelines: per further sink, per subtask
-	lateRows [][]arrow.RecordBatch   // per subtask
-	late     int64
-	windows  int64
-	changed  []bool    // per subtask: its state changed and must be written
-	graph    *graphOut // graph pipelines: late rows and changes per stage
+	out     [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
+	outRows []int64
+	extra   [][][]arrow.RecordBatch // graph pipelines: per further sink, per subtask
+	late    int64
+	windows int64
+	changed []bool    // per subtask: its state changed and must be written
+	graph   *graphOut // graph pipelines: late rows and changes per stage
 	// streamed: the outputs a streamed epoch already wrote (stream.go).
 	streamed *streamOut
 }
@@ -46,94 +44,20 @@ type written struct {
 	captured []manifest.FileRef // copies of the consumed input files (source.capture)
 	outRefs  []manifest.FileRef // sink outputs, by subtask
 	sideRefs []manifest.FileRef // late and rejected rows, by path
-	state    []subState         // per subtask: its base and deltas after the epoch
 	rowsOut  int64
 	graph    map[string][]subState // graph pipelines: per stateful stage, per subtask
 }
 
-// process runs the keyed window subtasks in parallel (each over its
-// selection of every batch) and advances them to wm, or passes rows through
-// a window-less plan.
+// process runs an epoch's rows through the plan (processGraph).
 func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
-	if r.plan.graph != nil {
-		return r.processGraph(ctx, results, wm)
-	}
-	n := max(1, r.parallelism)
-	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n)}
-	if r.plan.window == nil {
-		for _, res := range results {
-			if res.streamed != nil {
-				out.streamed = res.streamed // its rows are written already
-			}
-			for _, b := range res.batches {
-				o, _, err := runStages(r.plan.post, b, r.mem)
-				if err != nil {
-					return nil, err
-				}
-				if o.NumRows() > 0 {
-					out.out[0] = append(out.out[0], o)
-					out.outRows[0] += o.NumRows()
-				}
-			}
-		}
-		return out, nil
-	}
-	out.lateRows = make([][]arrow.RecordBatch, r.parallelism)
-	var lateN, winN atomic.Int64
-	g, _ := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for s, w := range r.subtasks {
-		g.Go(func() error {
-			changed := false
-			for _, res := range results {
-				for j, b := range res.batches {
-					// Every instance sees every batch (an empty selection
-					// still advances its arrival sequence), so first/last
-					// ties break the same way at any parallelism.
-					sel := res.sels[j][s]
-					changed = changed || len(sel) > 0
-					lb, err := w.ProcessSelected(b, sel)
-					if err != nil {
-						return err
-					}
-					if lb != nil && lb.NumRows() > 0 {
-						lateN.Add(lb.NumRows())
-						out.lateRows[s] = append(out.lateRows[s], lb)
-					}
-				}
-			}
-			em, err := w.Advance(wm)
-			if err != nil {
-				return err
-			}
-			if em != nil && em.NumRows() > 0 {
-				changed = true
-				winN.Add(em.NumRows())
-				o, _, err := runStages(r.plan.post, em, r.mem)
-				if err != nil {
-					return err
-				}
-				if o.NumRows() > 0 {
-					out.out[s] = append(out.out[s], o)
-					out.outRows[s] = o.NumRows()
-				}
-			}
-			out.changed[s] = changed
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	out.late, out.windows = lateN.Load(), winN.Load()
-	return out, nil
+	return r.processGraph(ctx, results, wm)
 }
 
 // write puts the epoch's outputs, side outputs and changed state files, all
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
 func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []rejectRecord, files []store.ObjectInfo) (*written, error) {
-	w := &written{state: append([]subState(nil), r.state...)}
+	w := &written{}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
 		mu.Lock()
@@ -198,32 +122,6 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			}
 		}
 	}
-	for s, bs := range out.lateRows {
-		if len(bs) == 0 || r.st.late == nil {
-			continue
-		}
-		wg.Go(func() error {
-			plain, own, err := r.plan.plainRows(bs, r.mem)
-			if err != nil {
-				return err
-			}
-			data, err := formats.EncodeParquet(r.plan.windowIn, plain, formats.EncodeOptions{Mem: r.mem})
-			if own {
-				releaseBatches(plain)
-			}
-			if err != nil {
-				return err
-			}
-			ref, err := att.WriteSide(wctx, r.st.late, "", s, "parquet", data, countRows(bs))
-			if err != nil {
-				return err
-			}
-			ref.Path = refURL(r.p.Source.LateURL, ref.Path)
-			ref.Kind = manifest.SideOutputLate
-			add(&w.sideRefs, ref)
-			return nil
-		})
-	}
 	if len(rejects) > 0 {
 		wg.Go(func() error {
 			data, err := encodeRejects(rejects)
@@ -254,21 +152,6 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 				return err
 			})
 		}
-	}
-	writes := func(s int) bool { return out.changed[s] || w.state[s].base.Path == "" }
-	full := compactPlan(w.state, writes, func(s int) (int64, int64) { return dirtySize(r.subtasks[s], r.pendingRows(s)) })
-	for s, sub := range r.subtasks {
-		if !writes(s) {
-			continue // unchanged: the previous files are shared
-		}
-		wg.Go(func() error {
-			st, err := r.writeState(wctx, att, s, sub, w.state[s], full[s])
-			if err != nil {
-				return err
-			}
-			w.state[s] = st // each goroutine writes its own index
-			return nil
-		})
 	}
 	if err := wg.Wait(); err != nil {
 		return nil, err
@@ -393,12 +276,6 @@ func (st subState) deltaBytes() int64 {
 		n += d.Size
 	}
 	return n
-}
-
-// writeState writes subtask s's changed state of the linear pipeline's
-// window: see writeOpState.
-func (r *runner) writeState(ctx context.Context, att *epoch.Attempt, s int, sub *operators.Window, prev subState, full bool) (subState, error) {
-	return r.writeOpState(ctx, att, r.plan.window.ID, s, sub, prev, full, func() error { return r.loadAll(ctx, s) })
 }
 
 // dirtySize is compactPlan's size of a stateful subtask: its changed and

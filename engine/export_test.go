@@ -8,10 +8,6 @@ func SetStateRowGroupRows(n int64) func() {
 	return func() { stateRowGroupRows = old }
 }
 
-// SetExecutor makes a run of a linear pipeline use the linear ("linear")
-// or the graph ("graph") executor, for the differential test.
-func SetExecutor(o *Options, executor string) { o.executor = executor }
-
 // SetGraphPruning turns the column pruning of graph plans on or off (off:
 // the plans, and state layouts, of the release before it) for a test and
 // returns a function that restores it.

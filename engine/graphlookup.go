@@ -92,9 +92,6 @@ func tableVersion(files []store.ObjectInfo) string {
 
 // refreshLookups reloads every lookup stage's table whose listing changed.
 func (r *runner) refreshLookups(ctx context.Context) error {
-	if r.plan.graph == nil {
-		return nil
-	}
 	for _, nd := range r.plan.graph.lookups {
 		if err := r.refreshLookup(ctx, nd); err != nil {
 			return fmt.Errorf("stage %s: %w", nd.name, err)

@@ -21,12 +21,8 @@ import (
 // streamed epoch's parts, concatenated, hold the rows an unstreamed epoch
 // writes as one file.
 
-// streamSourceOf returns the source node a graph's source file belongs to
-// (nil for a linear pipeline).
+// streamSourceOf returns the source node a source file belongs to.
 func (r *runner) streamSourceOf(key string) (*gnode, error) {
-	if r.plan.graph == nil {
-		return nil, nil
-	}
 	src, _ := r.plan.graph.sourceOf(key)
 	if src == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", key)

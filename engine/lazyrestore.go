@@ -402,24 +402,6 @@ func (r *runner) readRange(ctx context.Context, from *restoreSource, f manifest.
 // window_end that says when a key group is due.
 func onDemand(op operators.Stateful) bool { return windowOf(op) != nil }
 
-// loadFor decodes, in every subtask in parallel, the key groups the epoch
-// needs: those of its input rows and those with windows due at wm.
-func (r *runner) loadFor(ctx context.Context, results []*fileResult, wm int64) error {
-	if r.plan.window == nil {
-		return nil
-	}
-	return r.loadNeeded(ctx, r.pending, func(s int) operators.Stateful { return r.subtasks[s] }, func(s int, ps *pendingState, want []bool) error {
-		for _, res := range results {
-			for j, b := range res.batches {
-				if _, err := operators.MarkKeyGroups(b, r.plan.keyCols, r.k, res.sels[j][s], ps.lo, want); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}, wm)
-}
-
 // loadStage decodes, before a graph stage's rows reach its subtasks, the
 // key groups of its pending state the epoch needs: those its input rows
 // touch (sels[i][j][s]: input i, batch j, subtask s, as runStateful routes
@@ -492,15 +474,6 @@ func (r *runner) loadNeeded(ctx context.Context, pend []*pendingState, op func(s
 	return nil
 }
 
-// loadAll decodes every key group of the linear window's subtask s not
-// loaded yet.
-func (r *runner) loadAll(ctx context.Context, s int) error {
-	if s >= len(r.pending) {
-		return nil
-	}
-	return r.loadRest(ctx, r.pending, r.subtasks[s], s)
-}
-
 // loadRest decodes every key group of subtask s (op) of one operator's
 // pending state not loaded yet.
 func (r *runner) loadRest(ctx context.Context, pend []*pendingState, op operators.Stateful, s int) error {
@@ -522,13 +495,10 @@ func (r *runner) loadRest(ctx context.Context, pend []*pendingState, op operator
 }
 
 // loadEverything decodes all pending state of every subtask of every
-// operator (the linear window's and the graph's stages).
+// stateful stage.
 func (r *runner) loadEverything(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for s := range r.pending {
-		g.Go(func() error { return r.loadAll(gctx, s) })
-	}
 	if r.graph != nil {
 		for name, pend := range r.graph.pending {
 			subs := r.graph.subs[name]
@@ -554,10 +524,6 @@ func anyPending(pend []*pendingState) bool {
 	return false
 }
 
-// pendingRows is the number of base rows of the linear window's subtask s
-// not decoded yet.
-func (r *runner) pendingRows(s int) int64 { return pendingRowsOf(r.pending, s) }
-
 // pendingRowsOf is the number of base rows of subtask s not decoded yet.
 func pendingRowsOf(pend []*pendingState, s int) int64 {
 	if s < len(pend) && pend[s] != nil {
@@ -570,9 +536,6 @@ func pendingRowsOf(pend []*pendingState, s int) int64 {
 // needed, over every operator.
 func (r *runner) rowsNotDecoded() int64 {
 	var n int64
-	for s := range r.pending {
-		n += pendingRowsOf(r.pending, s)
-	}
 	if r.graph != nil {
 		for _, pend := range r.graph.pending {
 			for s := range pend {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -22,19 +21,11 @@ import (
 // its late rows go to source.late_url under the same names, and its
 // outputs are split as before (one file per subtask after a window).
 //
-// While the linear executor still exists, the graph executor runs linear
-// pipelines when FLOE_EXECUTOR=graph is set (or Options.executor), which
-// the differential test (lower_test.go) and a whole-suite run use to hold
-// the two to the same manifests and output bytes.
-
-// graphExecutor reports whether a linear pipeline runs on the graph
-// executor.
-func (o *Options) graphExecutor() bool {
-	if o.executor != "" {
-		return o.executor == "graph"
-	}
-	return os.Getenv("FLOE_EXECUTOR") == "graph"
-}
+// The linear executor this replaced was held to the same manifests, state
+// files and output bytes as this lowering by a differential test over
+// linear specs at several parallelisms, a rescale and crashes, before it
+// was deleted; the compat fixtures (testdata/compat, linearcompat_test.go)
+// keep holding the lowering to what earlier releases committed.
 
 // compileLinear compiles the linear pipeline p over the source schema src
 // as a graph: the linear plan first (its errors name the linear fields, and

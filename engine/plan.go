@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/expr"
@@ -61,111 +58,15 @@ type plan struct {
 	// graph is the compiled graph of a graph-form pipeline (graph.go); its
 	// linear parts (pre, window, post) are then empty.
 	graph *graphPlan
-	// decodeAs, when set, is source with the window's string key columns
-	// as dictionary<int32, utf8> (dictKeys): the Parquet decoder keeps each
-	// column chunk's dictionary and the window looks each distinct key up
-	// once per batch instead of hashing a string per row. windowIn stays
-	// plain, so fingerprints, state plans and the plan hash do not change.
-	decodeAs *arrow.Schema
 	// sinkParts and extraParts are the Hive partitioning of the first sink
 	// and of the further sinks (nil: not partitioned), hivesink.go.
 	sinkParts  *hiveParts
 	extraParts []*hiveParts
 }
 
-// dictKeyType is the type a window's string key column is decoded as when
-// the plan uses dictionary keys.
+// dictKeyType is the type a window's string key column is decoded as
+// when the plan uses dictionary keys (graphprune.go dictSchemas).
 var dictKeyType = formats.DictStringType
-
-// useDictKeys sets decodeAs when the window reads the source directly (no
-// stage before it looks at a key's value) and the source is Parquet, whose
-// string columns are usually dictionary-encoded.
-func (pl *plan) useDictKeys() {
-	if pl.graph != nil || pl.window == nil || len(pl.pre) > 0 || pl.spec.Source.Format != spec.Parquet {
-		return
-	}
-	fields := slices.Clone(pl.source.Fields())
-	n := 0
-	for _, c := range pl.keyCols {
-		if fields[c].Type.ID() == arrow.STRING {
-			fields[c].Type = dictKeyType
-			n++
-		}
-	}
-	if n > 0 {
-		md := pl.source.Metadata()
-		pl.decodeAs = arrow.NewSchema(fields, &md)
-	}
-}
-
-// decodeSchema is the schema source files are decoded into.
-func (pl *plan) decodeSchema() *arrow.Schema {
-	if pl.decodeAs != nil {
-		return pl.decodeAs
-	}
-	return pl.source
-}
-
-// windowOpIn is the input schema of the window operator's instances: the
-// decode schema when the window reads dictionary keys, else windowIn.
-func (pl *plan) windowOpIn() *arrow.Schema {
-	if pl.decodeAs != nil {
-		return pl.decodeAs
-	}
-	return pl.windowIn
-}
-
-// plainRows returns bs with dictionary key columns unpacked to plain
-// strings (the late rows, written as the window's declared input); bs as
-// it is when the plan decodes no dictionary keys. The caller releases the
-// returned batches when they are not bs.
-func (pl *plan) plainRows(bs []arrow.RecordBatch, mem memory.Allocator) ([]arrow.RecordBatch, bool, error) {
-	if pl.decodeAs == nil || len(bs) == 0 {
-		return bs, false, nil
-	}
-	ctx := compute.WithAllocator(context.Background(), mem)
-	out := make([]arrow.RecordBatch, 0, len(bs))
-	for _, b := range bs {
-		cols := make([]arrow.Array, b.NumCols())
-		for i, c := range b.Columns() {
-			if c.DataType().ID() != arrow.DICTIONARY {
-				c.Retain()
-				cols[i] = c
-				continue
-			}
-			plain, err := compute.CastArray(ctx, c, compute.SafeCastOptions(arrow.BinaryTypes.String))
-			if err != nil {
-				releaseBatches(out)
-				for _, x := range cols[:i] {
-					x.Release()
-				}
-				return nil, false, fmt.Errorf("unpack dictionary column %s: %w", b.ColumnName(i), err)
-			}
-			cols[i] = plain
-		}
-		out = append(out, array.NewRecordBatch(pl.windowIn, cols, b.NumRows()))
-		for _, c := range cols {
-			c.Release()
-		}
-	}
-	return out, true, nil
-}
-
-func runStages(stages []*stage, rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
-	var dropped int64
-	for _, s := range stages {
-		out, d, err := s.apply(rec, mem)
-		if err != nil {
-			return nil, 0, err
-		}
-		dropped += d
-		rec = out
-		if rec.NumRows() == 0 {
-			break
-		}
-	}
-	return rec, dropped, nil
-}
 
 // sourceSchema returns the declared source schema (nil: infer from Parquet).
 func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
@@ -194,15 +95,12 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 	need := full.neededColumns()
 	switch {
 	case len(need) == src.NumFields():
-		full.useDictKeys()
 		return full, nil
 	case p.Source.Format == spec.CSV && p.Source.CSV != nil && !p.Source.CSV.Header:
 		return full, nil // positional CSV columns cannot be pruned
 	case p.Source.LateURL != "":
-		full.useDictKeys()
 		return full, nil // late rows are written whole
 	case p.Source.Validate == "all":
-		full.useDictKeys()
 		return full, nil // every declared column is decoded, so every one is checked
 	}
 	var fields []arrow.Field
@@ -217,7 +115,6 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
 	}
 	pruned.hash, pruned.declared = full.hash, full.declared // the plan's identity is that of the declared schema
-	pruned.useDictKeys()
 	return pruned, nil
 }
 
@@ -359,47 +256,6 @@ func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSp
 		ws.Aggregates = append(ws.Aggregates, as)
 	}
 	return ws, nil
-}
-
-// evolve is the one decision, used by `floe run` and `floe plan`, of whether
-// the state written under the old plan can be restored by pl: the stateful
-// operators must correspond (see compatible), and the window's state either
-// has the same layout or can be migrated to pl's (an aggregate added,
-// removed, renamed with renamed_from, an input widened; see
-// operators.PlanStateEvolution). The evolution (nil: same layout, recorded by
-// a release that did not describe its state) migrates what restore reads.
-func evolve(old []manifest.OpPlan, pl *plan) (*operators.Evolution, error) {
-	if pl.graph != nil {
-		_, err := evolveGraph(old, pl, nil)
-		return nil, err
-	}
-	if pl.window == nil {
-		return nil, compatible(old, pl.ops)
-	}
-	var prev *manifest.OpPlan
-	for i := range old {
-		if old[i].ID == pl.window.ID {
-			prev = &old[i]
-		}
-	}
-	if prev == nil || prev.StatePlan == "" || prev.Kind != "window" {
-		return nil, compatible(old, pl.ops) // nothing to migrate from: the layouts must match
-	}
-	if len(old) != len(pl.ops) {
-		return nil, compatible(old, pl.ops)
-	}
-	oldSpec, oldIn, err := operators.UnmarshalStatePlan([]byte(prev.StatePlan))
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: the recorded state plan cannot be read: %w", prev.ID, err)
-	}
-	ev, err := operators.PlanStateEvolution(oldSpec, *pl.window, oldIn, pl.windowIn)
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: %w", prev.ID, err)
-	}
-	if !ev.Compatible() {
-		return nil, fmt.Errorf("operator %q: %w", prev.ID, ev.Err())
-	}
-	return ev, nil
 }
 
 // stageMigration is how one graph window stage's restored state reaches

@@ -7,7 +7,6 @@ import (
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -30,25 +29,17 @@ type runPlan struct {
 	// refusal, when set, is why the run must not start; it writes nothing.
 	refusal  error
 	identity *identityPlan
-	// restore: per new subtask, its key-group range and the parent state
-	// files overlapping it; emitted is the operator's emitted-through
-	// watermark; share tells whether unchanged parent files can be reused
-	// (same layout, same generation).
-	restore []subtaskRestore
-	emitted int64
-	share   bool
+	// share tells whether unchanged parent state files can be reused
+	// (same layout, same generation); each stateful stage restores the
+	// key-group ranges restoreSources gives it.
+	share bool
 	// from is what the run restores: the head, or a savepoint, a retained
 	// epoch (rollback) or the head without operator state (reset).
 	from *restoreSource
-	// evolution migrates the restored window state to the plan's layout
-	// (nil: nothing to migrate).
-	evolution *operators.Evolution
-	// stages migrates, per graph window stage, its restored state to the
-	// plan's layout (no entry: nothing to migrate).
+	// stages migrates, per window stage, its restored state to the plan's
+	// layout, by evolution or by a chain of registered migrations (no
+	// entry: nothing to migrate).
 	stages map[string]*stageMigration
-	// chain migrates restored window state through registered steps
-	// between state format versions (nil: none).
-	chain []StateMigration
 	// tableChanges says how an iceberg sink's table schema evolves for the
 	// plan's output (columns added, renamed, widened, dropped).
 	tableChanges []string
@@ -114,11 +105,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 				return nil, err
 			}
 		}
-		compileWith := compile
-		if opts.graphExecutor() {
-			compileWith = compileLinear
-		}
-		if rp.plan, err = compileWith(p, src, opts.exprOptions()...); err != nil {
+		if rp.plan, err = compileLinear(p, src, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
 	}
@@ -130,30 +117,14 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	case hg != nil && hg.MaxParallelism != rp.k:
 		rp.refusal = fmt.Errorf("state.max_parallelism is %d but the pipeline was created with %d; it is fixed for a pipeline's life", rp.k, hg.MaxParallelism)
 	case hg != nil && from.kind != manifest.RestoreReset:
-		chain, err := migrationChain(hg.Plan, rp.plan, opts.Migrations)
-		switch {
-		case err != nil:
-			// No chain between the state formats. A change evolve names
-			// more precisely (the window kind changed, say) is reported so.
-			if hasStatePlan(hg.Plan) {
-				if _, eerr := evolve(hg.Plan, rp.plan); eerr != nil {
-					err = eerr
-				}
-			}
+		// Each window stage's state migrates to the plan's layout (or
+		// through registered migrations); every other stateful stage must
+		// keep its layout.
+		stages, err := evolveGraph(hg.Plan, rp.plan, opts.Migrations)
+		if err != nil {
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
-		case chain != nil:
-			rp.chain = chain
-		default:
-			var err error
-			if rp.plan.graph != nil {
-				rp.stages, err = evolveGraph(hg.Plan, rp.plan, opts.Migrations)
-			} else {
-				rp.evolution, err = evolve(hg.Plan, rp.plan)
-			}
-			if err != nil {
-				rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
-			}
 		}
+		rp.stages = stages
 	}
 	if rp.refusal == nil {
 		rp.refusal = rp.identity.refusal
@@ -178,31 +149,17 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 	case !samePlan(hg.PlanHash, p, rp.plan.declared, rp.plan.hash):
 		rp.newGeneration, rp.reason = true, "plan changed"
 	}
-	if rp.chain != nil && !rp.newGeneration {
+	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
 		// The migrated state is written in the new format by a new
 		// generation, so a later restore does not migrate it again.
-		rp.newGeneration, rp.reason = true, describeChain(rp.chain)
-	}
-	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
-		rp.newGeneration, rp.reason = true, describeChain(c) // a graph window stage's: the same rule
+		rp.newGeneration, rp.reason = true, describeChain(c)
 	}
 	// Unchanged state files are shared by reference when they resolve in
-	// the state root and the layout is the same: the parallelism, the
-	// state format, and the parent's base count (which each stateful
-	// operator checks for its own state: restoreGraph, and below).
+	// the state root and the layout is the same: the parallelism, and per
+	// stateful stage its state format and the parent's base count
+	// (restoreGraph).
 	rp.share = hg != nil && hg.Parallelism == rp.parallelism &&
-		(!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim) &&
-		(rp.evolution == nil || rp.evolution.SameLayout()) && rp.chain == nil
-	rp.emitted = manifest.NoWatermark
-	if rp.plan.window != nil {
-		m := from.manifest
-		if from.kind == manifest.RestoreReset {
-			m = nil
-		}
-		var nParent int
-		rp.restore, rp.emitted, nParent = restoreSources(m, rp.plan.window.ID, rp.parallelism, rp.k)
-		rp.share = rp.share && nParent == rp.parallelism
-	}
+		(!rp.newGeneration || from.kind == manifest.RestoreRollback || from.kind == manifest.RestoreReprocess || from.claim)
 	return rp, nil
 }
 

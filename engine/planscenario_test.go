@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,4 +128,14 @@ func (s *planScenario) norm(lines []string) []string {
 		lines[i] = normName(l)
 	}
 	return lines
+}
+
+var (
+	uuidRE   = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	attTagRE = regexp.MustCompile(`-[0-9a-f]{8}\.(parquet|jsonl|json)`)
+)
+
+// normName strips attempt ids and tags from a path.
+func normName(p string) string {
+	return attTagRE.ReplaceAllString(uuidRE.ReplaceAllString(p, "ATTEMPT"), "-TAG.$1")
 }

@@ -76,7 +76,7 @@ func (p *prefetcher) start(files []store.ObjectInfo) {
 				return
 			}
 			defer func() { <-p.sem }()
-			fu.res, fu.err = p.r.decodeFile(p.ctx, f, p.r.plan.decodeSchema(), 1)
+			fu.res, fu.err = p.r.decodeFile(p.ctx, f, 1)
 		}()
 	}
 }

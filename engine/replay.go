@@ -20,7 +20,6 @@ import (
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -214,9 +213,8 @@ type replayer struct {
 	g      *manifest.Generation        // its generation
 	parent *manifest.Manifest          // epoch N-1 (nil: empty start)
 	pgen   *manifest.Generation
-	from   *restoreSource       // where N-1's files resolve: the state root, or a savepoint N's generation began from
-	first  bool                 // N is the first epoch of its generation
-	ev     *operators.Evolution // migrates N-1's window state to the spec's (nil: none)
+	from   *restoreSource // where N-1's files resolve: the state root, or a savepoint N's generation began from
+	first  bool           // N is the first epoch of its generation
 	// schemas are the source schemas the plan was compiled over, before
 	// projection pushdown (declared, or inferred from the source), by
 	// source name; skipRead is set when the epoch marked its files read
@@ -294,7 +292,7 @@ func (y *replayer) locate(ctx context.Context) error {
 	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
 		return fmt.Errorf("replay: %w", err)
 	}
-	if _, err := evolve(g.Plan, x.pl); err != nil {
+	if _, err := evolveGraph(g.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	y.first = m.Parent == nil || m.Parent.Generation != m.Generation
@@ -337,7 +335,7 @@ func (y *replayer) locate(ctx context.Context) error {
 	if y.restarts() == manifest.RestoreReset {
 		return nil // no window state is restored
 	}
-	if y.ev, err = evolve(y.pgen.Plan, x.pl); err != nil {
+	if _, err = evolveGraph(y.pgen.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: the state of epoch %d (generation %d) cannot be restored with this spec: %w", y.parent.Epoch, y.parent.Generation, err)
 	}
 	return nil
@@ -375,7 +373,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	// Restore N-1 exactly as a run that continued from it restores.
 	r := &runner{p: x.p, opts: &Options{}, log: y.log, st: x.st, c: x.c, mem: memory.DefaultAllocator, dc: newDecideConfig(x.p),
 		plan: x.pl, parallelism: par, k: k}
-	rp := &runPlan{plan: x.pl, parallelism: par, k: k, emitted: manifest.NoWatermark}
+	rp := &runPlan{plan: x.pl, parallelism: par, k: k}
 	from := restoreSource{store: x.st.state, shared: true}
 	if y.from != nil {
 		from = *y.from

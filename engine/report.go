@@ -750,9 +750,6 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	} else {
 		rep.Warnings = rp.identity.warnings
 	}
-	if ev := rp.evolution; ev != nil && rp.refusal == nil {
-		rep.StateChanges = ev.Changes()
-	}
 	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
 		for _, n := range gp.state {
 			// A linear pipeline's one window needs no stage name.
@@ -770,9 +767,6 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 				}
 			}
 		}
-	}
-	if rp.chain != nil && rp.refusal == nil {
-		rep.StateChanges = append(rep.StateChanges, describeChain(rp.chain))
 	}
 	if rp.refusal == nil {
 		rep.TableChanges = rp.tableChanges
@@ -799,7 +793,6 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 			rep.Subtasks = append(rep.Subtasks, sp)
 		}
 	}
-	addSubtasks("", rp.restore)
 	if gp := rp.plan.graph; gp != nil {
 		// Each stateful stage restores its subtasks as restoreGraph does
 		// (a linear pipeline's window unnamed, as its form has one).

@@ -3,16 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
 )
 
 const inlineSeenMax = 512
@@ -120,39 +116,5 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		lo, hi := keygroup.Range(s, r.parallelism, r.k)
 		r.ranges[s] = [2]int{lo, hi}
 	}
-	if r.plan.graph != nil {
-		return r.restoreGraph(ctx, rp)
-	}
-	if r.plan.window == nil {
-		return nil
-	}
-	r.subtasks = make([]*operators.Window, r.parallelism)
-	r.state = make([]subState, r.parallelism)
-	r.pending = make([]*pendingState, r.parallelism)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for s, sr := range rp.restore {
-		g.Go(func() error {
-			w, err := operators.NewWindow(*r.plan.window, r.plan.windowOpIn(), r.k)
-			if err != nil {
-				return err
-			}
-			ps, err := r.restoreOnDemand(gctx, from, w, s, sr, rp.emitted, rp.evolution, rp.chain)
-			if err != nil {
-				return err
-			}
-			r.pending[s] = ps
-			if rp.share && len(sr.files) == 1 {
-				// Unchanged state can be shared by reference.
-				st := subState{base: from.ref(sr.files[0])}
-				for _, d := range sr.deltas {
-					st.deltas = append(st.deltas, from.ref(d))
-				}
-				r.state[s] = st
-			}
-			r.subtasks[s] = w
-			return nil
-		})
-	}
-	return g.Wait()
+	return r.restoreGraph(ctx, rp)
 }

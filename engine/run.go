@@ -15,7 +15,6 @@ import (
 
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -38,14 +37,11 @@ type runner struct {
 	gen         *manifest.Generation
 	parallelism int
 	k           int
-	subtasks    []*operators.Window
-	pending     []*pendingState  // per subtask: restored state not decoded yet (lazyrestore.go)
-	graph       *graphState      // graph pipelines: the stages' subtasks and state (graphexec.go)
-	sourceWM    map[string]int64 // graph pipelines: this epoch's watermark of each source
-	stageWM     map[string]int64 // replay of a graph epoch: each stage's recorded watermark
+	graph       *graphState      // the stateful stages' subtasks and state (graphexec.go)
+	sourceWM    map[string]int64 // the graph form: this epoch's watermark of each source
+	stageWM     map[string]int64 // replay: each stage's recorded watermark
 	decodedAll  atomic.Int64     // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
-	state       []subState // per subtask: its committed base and deltas (shared while unchanged)
 	seen        *epoch.SegLog
 	listing     *listing // how the source is listed (listing.go)
 	// recordListing: the run made a full listing (or forgot processed
@@ -619,13 +615,10 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if !d.commit {
 		return 0, nil
 	}
-	if err := r.loadFor(ctx, results, d.watermark); err != nil {
-		return 0, err
-	}
 	if err := r.lookupsFor(ctx, results); err != nil {
 		return 0, err
 	}
-	if r.plan.graph != nil && !r.plan.graph.linear {
+	if !r.plan.graph.linear {
 		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.graph.sourceNames())
 	}
 	out, err := r.process(ctx, results, d.watermark)
@@ -647,10 +640,8 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err != nil {
 		return 0, err
 	}
-	if r.plan.graph != nil {
-		if err := r.writeGraph(ctx, att, out, w); err != nil {
-			return 0, err
-		}
+	if err := r.writeGraph(ctx, att, out, w); err != nil {
+		return 0, err
 	}
 	phase("write")
 	edit, err := r.prepareEdit(ctx, att, files, in, d, out, w)

@@ -10,12 +10,10 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/formats"
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -94,7 +92,6 @@ type fileResult struct {
 	filtered int64
 	maxTS    int64
 	batches  []arrow.RecordBatch // after the stateless stages
-	sels     [][][]int32         // window: per batch, per subtask, the rows it owns
 	rejects  []formats.Reject
 	// wholeFile: no row of the file was accepted (all rejected, or the file
 	// could not be decoded at all).
@@ -176,55 +173,10 @@ func (r *runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
 	return nil
 }
 
-func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, schema *arrow.Schema, parallel int) (*fileResult, error) {
-	if r.plan.graph != nil {
-		return r.decodeGraphFile(ctx, f, parallel)
-	}
-	data, err := r.readSource(ctx, f.Key)
-	if err != nil {
-		return nil, err
-	}
-	d, err := formats.Decode(string(r.p.Source.Format), f.Key, data, r.decodeOptions(schema, parallel))
-	if err != nil {
-		return r.undecodable(f.Key, err)
-	}
-	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
-	if err := r.checkDecoded(res, d); err != nil {
-		return nil, err
-	}
-	tsCol := r.plan.source.FieldIndices(r.p.Source.EventTime)[0]
-	for _, b := range d.Batches {
-		ts := b.Column(tsCol).(*array.Timestamp)
-		for i, v := range ts.Values() {
-			if int64(v) > res.maxTS && ts.IsValid(i) {
-				res.maxTS = int64(v)
-			}
-		}
-	}
-	if start, _, _ := r.p.Source.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() {
-		// start_from: every row of the file is older: skip it (it counts as
-		// read, its rows as filtered).
-		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
-	}
-	for _, b := range d.Batches {
-		out, dropped, err := runStages(r.plan.pre, b, r.mem)
-		if err != nil {
-			return nil, fmt.Errorf("source file %s: %w", f.Key, err)
-		}
-		res.filtered += dropped
-		if out.NumRows() == 0 {
-			continue
-		}
-		res.batches = append(res.batches, out)
-		if r.plan.window != nil {
-			sels, err := operators.PartitionIndices(out, r.plan.keyCols, r.parallelism, r.k)
-			if err != nil {
-				return nil, err
-			}
-			res.sels = append(res.sels, sels)
-		}
-	}
-	return res, nil
+// decodeFile decodes one source file and runs its source's decode chain
+// (decodeGraphFile).
+func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
+	return r.decodeGraphFile(ctx, f, parallel)
 }
 
 // decodeEpoch decodes files in parallel (taking prefetched results). With
@@ -261,7 +213,7 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 					}
 				}
 				// A lone big file splits itself across the cores.
-				out[i], errs[i] = r.decodeFile(ctx, f, r.plan.decodeSchema(), max(1, runtime.GOMAXPROCS(0)/len(chunk)))
+				out[i], errs[i] = r.decodeFile(ctx, f, max(1, runtime.GOMAXPROCS(0)/len(chunk)))
 				return nil
 			})
 		}

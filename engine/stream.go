@@ -72,7 +72,7 @@ func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.Object
 // streamsEpochs reports whether the plan has no keyed stage: its epochs
 // stream (the decide config's streams says the same of the spec).
 func (r *runner) streamsEpochs() bool {
-	return r.plan.window == nil && (r.plan.graph == nil || len(r.plan.graph.state) == 0)
+	return len(r.plan.graph.state) == 0
 }
 
 // streamsFiles reports whether an epoch of n files streams.
@@ -292,13 +292,9 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 				return
 			}
 			for _, b := range res.batches {
-				if r.plan.graph != nil {
-					// A graph's prefetched batches are the rows of the
-					// end of its source's decode chain (counted already).
-					_, _, j.err = r.routeGraph(res.node, b, send)
-				} else {
-					j.err = send(streamBatch{b: b}) // after the stages already
-				}
+				// Prefetched batches are the rows of the end of their
+				// source's decode chain (counted already).
+				_, _, j.err = r.routeGraph(res.node, b, send)
 				if j.err != nil {
 					return
 				}
@@ -314,16 +310,12 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 // streamFile decodes one file batch by batch, runs the stateless stages
 // and sends what they keep: decodeFile's result without the batches.
 func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(streamBatch) error) (*fileResult, error) {
-	// How the file is decoded: by the pipeline's source, or in a graph by
-	// the named source it belongs to.
-	src, schema, tsSchema := &r.p.Source, r.plan.decodeSchema(), r.plan.source
+	// The file is decoded by the source it belongs to.
 	node, err := r.streamSourceOf(f.Key)
 	if err != nil {
 		return nil, err
 	}
-	if node != nil {
-		src, schema, tsSchema = &node.src.Source, node.out, node.out
-	}
+	src, schema, tsSchema := &node.src.Source, node.out, node.out
 	data, err := r.readSource(ctx, f.Key)
 	if err != nil {
 		return nil, err
@@ -341,22 +333,10 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	sent := 0
 	var cbErr error
 	pass := func(b arrow.RecordBatch) error {
-		if node != nil {
-			n, dropped, err := r.routeGraph(node, b, send)
-			sent += n
-			res.filtered += dropped
-			return err
-		}
-		o, dropped, err := runStages(r.plan.pre, b, r.mem)
-		if err != nil {
-			return fmt.Errorf("source file %s: %w", f.Key, err)
-		}
+		n, dropped, err := r.routeGraph(node, b, send)
+		sent += n
 		res.filtered += dropped
-		if o.NumRows() == 0 {
-			return nil
-		}
-		sent++
-		return send(streamBatch{b: o})
+		return err
 	}
 	d, err := formats.DecodeStream(string(src.Format), f.Key, data, decodeOptionsOf(src, schema, r.mem, par), func(b arrow.RecordBatch) error {
 		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
@@ -484,9 +464,8 @@ func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) *partSink {
 	return s
 }
 
-// write runs the stages after the window (none without one) on b's rows
-// and encodes them into the open parts of its sink, rolling those that
-// are full.
+// write encodes b's rows (routeGraph ran the stages) into the open parts
+// of its sink, rolling those that are full.
 func (s *partSink) write(b streamBatch) error {
 	if err := s.upCtx.Err(); err != nil {
 		if werr := s.up.Wait(); werr != nil {
@@ -495,9 +474,9 @@ func (s *partSink) write(b streamBatch) error {
 		return err
 	}
 	r, t := s.r, &s.targets[b.to]
-	o, _, err := runStages(r.plan.post, b.b, r.mem)
-	if err != nil || o.NumRows() == 0 {
-		return err
+	o := b.b
+	if o.NumRows() == 0 {
+		return nil
 	}
 	groups, err := t.groups(o, r.mem)
 	if err != nil {

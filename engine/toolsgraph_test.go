@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,60 +14,7 @@ import (
 
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/formats"
-	"github.com/floe-dev/floe/internal/datagen"
 )
-
-// TestPlanSubtasksOnBothExecutors: floe plan lists a linear window's
-// subtasks (key-group ranges and the parent state files each reads) the
-// same whichever executor compiles the plan, unnamed as the linear form
-// lists them, after a run, and at a new parallelism.
-func TestPlanSubtasksOnBothExecutors(t *testing.T) {
-	ctx := context.Background()
-	e := fileEnv(t)
-	p := e.pipeline(t, diffSpecs["window-post"])
-	for round, g := range diffData {
-		if err := datagen.Generate(g, func(n string, b []byte) error {
-			e.put(t, "r"+string(rune('0'+round))+"-"+n, b)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { clock = clock.Add(time.Second); return clock }
-	o := engine.Options{Now: now}
-	engine.SetExecutor(&o, "linear")
-	run(t, p, o)
-	for _, par := range []int{2, 3} {
-		var got [2]*engine.PlanReport
-		for i, ex := range []string{"linear", "graph"} {
-			o := engine.Options{Parallelism: par, Now: now}
-			engine.SetExecutor(&o, ex)
-			rep, err := engine.Plan(ctx, p, o)
-			if err != nil {
-				t.Fatalf("%s executor, parallelism %d: %v", ex, par, err)
-			}
-			got[i] = rep
-		}
-		lin, gra := got[0].Subtasks, got[1].Subtasks
-		if len(lin) != par {
-			t.Fatalf("parallelism %d: the linear plan lists %d subtasks", par, len(lin))
-		}
-		files := 0
-		for _, s := range lin {
-			files += len(s.ParentFiles)
-			if s.Stage != "" {
-				t.Fatalf("parallelism %d: the linear plan names the stage %q", par, s.Stage)
-			}
-		}
-		if files == 0 {
-			t.Fatalf("parallelism %d: no subtask reads a parent state file: %+v", par, lin)
-		}
-		if !reflect.DeepEqual(lin, gra) {
-			t.Fatalf("parallelism %d: the subtasks differ\nlinear: %+v\ngraph:  %+v", par, lin, gra)
-		}
-	}
-}
 
 // TestSavepointImportGraph: a graph pipeline's savepoint imports like a
 // linear one's: each keyed stage's state files are checked against that
