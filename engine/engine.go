@@ -1,7 +1,3 @@
-// Package engine is the only package that decides when things happen: it
-// plans a run, executes epochs (source -> stateless stages -> keyed window
-// subtasks -> sink), commits each through the epoch package, rescales across
-// generations and runs retention.
 package engine
 
 import (

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -88,10 +87,11 @@ func TestPrefetchBound(t *testing.T) {
 		{"windowed: a quarter of 160MiB holds two 20MiB estimates", true, []string{"a", "b"}},
 		{"streamed: two 10MiB parts hold one 20MiB estimate", false, []string{"a"}},
 	} {
-		r := &runner{p: &spec.Pipeline{Source: spec.Source{Format: spec.JSONL}}, plan: &plan{}, dc: decideConfig{memLimit: 160 << 20}}
+		gp := &graphPlan{}
 		if c.window {
-			r.plan.window = &operators.WindowSpec{}
+			gp.state = []*gnode{{name: "w", kind: spec.KindWindow, stateful: true}}
 		}
+		r := &runner{p: &spec.Pipeline{Source: spec.Source{Format: spec.JSONL}}, plan: &plan{graph: gp}, dc: decideConfig{memLimit: 160 << 20}}
 		pf := newPrefetcher(ctx, r)
 		pf.sem = make(chan struct{}) // never free: the started decodes end on the cancelled context
 		pf.start(files)
