@@ -578,7 +578,7 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 		if !ok {
 			return nil, true, q.errf(p, "PARTITION BY takes columns")
 		}
-		phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+		phys, err := sc.resolve(innerName(exprs, c))
 		if err != nil {
 			return nil, true, q.errf(c, "%v", err)
 		}
@@ -597,7 +597,7 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 		if !ok {
 			return nil, true, q.errf(o.Expr, "ORDER BY of ROW_NUMBER takes columns")
 		}
-		phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+		phys, err := sc.resolve(innerName(exprs, c))
 		if err != nil {
 			return nil, true, q.errf(c, "%v", err)
 		}
@@ -661,9 +661,15 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	for k, v := range r.types {
 		out.types[k] = v
 	}
+	if r.vis != nil { // the inner query's names over its columns
+		out.vis = append([]scopeCol(nil), r.vis...)
+	}
 	if dedup == nil {
 		out.cols = append(out.cols, rnName)
 		out.types[rnName] = "int"
+		if out.vis != nil {
+			out.vis = append(out.vis, scopeCol{name: rnName, phys: rnName})
+		}
 	}
 	osc := relScope(out, ate.As.String())
 	cur := out
@@ -680,6 +686,33 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	}
 	res, err := q.project(cur, osc, items, names)
 	return res, true, err
+}
+
+// innerName is how the OVER clause's column c, named as the inner query's
+// FROM names it (B.price), is called among the inner query's items exprs
+// (price; B.dateTime AS bid_dateTime: bid_dateTime): the qualifier and
+// name to resolve in the inner query's output.
+func innerName(exprs []sqlparser.SelectExpr, c *sqlparser.ColName) (string, string) {
+	qual, name := c.Qualifier.Name.String(), c.Name.String()
+	if qual == "" {
+		return qual, name
+	}
+	for _, se := range exprs {
+		if ae, ok := se.(*sqlparser.AliasedExpr); ok {
+			if x, ok := ae.Expr.(*sqlparser.ColName); ok && x.Name.EqualString(name) && strings.EqualFold(x.Qualifier.Name.String(), qual) {
+				if !ae.As.IsEmpty() {
+					return "", ae.As.String()
+				}
+				return "", x.Name.String()
+			}
+		}
+	}
+	for _, se := range exprs {
+		if st, ok := se.(*sqlparser.StarExpr); ok && (st.TableName.IsEmpty() || strings.EqualFold(st.TableName.Name.String(), qual)) {
+			return "", name
+		}
+	}
+	return qual, name
 }
 
 func splitAnd(e sqlparser.Expr) []sqlparser.Expr {
