@@ -157,6 +157,7 @@ func TestErrors(t *testing.T) {
 		{"ttl-zero", "SET 'table.exec.state.ttl' = '0 ms'; INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "SET 'table.exec.state.ttl' = '24 h'"},
 		{"ttl-bad", "SET 'table.exec.state.ttl' = '24 weeks'; INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "t.sql:10:30: 'table.exec.state.ttl' = '24 weeks': unknown unit \"weeks\""},
 		{"ttl-keeps-given-bounds", "SET 'table.exec.state.ttl' = '1 h'; INSERT INTO out SELECT B.auction FROM bid B JOIN person P ON B.bidder = P.id AND B.dateTime >= P.dateTime AND B.dateTime <= P.dateTime - INTERVAL '1' HOUR;", "lower + upper"},
+		{"state-ttl-hint", "SET 'table.exec.state.ttl' = '1 h'; INSERT INTO out SELECT /*+ STATE_TTL('P' = '1d') */ P.id FROM person P JOIN bid B ON P.id = B.bidder;", "t.sql:10:60: /*+ ... */: query hints"},
 		{"unbounded-topn-names-ttl", "INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;", "or SET 'table.exec.state.ttl' = '24 h' to bound it by event time"},
 		{"unbounded-agg", "INSERT INTO out SELECT COUNT(*) FROM bid GROUP BY auction;", "updating aggregate whose state never expires"},
 		{"unbounded-topn", "INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;", "over the whole stream"},
