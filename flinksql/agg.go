@@ -664,6 +664,16 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	if r.vis != nil { // the inner query's names over its columns
 		out.vis = append([]scopeCol(nil), r.vis...)
 	}
+	if dedup != nil && selectsColumn(sel, rnName) {
+		// a dedup has no rank column: the outer query reads rn, which is 1
+		var cols yaml.MapSlice
+		for _, c := range out.cols {
+			cols = append(cols, yaml.MapItem{Key: c, Value: exprName(c)})
+		}
+		cols = append(cols, yaml.MapItem{Key: rnName, Value: "1"})
+		out = q.derive(out, q.tr.addStage(q.base, "project", []string{out.node}, cols, q.at("row_number")))
+		dedup = nil
+	}
 	if dedup == nil {
 		out.cols = append(out.cols, rnName)
 		out.types[rnName] = "int"
@@ -686,6 +696,24 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	}
 	res, err := q.project(cur, osc, items, names)
 	return res, true, err
+}
+
+// selectsColumn: sel's list reads the column name (or selects *).
+func selectsColumn(sel *sqlparser.Select, name string) bool {
+	found := false
+	visit := func(node sqlparser.SQLNode) (bool, error) {
+		switch x := node.(type) {
+		case *sqlparser.StarExpr:
+			found = true
+		case *sqlparser.ColName:
+			if x.Name.EqualString(name) {
+				found = true
+			}
+		}
+		return !found, nil
+	}
+	_ = sqlparser.Walk(visit, sel.SelectExprs)
+	return found
 }
 
 // innerName is how the OVER clause's column c, named as the inner query's

@@ -107,6 +107,9 @@ func TestLowering(t *testing.T) {
 		{"ttl-dedup-first", "SET 'table.exec.state.ttl' = '10 s';\n" + sink("auction BIGINT") +
 			"INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY dateTime) AS rn FROM bid) WHERE rn <= 1;",
 			[]string{"keep: first", "within: 10s"}},
+		{"ttl-dedup-select-star", "SET 'table.exec.state.ttl' = '24 h';\n" + sink("auction BIGINT, bidder BIGINT, price BIGINT, url STRING, dateTime TIMESTAMP(3), rn BIGINT") +
+			"INSERT INTO out SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;",
+			[]string{"keep: last", "input: out-dedup\n  project:", `rn: "1"`}},
 		{"ttl-top-n", "SET 'table.exec.state.ttl' = '1 d';\n" + sink("auction BIGINT, price BIGINT, rn BIGINT") +
 			"INSERT INTO out SELECT auction, price, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 10;",
 			[]string{"top_n:", `"n": 10`, "- price desc", "- auction", "tumbling: 24h", "rank_column: rn"}},
