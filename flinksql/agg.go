@@ -578,7 +578,7 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 		if !ok {
 			return nil, true, q.errf(p, "PARTITION BY takes columns")
 		}
-		phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+		phys, err := sc.resolve(innerName(exprs, c))
 		if err != nil {
 			return nil, true, q.errf(c, "%v", err)
 		}
@@ -597,7 +597,7 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 		if !ok {
 			return nil, true, q.errf(o.Expr, "ORDER BY of ROW_NUMBER takes columns")
 		}
-		phys, err := sc.resolve(c.Qualifier.Name.String(), c.Name.String())
+		phys, err := sc.resolve(innerName(exprs, c))
 		if err != nil {
 			return nil, true, q.errf(c, "%v", err)
 		}
@@ -611,6 +611,7 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	if len(keys) > 0 { // no key: one group per window (key: [] would hash differently)
 		body = append(body, yaml.MapItem{Key: "key", Value: keys})
 	}
+	var dedup yaml.MapSlice // a dedup stage's body, when it is one
 	switch {
 	case hasStart && hasEnd && r.windowed:
 	case hasStart && hasEnd && r.tvf != nil:
@@ -618,23 +619,68 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 			return nil, true, q.errf(rn, "a Top-N over the rows of a %s window: only TUMBLE (aggregate first for HOP and SESSION)", strings.ToUpper(r.tvf.kind))
 		}
 		body = append(body, yaml.MapItem{Key: "tumbling", Value: durString(r.tvf.durations[0])})
+	case hasStart || hasEnd:
+		return nil, true, q.errf(rn, "ROW_NUMBER() partitioned by a window's bounds: partition by both window_start and window_end, of a window table function's rows or a window's GROUP BY results")
 	default:
-		return nil, true, q.errf(rn, "ROW_NUMBER() over the whole stream keeps every partition's rows forever (an unbounded Top-N or deduplication); floe runs it per window: PARTITION BY window_start, window_end, ... over a window table function or its GROUP BY results")
+		ttl, hasTTL, err := q.ttl()
+		if err != nil {
+			return nil, true, err
+		}
+		if !hasTTL || r.evt == "" {
+			return nil, true, q.errf(rn, "ROW_NUMBER() over the whole stream keeps every partition's rows forever (an unbounded Top-N or deduplication); floe runs it per window: PARTITION BY window_start, window_end, ... over a window table function or its GROUP BY results, or %s", ttlHint)
+		}
+		if n == 1 && len(keys) > 0 && len(order) == 1 && strings.TrimSuffix(order[0], " desc") == r.evt {
+			// deduplication on the event time: a dedup whose scope is the TTL
+			keep := "first"
+			if strings.HasSuffix(order[0], " desc") {
+				keep = "last"
+			}
+			dedup = yaml.MapSlice{{Key: "key", Value: keys}, {Key: "keep", Value: keep}, {Key: "within", Value: durString(ttl)}}
+		} else {
+			// a Top-N ranked in tumbling windows of the TTL
+			body = append(body, yaml.MapItem{Key: "tumbling", Value: durString(ttl)})
+		}
 	}
-	if late, ok, err := q.lateness(); err != nil {
+	late, hasLate, err := q.lateness()
+	if err != nil {
 		return nil, true, err
-	} else if ok {
+	}
+	kind := "top_n"
+	if dedup != nil {
+		kind, body = "dedup", dedup
+	}
+	if hasLate {
 		body = append(body, yaml.MapItem{Key: "allowed_lateness", Value: durString(late)})
 	}
-	body = append(body, yaml.MapItem{Key: "rank_column", Value: rnName})
-	node := q.tr.addStage(q.base, "top_n", []string{r.node}, body, q.at("row_number"))
+	if dedup == nil {
+		body = append(body, yaml.MapItem{Key: "rank_column", Value: rnName})
+	}
+	node := q.tr.addStage(q.base, kind, []string{r.node}, body, q.at("row_number"))
 	out := &rel{node: node, types: map[string]string{}, evt: r.evt, windowed: r.windowed, off: r.off}
 	out.cols = append(out.cols, r.cols...)
 	for k, v := range r.types {
 		out.types[k] = v
 	}
-	out.cols = append(out.cols, rnName)
-	out.types[rnName] = "int"
+	if r.vis != nil { // the inner query's names over its columns
+		out.vis = append([]scopeCol(nil), r.vis...)
+	}
+	if dedup != nil && selectsColumn(sel, rnName) {
+		// a dedup has no rank column: the outer query reads rn, which is 1
+		var cols yaml.MapSlice
+		for _, c := range out.cols {
+			cols = append(cols, yaml.MapItem{Key: c, Value: exprName(c)})
+		}
+		cols = append(cols, yaml.MapItem{Key: rnName, Value: "1"})
+		out = q.derive(out, q.tr.addStage(q.base, "project", []string{out.node}, cols, q.at("row_number")))
+		dedup = nil
+	}
+	if dedup == nil {
+		out.cols = append(out.cols, rnName)
+		out.types[rnName] = "int"
+		if out.vis != nil {
+			out.vis = append(out.vis, scopeCol{name: rnName, phys: rnName})
+		}
+	}
 	osc := relScope(out, ate.As.String())
 	cur := out
 	if len(rest) > 0 {
@@ -650,6 +696,51 @@ func (q *qctx) topN(sel *sqlparser.Select, names []string) (*rel, bool, error) {
 	}
 	res, err := q.project(cur, osc, items, names)
 	return res, true, err
+}
+
+// selectsColumn: sel's list reads the column name (or selects *).
+func selectsColumn(sel *sqlparser.Select, name string) bool {
+	found := false
+	visit := func(node sqlparser.SQLNode) (bool, error) {
+		switch x := node.(type) {
+		case *sqlparser.StarExpr:
+			found = true
+		case *sqlparser.ColName:
+			if x.Name.EqualString(name) {
+				found = true
+			}
+		}
+		return !found, nil
+	}
+	_ = sqlparser.Walk(visit, sel.SelectExprs)
+	return found
+}
+
+// innerName is how the OVER clause's column c, named as the inner query's
+// FROM names it (B.price), is called among the inner query's items exprs
+// (price; B.dateTime AS bid_dateTime: bid_dateTime): the qualifier and
+// name to resolve in the inner query's output.
+func innerName(exprs []sqlparser.SelectExpr, c *sqlparser.ColName) (string, string) {
+	qual, name := c.Qualifier.Name.String(), c.Name.String()
+	if qual == "" {
+		return qual, name
+	}
+	for _, se := range exprs {
+		if ae, ok := se.(*sqlparser.AliasedExpr); ok {
+			if x, ok := ae.Expr.(*sqlparser.ColName); ok && x.Name.EqualString(name) && strings.EqualFold(x.Qualifier.Name.String(), qual) {
+				if !ae.As.IsEmpty() {
+					return "", ae.As.String()
+				}
+				return "", x.Name.String()
+			}
+		}
+	}
+	for _, se := range exprs {
+		if st, ok := se.(*sqlparser.StarExpr); ok && (st.TableName.IsEmpty() || strings.EqualFold(st.TableName.Name.String(), qual)) {
+			return "", name
+		}
+	}
+	return qual, name
 }
 
 func splitAnd(e sqlparser.Expr) []sqlparser.Expr {
@@ -851,6 +942,26 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 	if right.lookup != nil {
 		return q.lookupJoin(t, typ, left, lsc, right, lk, lkExpr, rk, rest)
 	}
+	ttl, hasTTL, err := q.ttl()
+	if err != nil {
+		return nil, nil, err
+	}
+	if hasTTL && !winStart && !winEnd && (lower == nil || upper == nil) && left.evt != "" && right.evt != "" {
+		// a regular join under a state TTL: an interval join of ±TTL on
+		// the two sides' event times (a bound the ON gives is kept)
+		if lower == nil {
+			lower = &ttl
+		}
+		if upper == nil {
+			upper = &ttl
+		}
+		if ltime == "" {
+			ltime = left.evt
+		}
+		if rtime == "" {
+			rtime = right.evt
+		}
+	}
 	body := yaml.MapSlice{{Key: "type", Value: typ}, {Key: "left_on", Value: lk}, {Key: "right_on", Value: rk}}
 	out := &rel{types: map[string]string{}, off: left.off}
 	osc := &scope{types: out.types}
@@ -898,9 +1009,9 @@ func (q *qctx) join(t *sqlparser.JoinTableExpr) (*rel, *scope, error) {
 			body = append(body, yaml.MapItem{Key: "right_time", Value: rtime})
 		}
 	case lower != nil || upper != nil:
-		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever: its time condition must bound one side's time by the other's on both sides, within constants (a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...'), to be an interval join")
+		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever: its time condition must bound one side's time by the other's on both sides, within constants (a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...'), to be an interval join; or %s", ttlHint)
 	default:
-		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever (unbounded state); bound it by time: ON ... AND a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...' (an interval join), or join the rows of the same window (a window join)")
+		return nil, nil, q.errf(t, "a regular join keeps both sides' rows forever (unbounded state); bound it by time: ON ... AND a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...' (an interval join), join the rows of the same window (a window join), or %s", ttlHint)
 	}
 	if late, ok, err := q.lateness(); err != nil {
 		return nil, nil, err

@@ -92,6 +92,30 @@ func TestLowering(t *testing.T) {
 			"INSERT INTO out SELECT auction, AVG(maxp) OVER (PARTITION BY auction ORDER BY window_end ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM " +
 			"(SELECT auction, MAX(price) AS maxp, window_start, window_end FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end);",
 			[]string{"over:", "order_by: window_end", "rows: 10", "avg_price: avg(maxp)"}},
+		{"ttl-join", "SET 'table.exec.state.ttl' = '24 h';\n" + sink("id BIGINT, name STRING, price BIGINT") +
+			"INSERT INTO out SELECT P.id, P.name, B.price FROM person P JOIN bid B ON P.id = B.bidder;",
+			[]string{"join:\n    type: inner", "- id", "- bidder", "interval:\n      lower: 24h\n      upper: 24h"}},
+		{"ttl-left-join-comma", "SET 'table.exec.state.ttl' = '90 min';\n" + sink("id BIGINT, price BIGINT") +
+			"INSERT INTO out SELECT P.id, B.price FROM person P LEFT JOIN bid B ON P.id = B.bidder;",
+			[]string{"type: left", "lower: 90m", "upper: 90m"}},
+		{"ttl-join-one-bound", "SET 'table.exec.state.ttl' = '1 h';\n" + sink("id BIGINT, price BIGINT") +
+			"INSERT INTO out SELECT P.id, B.price FROM person P, bid B WHERE P.id = B.bidder AND B.dateTime >= P.dateTime;",
+			[]string{"lower: 0s", "upper: 1h"}},
+		{"ttl-dedup", "SET 'table.exec.state.ttl' = '24 h';\n" + sink("auction BIGINT, bidder BIGINT, price BIGINT") +
+			"INSERT INTO out SELECT auction, bidder, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;",
+			[]string{"dedup:\n    key:\n    - bidder\n    - auction\n    keep: last\n    within: 24h"}},
+		{"ttl-dedup-first", "SET 'table.exec.state.ttl' = '10 s';\n" + sink("auction BIGINT") +
+			"INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY dateTime) AS rn FROM bid) WHERE rn <= 1;",
+			[]string{"keep: first", "within: 10s"}},
+		{"ttl-dedup-select-star", "SET 'table.exec.state.ttl' = '24 h';\n" + sink("auction BIGINT, bidder BIGINT, price BIGINT, url STRING, dateTime TIMESTAMP(3), rn BIGINT") +
+			"INSERT INTO out SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;",
+			[]string{"keep: last", "input: out-dedup\n  project:", `rn: "1"`}},
+		{"ttl-top-n", "SET 'table.exec.state.ttl' = '1 d';\n" + sink("auction BIGINT, price BIGINT, rn BIGINT") +
+			"INSERT INTO out SELECT auction, price, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 10;",
+			[]string{"top_n:", `"n": 10`, "- price desc", "- auction", "tumbling: 24h", "rank_column: rn"}},
+		{"ttl-top-n-over-join", "SET 'table.exec.state.ttl' = '24 h';\n" + sink("id BIGINT, price BIGINT, bid_time TIMESTAMP(3)") +
+			"INSERT INTO out SELECT id, price, bid_time FROM (SELECT P.id, B.price, B.dateTime AS bid_time, ROW_NUMBER() OVER (PARTITION BY P.id ORDER BY B.price DESC, B.dateTime) AS rn FROM person P, bid B WHERE P.id = B.bidder) WHERE rn <= 1;",
+			[]string{"interval:", "top_n:", `"n": 1`, "- price desc\n    - right_dateTime", "tumbling: 24h"}},
 		{"view-and-two-sinks", "CREATE VIEW big AS SELECT auction, price, dateTime FROM bid WHERE price > 100;\n" + sink("auction BIGINT, price BIGINT") +
 			"CREATE TABLE out2 (auction BIGINT) WITH ('connector' = 'filesystem', 'path' = '/tmp/out2', 'format' = 'json');\n" +
 			"INSERT INTO out SELECT auction, price FROM big; INSERT INTO out2 SELECT auction FROM big;",
@@ -132,6 +156,12 @@ func TestErrors(t *testing.T) {
 		{"unknown-column", "INSERT INTO out SELECT auctionn FROM bid;", "t.sql:10:24: auctionn: no column auctionn"},
 		{"unknown-table", "INSERT INTO out SELECT auction FROM bids;", "t.sql:10:37: no table or view bids"},
 		{"unbounded-join", "INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "a regular join keeps both sides' rows forever"},
+		{"unbounded-join-names-ttl", "INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "t.sql:10:34: person as P join bid as B on P.id = B.bidder: a regular join keeps both sides' rows forever (unbounded state); bound it by time: ON ... AND a.ts BETWEEN b.ts - INTERVAL '...' AND b.ts + INTERVAL '...' (an interval join), join the rows of the same window (a window join), or SET 'table.exec.state.ttl' = '24 h'"},
+		{"ttl-zero", "SET 'table.exec.state.ttl' = '0 ms'; INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "SET 'table.exec.state.ttl' = '24 h'"},
+		{"ttl-bad", "SET 'table.exec.state.ttl' = '24 weeks'; INSERT INTO out SELECT P.id FROM person P JOIN bid B ON P.id = B.bidder;", "t.sql:10:30: 'table.exec.state.ttl' = '24 weeks': unknown unit \"weeks\""},
+		{"ttl-keeps-given-bounds", "SET 'table.exec.state.ttl' = '1 h'; INSERT INTO out SELECT B.auction FROM bid B JOIN person P ON B.bidder = P.id AND B.dateTime >= P.dateTime AND B.dateTime <= P.dateTime - INTERVAL '1' HOUR;", "lower + upper"},
+		{"state-ttl-hint", "SET 'table.exec.state.ttl' = '1 h'; INSERT INTO out SELECT /*+ STATE_TTL('P' = '1d') */ P.id FROM person P JOIN bid B ON P.id = B.bidder;", "t.sql:10:60: /*+ ... */: query hints"},
+		{"unbounded-topn-names-ttl", "INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;", "or SET 'table.exec.state.ttl' = '24 h' to bound it by event time"},
 		{"unbounded-agg", "INSERT INTO out SELECT COUNT(*) FROM bid GROUP BY auction;", "updating aggregate whose state never expires"},
 		{"unbounded-topn", "INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;", "over the whole stream"},
 		{"proctime", "INSERT INTO out SELECT PROCTIME() FROM bid;", "processing time is not supported"},
@@ -175,7 +205,7 @@ func TestNexmarkFilesParse(t *testing.T) {
 			t.Fatal(err)
 		}
 		data = regexp.MustCompile(`\$\{[A-Z_]+\}`).ReplaceAll(bytes.ReplaceAll(data, []byte("${FORMAT}"), []byte("parquet")), []byte("1"))
-		if _, _, err := Translate(f, data); err != nil && !strings.Contains(err.Error(), "forever") && !strings.Contains(err.Error(), "processing time") {
+		if _, _, err := Translate(f, data); err != nil && !strings.Contains(err.Error(), "forever") && !strings.Contains(err.Error(), "never expires") && !strings.Contains(err.Error(), "processing time") {
 			t.Errorf("%s: %v", f, err)
 		}
 		if _, err := lex(string(data)); err != nil {

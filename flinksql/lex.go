@@ -98,6 +98,11 @@ func lex(src string) ([]token, error) {
 			if j < 0 {
 				return nil, &lexError{i, "unterminated /* comment"}
 			}
+			if i+2 < len(src) && src[i+2] == '+' {
+				// a hint changes what the query means (STATE_TTL, OPTIONS):
+				// refused rather than read as a comment
+				return nil, &lexError{i, "/*+ ... */: query hints (STATE_TTL, OPTIONS, ...) are not supported; SET 'table.exec.state.ttl' bounds every regular join and ROW_NUMBER of the file"}
+			}
 			i += j + 4
 		case c == '\'':
 			var b strings.Builder

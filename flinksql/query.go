@@ -640,6 +640,61 @@ func (q *qctx) windowBody(call *tvfCall) (yaml.MapSlice, error) {
 	return nil, &lexError{call.off, "unknown window function " + call.kind}
 }
 
+// ttlKey bounds regular joins and ROW_NUMBER over the whole stream, in
+// event time (docs/sql.md "State TTL").
+const ttlKey = "table.exec.state.ttl"
+
+// ttl is the file's state TTL; ok is false when it is unset or 0 (Flink's
+// default: state never expires).
+func (q *qctx) ttl() (time.Duration, bool, error) {
+	o, ok := q.tr.settings[ttlKey]
+	if !ok {
+		return 0, false, nil
+	}
+	d, err := flinkDuration(o.val)
+	if err != nil {
+		return 0, false, &lexError{o.off, fmt.Sprintf("'%s' = '%s': %v", ttlKey, o.val, err)}
+	}
+	return d, d > 0, nil
+}
+
+var durRE = regexp.MustCompile(`^(\d+)\s*([a-z]*)$`)
+
+// flinkDuration reads a duration as Flink's options do: a number and a unit
+// (ms, s, min, h, d and their long forms; no unit: milliseconds).
+func flinkDuration(v string) (time.Duration, error) {
+	m := durRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(v)))
+	if m == nil {
+		return 0, fmt.Errorf("want a duration such as '24 h', '30 min' or '86400000' (milliseconds)")
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > 1<<40 {
+		return 0, fmt.Errorf("%s: out of range", m[1])
+	}
+	unit := time.Duration(0)
+	switch m[2] {
+	case "", "ms", "milli", "millis", "millisecond", "milliseconds":
+		unit = time.Millisecond
+	case "s", "sec", "secs", "second", "seconds":
+		unit = time.Second
+	case "m", "min", "mins", "minute", "minutes":
+		unit = time.Minute
+	case "h", "hour", "hours":
+		unit = time.Hour
+	case "d", "day", "days":
+		unit = 24 * time.Hour
+	default:
+		return 0, fmt.Errorf("unknown unit %q (ms, s, min, h, d)", m[2])
+	}
+	if n > int64(100*365*24*time.Hour/unit) {
+		return 0, fmt.Errorf("%s: longer than 100 years", v)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// ttlHint is how a refusal says to bound state by the TTL.
+const ttlHint = "SET '" + ttlKey + "' = '24 h' to bound it by event time (rows older than the TTL behind the watermark are forgotten, docs/sql.md \"State TTL\")"
+
 func (q *qctx) lateness() (time.Duration, bool, error) {
 	o, ok := q.tr.settings["table.exec.emit.allow-lateness"]
 	if !ok {

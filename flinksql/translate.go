@@ -302,6 +302,7 @@ var setKeys = map[string]string{
 	"state.memory-limit":             "state.memory_limit",
 	"table.exec.emit.allow-lateness": "allowed_lateness",
 	"table.exec.source.idle-timeout": "idle_timeout",
+	ttlKey:                           "ttl",
 }
 
 func setKeyList() []string {

@@ -3,6 +3,8 @@
 SET 'pipeline.name' = 'nexmark-sql-q9';
 SET 'state.url' = '${STATE}';
 SET 'state.parallelism' = '${PARALLELISM}';
+-- Bound the state of the regular join and of the ROW_NUMBER over it (Flink: processing-time TTL; floe: event time, docs/sql.md).
+SET 'table.exec.state.ttl' = '24 h';
 
 CREATE TABLE auction (
   id          BIGINT,
@@ -49,7 +51,6 @@ CREATE TABLE nexmark_q9 (
   bid_extra VARCHAR
 ) WITH ('connector' = 'filesystem', 'path' = '${SINK}', 'format' = 'parquet');
 
--- Refused: ROW_NUMBER over a regular join, partitioned by auction only (an unbounded Top-N).
 INSERT INTO nexmark_q9
 SELECT
     id, itemName, description, initialBid, reserve, dateTime, expires, seller, category, extra,
