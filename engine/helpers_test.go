@@ -51,11 +51,25 @@ func fileEnv(t testing.TB) *env {
 	e := &env{name: "file", source: fileURL(src), state: fileURL(filepath.Join(d, "state")), sink: fileURL(filepath.Join(d, "out")),
 		late: fileURL(filepath.Join(d, "late")), rejected: "", sourceDir: src}
 	e.put = func(t testing.TB, key string, data []byte) {
+		// A file lands whole, as an object store's PUT does: written
+		// beside the source folder, then renamed into it, so a run
+		// listing concurrently (trigger mode) never reads it half written.
 		p := filepath.Join(src, filepath.FromSlash(key))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		tmp, err := os.CreateTemp(d, ".landing-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tmp.Write(data)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), p)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
