@@ -18,6 +18,7 @@ import (
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
 
 // A graph pipeline compiled: every source and stage is a node, in
@@ -70,6 +71,17 @@ type gnode struct {
 	// keepOut, in a pruned compile, are the output columns a project
 	// computes (nil: all; graphprune.go).
 	keepOut colSet
+}
+
+// lookupNode is a compiled lookup stage and the table it has loaded.
+type lookupNode struct {
+	spec    operators.LookupSpec
+	cfg     *spec.Lookup
+	table   *arrow.Schema
+	op      *operators.Lookup
+	version string
+	files   int
+	rows    int64
 }
 
 // graphPlan is a graph pipeline compiled against its sources' schemas.
@@ -487,7 +499,7 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		}
 		tsch := lookupSchemas[n.name]
 		if tsch == nil {
-			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", Redact(l.URL))
+			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", store.Redact(l.URL))
 		}
 		empty := array.NewRecordBatch(tsch, emptyColumns(tsch), 0)
 		op, err := operators.NewLookup(ls, in, []arrow.RecordBatch{empty})

@@ -25,17 +25,6 @@ import (
 // version used, a digest of that listing, is in the run's log at every
 // reload.
 
-// lookupNode is a compiled lookup stage and the table it has loaded.
-type lookupNode struct {
-	spec    operators.LookupSpec
-	cfg     *spec.Lookup
-	table   *arrow.Schema
-	op      *operators.Lookup
-	version string
-	files   int
-	rows    int64
-}
-
 // openLookupStore opens a lookup table's store (read only).
 func openLookupStore(ctx context.Context, opts *Options, stage, url string) (store.Store, error) {
 	s, err := store.Open(ctx, url)

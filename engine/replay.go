@@ -717,7 +717,7 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output %s: %w", f.Path, err)
 		}
-		if part := x.pl.hivePartitionOf(x.p, f.Path); part != "" {
+		if part := hivePartitionOf(x.pl, x.p, f.Path); part != "" {
 			for i, l := range ls {
 				ls[i] = part + " " + l // as partitionedLines writes it
 			}
@@ -775,7 +775,7 @@ func partitionedLines(h *hiveParts, out *arrow.Schema, bs []arrow.RecordBatch, m
 	if h == nil {
 		return jsonLines(out, bs)
 	}
-	groups, err := h.split(bs, mem)
+	groups, err := hiveSplit(h, bs, mem)
 	if err != nil {
 		return nil, err
 	}

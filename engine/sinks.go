@@ -23,15 +23,6 @@ import (
 // committed outputs, clean orphans) is the same for one sink or several,
 // and one manifest commits every sink's outputs of an epoch at once.
 
-// extraSinks returns a graph pipeline's sinks after the first (none for a
-// linear pipeline or a graph with one sink).
-func extraSinks(p *spec.Pipeline) []spec.NamedSink {
-	if len(p.Sinks) < 2 {
-		return nil
-	}
-	return p.Sinks[1:]
-}
-
 // extraSinkDir is the output directory of further sink name in the
 // pipeline's combined sink: "@<name>".
 func extraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }

@@ -128,14 +128,6 @@ func renamedColumns(p *spec.Pipeline) map[string]string {
 	return out
 }
 
-func fieldNames(s *arrow.Schema) []string {
-	out := make([]string, s.NumFields())
-	for i, f := range s.Fields() {
-		out[i] = f.Name
-	}
-	return out
-}
-
 // openTable opens the Iceberg table of an iceberg sink and publishes every
 // committed epoch it lacks.
 func (r *runner) openTable(ctx context.Context) error {
