@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -364,14 +365,14 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err != nil {
 		return nil, b, err
 	}
-	if g := rp.from.generation; g != nil { // the state layouts the bundle's generation recorded (graphprune.go)
-		if pl, err = pl.withRecordedLayouts(g.Plan); err != nil {
+	if g := rp.from.generation; g != nil { // the state layouts the bundle's generation recorded (dataflow.Plan.WithRecordedLayouts)
+		if pl, err = pl.WithRecordedLayouts(g.Plan); err != nil {
 			return nil, b, fmt.Errorf("bundle: %w", err)
 		}
 		r.plan, rp.plan = pl, pl
 	}
 	if from := rp.from; from.manifest != nil && from.generation != nil {
-		if rp.stages, err = evolveGraph(from.generation.Plan, pl, nil); err != nil {
+		if rp.stages, err = dataflow.EvolveGraph(from.generation.Plan, pl, nil); err != nil {
 			return nil, b, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
 		}
 	}
@@ -381,7 +382,7 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err := r.loadEverything(ctx); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
-	if !pl.graph.linear {
+	if !pl.Graph.Linear {
 		// Each stage advances to the watermark it recorded (a linear
 		// pipeline's one window advances to the epoch's).
 		r.stageWM = maps.Clone(b.StageWatermarks)
@@ -406,7 +407,7 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 // bundleRunner returns the runner and plan that replay a bundle's epoch:
 // the starting state is the savepoint in state/ (none for a first epoch or
 // a reset), at the bundle's parallelism or opts'.
-func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *plan, srcStore, stStore store.Store,
+func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *dataflow.Plan, srcStore, stStore store.Store,
 	opts BundleReplayOptions, log *slog.Logger) (*runner, *runPlan, error) {
 	from := restoreSource{store: stStore}
 	if b.Parent != nil && b.Restart != manifest.RestoreReset {

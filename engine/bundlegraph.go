@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -134,7 +135,7 @@ func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version strin
 // declared ones, else the bundled files (a linear bundle's schema.parquet,
 // a graph bundle's schemas/<source>.parquet), after checking the bundled
 // lookup tables against what bundle.json recorded.
-func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline) (*plan, error) {
+func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline) (*dataflow.Plan, error) {
 	linear := !isGraph(p)
 	if !linear && b.BundleFormat < 2 {
 		return nil, fmt.Errorf("bundle: spec.yaml is a graph pipeline, but bundle.json has bundle_format %d (graph bundles are format 2): %w", b.BundleFormat, manifest.ErrCorrupt)
@@ -161,7 +162,7 @@ func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipe
 	}
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range g.Sources {
-		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+		sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
 		if err == nil && sc == nil {
 			file := b.Schemas[ns.Name]
 			if linear {
@@ -187,7 +188,7 @@ func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipe
 		schemas[ns.Name] = sc
 	}
 	if linear {
-		pl, err := compileLinear(p, schemas[g.Sources[0].Name])
+		pl, err := dataflow.CompileLinear(p, schemas[g.Sources[0].Name])
 		if err != nil {
 			return nil, fmt.Errorf("bundle: %w", err)
 		}
@@ -197,7 +198,7 @@ func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipe
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	pl, err := compileGraph(p, schemas, lookups)
+	pl, err := dataflow.CompileGraph(p, schemas, lookups)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}

@@ -14,12 +14,9 @@
 //   - the run loop and the public API: engine.go (Run, Options), run.go
 //     (start, epochs, retention), edit.go (the epoch's manifest), decide.go
 //     (watermarks, which files an epoch takes), membudget.go;
-//   - the plan and its compiler: graph.go (compileGraph), lower.go (the
-//     linear form lowered onto the graph, keeping its on-storage identity),
-//     graphprune.go (column pruning, dictionary keys), graphwin.go (stages
-//     timed by window results), plan.go (the linear form's identity,
-//     evolution, compatibility), planenc.go (plan hashes), migrate.go
-//     (registered state migrations), planner.go (what a run will do);
+//   - the plan and its compiler live in package engine/internal/dataflow
+//     (lowering, hashing, pruning, evolution, registered migrations);
+//     planner.go here says what a run of a plan will do;
 //   - execution: graphexec.go (an epoch through the nodes), graphstream.go
 //     and stream.go (plans without a keyed stage, in bounded memory),
 //     graphlookup.go, execute.go (writing outputs and state);

@@ -97,9 +97,9 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 		m.Source.Inputs[k] = v
 	}
 	m.Operators = r.graphOperators(e)
-	for _, nd := range r.plan.graph.lookups {
-		lk := nd.lookup
-		m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.name, Version: lk.version, Files: lk.files, Rows: lk.rows})
+	for _, nd := range r.plan.Graph.Lookups {
+		lk := nd.Lookup
+		m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.Name, Version: lk.Version, Files: lk.Files, Rows: lk.Rows})
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/manifest"
@@ -142,6 +143,11 @@ var (
 	ErrCommitUnknown  = epoch.ErrCommitUnknown
 	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 )
+
+// StateMigration is one registered step that converts an operator's state
+// from one state format version to another (see Options.Migrations and
+// dataflow.StateMigration).
+type StateMigration = dataflow.StateMigration
 
 // Redact returns a URL safe to print: no user info, and the values of
 // secret-looking query parameters replaced (see store.Redact). The CLI uses
@@ -280,7 +286,7 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		}
 		*t.dst = s
 	}
-	if extras := extraSinks(p); len(extras) > 0 {
+	if extras := dataflow.ExtraSinks(p); len(extras) > 0 {
 		// Further sinks: reached through the combined sink (sinks.go).
 		mux := &sinkMux{root: st.sink, extras: map[string]store.Store{}}
 		st.sink = mux

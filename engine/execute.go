@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -91,13 +92,13 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 					groups["data/"+dir] = g
 				}
 			}
-		} else if h := r.plan.sinkParts; h != nil {
+		} else if h := r.plan.SinkParts; h != nil {
 			var err error
 			if groups, err = sinkGroups(h, "", bs, r.mem); err != nil {
 				return nil, fmt.Errorf("sink: %w", err)
 			}
 		}
-		schema := r.plan.sinkParts.schema(r.plan.output)
+		schema := r.plan.SinkParts.Schema(r.plan.Output)
 		for dir, g := range groups {
 			wg.Go(func() error {
 				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.p.Sink.Format, schema, g)
@@ -105,8 +106,8 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		}
 	}
 	for i, perSub := range out.extra {
-		sk, nd := extraSinks(r.p)[i], r.plan.graph.extra[i]
-		h := r.plan.extraPartsOf(i)
+		sk, nd := dataflow.ExtraSinks(r.p)[i], r.plan.Graph.Extra[i]
+		h := r.plan.ExtraPartsOf(i)
 		for s, bs := range perSub {
 			if len(bs) == 0 {
 				continue
@@ -117,7 +118,7 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			}
 			for dir, g := range groups {
 				wg.Go(func() error {
-					return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, sk.Sink.Format, h.schema(nd.out), g)
+					return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, sk.Sink.Format, h.Schema(nd.Out), g)
 				})
 			}
 		}

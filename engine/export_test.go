@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/floe-dev/floe/engine/internal/dataflow"
+
 // SetStateRowGroupRows sets the row-group size of state files for a test
 // and returns a function that restores it.
 func SetStateRowGroupRows(n int64) func() {
@@ -12,7 +14,7 @@ func SetStateRowGroupRows(n int64) func() {
 // the plans, and state layouts, of the release before it) for a test and
 // returns a function that restores it.
 func SetGraphPruning(on bool) func() {
-	old := pruneGraphs
-	pruneGraphs = on
-	return func() { pruneGraphs = old }
+	old := dataflow.PruneGraphs
+	dataflow.PruneGraphs = on
+	return func() { dataflow.PruneGraphs = old }
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -40,7 +41,7 @@ type graphOut struct {
 // demand (lazyrestore.go), its state migrated to the stage's layout when
 // the plan evolved it (rp.stages); the other stages eagerly.
 func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
-	gp := r.plan.graph
+	gp := r.plan.Graph
 	gs := &graphState{subs: map[string][]operators.Stateful{}, state: map[string][]subState{}, late: map[string]store.Store{},
 		pending: map[string][]*pendingState{}}
 	r.graph = gs
@@ -49,12 +50,12 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 	if from != nil && from.kind != manifest.RestoreReset {
 		m = from.manifest
 	}
-	for _, n := range gp.state {
-		srs, emitted, nParent := restoreSources(m, n.name, r.parallelism, r.k)
+	for _, n := range gp.State {
+		srs, emitted, nParent := restoreSources(m, n.Name, r.parallelism, r.k)
 		var ev *operators.Evolution
-		var chain []StateMigration
-		if mig := rp.stages[n.name]; mig != nil {
-			ev, chain = mig.ev, mig.chain
+		var chain []dataflow.StateMigration
+		if mig := rp.stages[n.Name]; mig != nil {
+			ev, chain = mig.Ev, mig.Chain
 		}
 		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout()) && chain == nil
 		subs := make([]operators.Stateful, r.parallelism)
@@ -64,7 +65,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for s, sr := range srs {
 			g.Go(func() error {
-				op, err := n.newOp()
+				op, err := n.NewOp()
 				if err != nil {
 					return err
 				}
@@ -72,7 +73,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 				if onDemand(op) {
 					ps, err := r.restoreOnDemand(gctx, from, op, s, sr, emitted, ev, chain)
 					if err != nil {
-						return fmt.Errorf("stage %s: %w", n.name, err)
+						return fmt.Errorf("stage %s: %w", n.Name, err)
 					}
 					pend[s] = ps
 				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev != nil && !ev.SameLayout() || chain != nil); err != nil {
@@ -92,38 +93,38 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		gs.subs[n.name], gs.state[n.name] = subs, states
+		gs.subs[n.Name], gs.state[n.Name] = subs, states
 		if anyPending(pend) {
-			gs.pending[n.name] = pend
+			gs.pending[n.Name] = pend
 		}
 	}
-	for _, n := range gp.nodes {
-		if n.lateURL == "" {
+	for _, n := range gp.Nodes {
+		if n.LateURL == "" {
 			continue
 		}
-		if gp.linear && r.st.late != nil {
-			gs.late[n.name] = r.st.late // source.late_url, opened with the sources
+		if gp.Linear && r.st.late != nil {
+			gs.late[n.Name] = r.st.late // source.late_url, opened with the sources
 			continue
 		}
-		s, err := r.openSide(ctx, "late", "stages."+n.name+".late_url", n.lateURL)
+		s, err := r.openSide(ctx, "late", "stages."+n.Name+".late_url", n.LateURL)
 		if err != nil {
 			return err
 		}
-		gs.late[n.name] = s
+		gs.late[n.Name] = s
 	}
 	return nil
 }
 
 // restoreWhole restores subtask s of a stage that cannot restore on demand
 // (op, fresh): its base rows, then its deltas in order.
-func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode, op operators.Stateful, s int, sr subtaskRestore, emitted int64, migrates bool) error {
+func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *dataflow.Node, op operators.Stateful, s int, sr subtaskRestore, emitted int64, migrates bool) error {
 	if migrates {
-		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.name)
+		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.Name)
 	}
 	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) {
 		recs, err := r.readRange(ctx, from, f, sr)
 		if err != nil {
-			return nil, fmt.Errorf("stage %s: %w", n.name, err)
+			return nil, fmt.Errorf("stage %s: %w", n.Name, err)
 		}
 		return recs, nil
 	}
@@ -138,7 +139,7 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode
 	err := op.Restore(base, sr.lo, sr.hi, emitted)
 	releaseBatches(base)
 	if err != nil {
-		return fmt.Errorf("stage %s: restore subtask %d: %w", n.name, s, err)
+		return fmt.Errorf("stage %s: restore subtask %d: %w", n.Name, s, err)
 	}
 	for _, d := range sr.deltas {
 		recs, err := read(d)
@@ -148,7 +149,7 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *gnode
 		err = applyDelta(op, d.Kind, recs, sr.lo, sr.hi)
 		releaseBatches(recs)
 		if err != nil {
-			return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.name, s, d.Path, err)
+			return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.Name, s, d.Path, err)
 		}
 	}
 	return nil
@@ -165,12 +166,12 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 	if out := r.streamedGraph(results); out != nil {
 		return out, nil // a graph without a keyed stage wrote its rows while decoding (graphstream.go)
 	}
-	gp := r.plan.graph
+	gp := r.plan.Graph
 	n := r.parallelism
 	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
 		graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}}
-	rows := map[*gnode][][]arrow.RecordBatch{} // per node, per subtask
-	of := func(nd *gnode) [][]arrow.RecordBatch {
+	rows := map[*dataflow.Node][][]arrow.RecordBatch{} // per node, per subtask
+	of := func(nd *dataflow.Node) [][]arrow.RecordBatch {
 		if rows[nd] == nil {
 			rows[nd] = make([][]arrow.RecordBatch, n)
 		}
@@ -187,13 +188,13 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 		of(nd)[0] = append(of(nd)[0], res.batches...)
 	}
 	var lateN, winN int64
-	for _, nd := range gp.nodes {
-		if nd.kind == "source" || nd.atDecode {
+	for _, nd := range gp.Nodes {
+		if nd.Kind == "source" || nd.AtDecode {
 			continue
 		}
 		switch {
-		case nd.stage != nil || nd.lookup != nil:
-			for s, bs := range rows[nd.ins[0]] {
+		case nd.Stage != nil || nd.Lookup != nil:
+			for s, bs := range rows[nd.Ins[0]] {
 				for _, b := range bs {
 					o, err := r.mapNode(nd, b)
 					if err != nil {
@@ -204,13 +205,13 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 					}
 				}
 			}
-		case nd.stateful:
-			swm := nd.inputWatermark(wm, r.sourceWM)
-			if v, ok := r.stageWM[nd.name]; ok {
+		case nd.Stateful:
+			swm := nd.InputWatermark(wm, r.sourceWM)
+			if v, ok := r.stageWM[nd.Name]; ok {
 				swm = v // a replay: the watermark the stage recorded
 			}
-			in := map[*gnode][]arrow.RecordBatch{}
-			for _, u := range nd.ins {
+			in := map[*dataflow.Node][]arrow.RecordBatch{}
+			for _, u := range nd.Ins {
 				if _, ok := in[u]; !ok {
 					in[u] = slices.Concat(rows[u]...)
 				}
@@ -219,12 +220,12 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if err != nil {
 				return nil, err
 			}
-			if nd.feedsKeyed {
+			if nd.FeedsKeyed {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
 				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.mem)
 				if err != nil {
-					return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+					return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 				}
 				if one != nil {
 					of(nd)[0] = append(of(nd)[0], one)
@@ -237,18 +238,18 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			for k, v := range late {
 				out.graph.late[k] = v
 			}
-			out.graph.changed[nd.name] = changed
+			out.graph.changed[nd.Name] = changed
 			lateN += nLate
-			if nd.kind == "window" {
+			if nd.Kind == "window" {
 				winN += emitted
 			}
 		}
 	}
-	for s, bs := range of(gp.sink) {
+	for s, bs := range of(gp.Sink) {
 		out.out[s] = bs
 		out.outRows[s] = countRows(bs)
 	}
-	for _, nd := range gp.extra {
+	for _, nd := range gp.Extra {
 		out.extra = append(out.extra, of(nd))
 	}
 	out.late, out.windows = lateN, winN
@@ -259,17 +260,17 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 // group, processes them in parallel and advances every subtask to wm. It
 // returns each subtask's emitted rows, the late rows by side-output key,
 // which subtasks changed, and counts.
-func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]arrow.RecordBatch, wm int64) (
+func (r *runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, wm int64) (
 	[][]arrow.RecordBatch, map[string][][]arrow.RecordBatch, []bool, int64, int64, error) {
 	p := r.parallelism
-	subs := r.graph.subs[nd.name]
+	subs := r.graph.subs[nd.Name]
 	// sels[i][j][s]: input i, batch j, subtask s.
-	sels := make([][][][]int32, len(nd.ins))
-	for i, in := range nd.ins {
+	sels := make([][][][]int32, len(nd.Ins))
+	for i, in := range nd.Ins {
 		for _, b := range rows[in] {
-			sel, err := operators.PartitionIndices(b, nd.keyCols[i], p, r.k)
+			sel, err := operators.PartitionIndices(b, nd.KeyCols[i], p, r.k)
 			if err != nil {
-				return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.name, err)
+				return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.Name, err)
 			}
 			sels[i] = append(sels[i], sel)
 		}
@@ -278,7 +279,7 @@ func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]a
 		return nil, nil, nil, 0, 0, err
 	}
 	subOut := make([][]arrow.RecordBatch, p)
-	lateBy := make([][][]arrow.RecordBatch, len(nd.ins)) // input, subtask
+	lateBy := make([][][]arrow.RecordBatch, len(nd.Ins)) // input, subtask
 	for i := range lateBy {
 		lateBy[i] = make([][]arrow.RecordBatch, p)
 	}
@@ -291,13 +292,13 @@ func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]a
 		g.Go(func() error {
 			ch := false
 			var myLate, myEm int64
-			for i, in := range nd.ins {
+			for i, in := range nd.Ins {
 				for j, b := range rows[in] {
 					sel := sels[i][j][s]
 					ch = ch || len(sel) > 0
 					lb, err := op.ProcessInput(i, b, sel)
 					if err != nil {
-						return fmt.Errorf("stage %s: %w", nd.name, err)
+						return fmt.Errorf("stage %s: %w", nd.Name, err)
 					}
 					if lb != nil && lb.NumRows() > 0 {
 						myLate += lb.NumRows()
@@ -307,7 +308,7 @@ func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]a
 			}
 			em, err := op.Advance(wm)
 			if err != nil {
-				return fmt.Errorf("stage %s: %w", nd.name, err)
+				return fmt.Errorf("stage %s: %w", nd.Name, err)
 			}
 			if em != nil && em.NumRows() > 0 {
 				ch = true
@@ -330,9 +331,9 @@ func (r *runner) runStateful(ctx context.Context, nd *gnode, rows map[*gnode][]a
 	}
 	late := map[string][][]arrow.RecordBatch{}
 	for i, bySub := range lateBy {
-		key := nd.name
-		if len(nd.ins) > 1 {
-			key = nd.name + "/" + nd.ins[i].name
+		key := nd.Name
+		if len(nd.Ins) > 1 {
+			key = nd.Name + "/" + nd.Ins[i].Name
 		}
 		if countSub(bySub) > 0 {
 			late[key] = bySub
@@ -352,7 +353,7 @@ func countSub(bs [][]arrow.RecordBatch) int64 {
 // writeGraph writes a graph epoch's late rows (to each stage's late_url)
 // and the changed state of every stateful stage, into w.
 func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *processed, w *written) error {
-	gp, gs := r.plan.graph, r.graph
+	gp, gs := r.plan.Graph, r.graph
 	w.graph = map[string][]subState{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -363,10 +364,10 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		if st == nil {
 			continue // counted only
 		}
-		nd := gp.byName[stageName]
-		schema := nd.ins[0].out
+		nd := gp.ByName[stageName]
+		schema := nd.Ins[0].Out
 		if dir != "" {
-			schema = gp.byName[dir].out
+			schema = gp.ByName[dir].Out
 		}
 		for s, bs := range bySub {
 			if len(bs) == 0 {
@@ -381,7 +382,7 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 				if err != nil {
 					return err
 				}
-				ref.Path = refURL(nd.lateURL, ref.Path)
+				ref.Path = refURL(nd.LateURL, ref.Path)
 				ref.Kind = manifest.SideOutputLate
 				mu.Lock()
 				w.sideRefs = append(w.sideRefs, ref)
@@ -390,11 +391,11 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 			})
 		}
 	}
-	for _, nd := range gp.state {
-		states := append([]subState(nil), gs.state[nd.name]...)
-		w.graph[nd.name] = states
-		changed := out.graph.changed[nd.name]
-		subs, pend := gs.subs[nd.name], gs.pending[nd.name]
+	for _, nd := range gp.State {
+		states := append([]subState(nil), gs.state[nd.Name]...)
+		w.graph[nd.Name] = states
+		changed := out.graph.changed[nd.Name]
+		subs, pend := gs.subs[nd.Name], gs.pending[nd.Name]
 		writes := func(s int) bool { return changed != nil && changed[s] || states[s].base.Path == "" }
 		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
 		for s, op := range subs {
@@ -402,14 +403,14 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 				continue
 			}
 			g.Go(func() error {
-				st, err := r.writeOpState(gctx, att, nd.name, s, op, states[s], full[s], func() error {
+				st, err := r.writeOpState(gctx, att, nd.Name, s, op, states[s], full[s], func() error {
 					if pend == nil {
 						return nil
 					}
 					return r.loadRest(gctx, pend, op, s)
 				})
 				if err != nil {
-					return fmt.Errorf("stage %s: %w", nd.name, err)
+					return fmt.Errorf("stage %s: %w", nd.Name, err)
 				}
 				states[s] = st // each goroutine its own index
 				return nil
@@ -436,15 +437,15 @@ func cutLast(key string) (string, string, bool) {
 // graphOperators returns the manifest's operator states of a graph epoch.
 func (r *runner) graphOperators(e *epochEdit) []manifest.OperatorState {
 	var ops []manifest.OperatorState
-	for _, nd := range r.plan.graph.state {
+	for _, nd := range r.plan.Graph.State {
 		// A stage's own watermark (the pipeline's minus the delays before
 		// it) is what its restore must start from.
 		emitted := int64(manifest.NoWatermark)
-		for _, op := range r.graph.subs[nd.name] {
+		for _, op := range r.graph.subs[nd.Name] {
 			emitted = max(emitted, op.Watermark())
 		}
-		os := manifest.OperatorState{ID: nd.name, EmittedThrough: emitted}
-		for _, st := range e.out.graph[nd.name] {
+		os := manifest.OperatorState{ID: nd.Name, EmittedThrough: emitted}
+		for _, st := range e.out.graph[nd.Name] {
 			os.Files = append(os.Files, st.base)
 			os.Deltas = append(os.Deltas, st.deltas...)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
@@ -81,27 +82,27 @@ func tableVersion(files []store.ObjectInfo) string {
 
 // refreshLookups reloads every lookup stage's table whose listing changed.
 func (r *runner) refreshLookups(ctx context.Context) error {
-	for _, nd := range r.plan.graph.lookups {
+	for _, nd := range r.plan.Graph.Lookups {
 		if err := r.refreshLookup(ctx, nd); err != nil {
-			return fmt.Errorf("stage %s: %w", nd.name, err)
+			return fmt.Errorf("stage %s: %w", nd.Name, err)
 		}
 	}
 	return nil
 }
 
-func (r *runner) refreshLookup(ctx context.Context, nd *gnode) error {
-	lk := nd.lookup
-	s, err := openLookupStore(ctx, r.opts, nd.name, lk.cfg.URL)
+func (r *runner) refreshLookup(ctx context.Context, nd *dataflow.Node) error {
+	lk := nd.Lookup
+	s, err := openLookupStore(ctx, r.opts, nd.Name, lk.Cfg.URL)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	files, err := listLookup(ctx, s, lk.cfg)
+	files, err := listLookup(ctx, s, lk.Cfg)
 	if err != nil {
 		return err
 	}
 	v := tableVersion(files)
-	if lk.op != nil && v == lk.version {
+	if lk.Op != nil && v == lk.Version {
 		return nil
 	}
 	var batches []arrow.RecordBatch
@@ -112,14 +113,14 @@ func (r *runner) refreshLookup(ctx context.Context, nd *gnode) error {
 		if err != nil {
 			return fmt.Errorf("lookup table file %s: %w", f.Key, err)
 		}
-		opts := formats.DecodeOptions{Schema: lk.table, Mem: r.mem}
-		if c := lk.cfg.CSV; c != nil {
+		opts := formats.DecodeOptions{Schema: lk.Table, Mem: r.mem}
+		if c := lk.Cfg.CSV; c != nil {
 			opts.CSV.NoHeader = !c.Header
 			if c.Delimiter != "" {
 				opts.CSV.Delimiter = []rune(c.Delimiter)[0]
 			}
 		}
-		d, err := formats.Decode(string(lk.cfg.Format), f.Key, data, opts)
+		d, err := formats.Decode(string(lk.Cfg.Format), f.Key, data, opts)
 		if err != nil {
 			return fmt.Errorf("lookup table file %s: %w", f.Key, err)
 		}
@@ -132,18 +133,18 @@ func (r *runner) refreshLookup(ctx context.Context, nd *gnode) error {
 		rows += d.Rows
 	}
 	if len(batches) == 0 {
-		empty := emptyBatch(lk.table)
+		empty := emptyBatch(lk.Table)
 		batches = append(batches, empty)
 	}
-	op, err := operators.NewLookup(lk.spec, nd.ins[0].out, batches)
+	op, err := operators.NewLookup(lk.Spec, nd.Ins[0].Out, batches)
 	if err != nil {
 		return err
 	}
-	lk.op, lk.version, lk.files, lk.rows = op, v, len(files), rows
-	r.log.Info("lookup table loaded", "stage", nd.name, "files", len(files), "rows", rows, "version", v)
+	lk.Op, lk.Version, lk.Files, lk.Rows = op, v, len(files), rows
+	r.log.Info("lookup table loaded", "stage", nd.Name, "files", len(files), "rows", rows, "version", v)
 	return nil
 }
 
 func emptyBatch(s *arrow.Schema) arrow.RecordBatch {
-	return arrowNewRecord(s)
+	return dataflow.ArrowNewRecord(s)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -54,34 +55,34 @@ func TestGraphPruningRules(t *testing.T) {
 			}
 			schemas := map[string]*arrow.Schema{}
 			for _, ns := range p.Sources {
-				sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+				sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
 				if err != nil {
 					t.Fatal(err)
 				}
 				schemas[ns.Name] = sc
 			}
-			pl, err := compileGraph(p, schemas, nil)
+			pl, err := dataflow.CompileGraph(p, schemas, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gp := pl.graph
-			j := gp.byName["j"]
-			if got := j.fp != gp.fullFP["j"]; got != c.narrow {
+			gp := pl.Graph
+			j := gp.ByName["j"]
+			if got := j.Fp != gp.FullFP["j"]; got != c.narrow {
 				t.Errorf("join narrowed = %v, want %v", got, c.narrow)
 			}
 			var cols []string
-			for _, f := range gp.sources["b"].out.Fields() {
+			for _, f := range gp.Sources["b"].Out.Fields() {
 				cols = append(cols, f.Name)
 			}
 			if got := strings.Join(cols, ","); got != c.srcB {
 				t.Errorf("source b decodes %s, want %s", got, c.srcB)
 			}
-			full, err := compileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
+			full, err := dataflow.CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pl.hash != full.hash || !pl.graph.sink.out.Equal(full.graph.sink.out) {
-				t.Errorf("pruned plan: hash %s sink %s, unpruned: %s %s", pl.hash, pl.graph.sink.out, full.hash, full.graph.sink.out)
+			if pl.Hash != full.Hash || !pl.Graph.Sink.Out.Equal(full.Graph.Sink.Out) {
+				t.Errorf("pruned plan: hash %s sink %s, unpruned: %s %s", pl.Hash, pl.Graph.Sink.Out, full.Hash, full.Graph.Sink.Out)
 			}
 		})
 	}
@@ -130,34 +131,34 @@ state: {url: st}
 	}
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range p.Sources {
-		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+		sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
 		if err != nil {
 			t.Fatal(err)
 		}
 		schemas[ns.Name] = sc
 	}
-	pl, err := compileGraph(p, schemas, nil)
+	pl, err := dataflow.CompileGraph(p, schemas, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := compileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
+	full, err := dataflow.CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gp := pl.graph
-	if got := gp.sources["a"].out.Field(0).Type; !arrow.TypeEqual(got, dictKeyType) {
-		t.Errorf("source a decodes user as %s, want %s", got, dictKeyType)
+	gp := pl.Graph
+	if got := gp.Sources["a"].Out.Field(0).Type; !arrow.TypeEqual(got, dataflow.DictKeyType) {
+		t.Errorf("source a decodes user as %s, want %s", got, dataflow.DictKeyType)
 	}
-	if got := gp.sources["b"].out.Field(0).Type; got.ID() != arrow.STRING {
+	if got := gp.Sources["b"].Out.Field(0).Type; got.ID() != arrow.STRING {
 		t.Errorf("source b (read by a filter) decodes user as %s, want plain", got)
 	}
-	for _, n := range full.graph.nodes {
-		m := gp.byName[n.name]
-		if n.fp != m.fp || n.kind != "source" && !n.out.Equal(m.out) {
-			t.Errorf("stage %s: fp %s out %s, want %s %s", n.name, m.fp, m.out, n.fp, n.out)
+	for _, n := range full.Graph.Nodes {
+		m := gp.ByName[n.Name]
+		if n.Fp != m.Fp || n.Kind != "source" && !n.Out.Equal(m.Out) {
+			t.Errorf("stage %s: fp %s out %s, want %s %s", n.Name, m.Fp, m.Out, n.Fp, n.Out)
 		}
 	}
-	if pl.hash != full.hash {
-		t.Errorf("hash %s, want %s", pl.hash, full.hash)
+	if pl.Hash != full.Hash {
+		t.Errorf("hash %s, want %s", pl.Hash, full.Hash)
 	}
 }

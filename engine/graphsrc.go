@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -200,9 +201,9 @@ func sourceDelay(p *spec.Pipeline, name string) time.Duration {
 
 // decodeGraphFile decodes one file of a graph pipeline's source with that
 // source's format, schema and event time, and runs the source's decode
-// chain (graphPlan.decodeChains) on its batches.
+// chain (dataflow.decodeChains) on its batches.
 func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
-	node, _ := r.plan.graph.sourceOf(f.Key)
+	node, _ := r.plan.Graph.SourceOf(f.Key)
 	if node == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the pipeline", f.Key)
 	}
@@ -210,8 +211,8 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	if err != nil {
 		return nil, err
 	}
-	src := &node.src.Source
-	opts := formats.DecodeOptions{Schema: node.out, EventTime: src.EventTime, Mem: r.mem, Parallelism: parallel}
+	src := &node.Src.Source
+	opts := formats.DecodeOptions{Schema: node.Out, EventTime: src.EventTime, Mem: r.mem, Parallelism: parallel}
 	if c := src.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
 		if c.Delimiter != "" {
@@ -226,7 +227,7 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	if err := r.checkDecoded(res, d); err != nil {
 		return nil, err
 	}
-	tsCol := node.out.FieldIndices(src.EventTime)[0]
+	tsCol := node.Out.FieldIndices(src.EventTime)[0]
 	for _, b := range d.Batches {
 		ts := b.Column(tsCol).(*array.Timestamp)
 		for i, v := range ts.Values() {
@@ -239,12 +240,12 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 		releaseBatches(d.Batches)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
 	}
-	res.node = node.chainEnd
+	res.node = node.ChainEnd
 	for _, b := range d.Batches {
-		for _, st := range node.chain {
-			out, dropped, err := st.stage.apply(b, r.mem)
+		for _, st := range node.Chain {
+			out, dropped, err := st.Stage.Apply(b, r.mem)
 			if err != nil {
-				return nil, fmt.Errorf("source file %s: stage %s: %w", f.Key, st.name, err)
+				return nil, fmt.Errorf("source file %s: stage %s: %w", f.Key, st.Name, err)
 			}
 			res.filtered += dropped
 			b = out
@@ -266,7 +267,7 @@ func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files 
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range p.Sources {
 		sp := &spec.Pipeline{Source: ns.Source}
-		sc, err := sourceSchema(sp)
+		sc, err := dataflow.SourceSchema(sp)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sources.%s: %w", ns.Name, err)
 		}
@@ -300,7 +301,7 @@ func lookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[st
 			continue
 		}
 		if len(l.Schema) > 0 {
-			sc, err := sourceSchema(&spec.Pipeline{Source: spec.Source{Schema: l.Schema}})
+			sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: spec.Source{Schema: l.Schema}})
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: lookup.schema: %w", st.Name, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 )
 
 // Streaming a graph pipeline without a keyed stage (stream.go does the
@@ -22,8 +23,8 @@ import (
 // writes as one file.
 
 // streamSourceOf returns the source node a source file belongs to.
-func (r *runner) streamSourceOf(key string) (*gnode, error) {
-	src, _ := r.plan.graph.sourceOf(key)
+func (r *runner) streamSourceOf(key string) (*dataflow.Node, error) {
+	src, _ := r.plan.Graph.SourceOf(key)
 	if src == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", key)
 	}
@@ -36,18 +37,18 @@ func (r *runner) streamSourceOf(key string) (*gnode, error) {
 // further ones in spec order). It returns how many batches it sent and how
 // many rows the filters of the source's decode chain dropped (the rows it
 // counts as filtered, as decodeGraphFile does).
-func (r *runner) routeGraph(from *gnode, b arrow.RecordBatch, send func(streamBatch) error) (int, int64, error) {
+func (r *runner) routeGraph(from *dataflow.Node, b arrow.RecordBatch, send func(streamBatch) error) (int, int64, error) {
 	if from == nil || b.NumRows() == 0 {
 		return 0, 0, nil
 	}
-	gp := r.plan.graph
-	rows := map[*gnode]arrow.RecordBatch{from: b}
+	gp := r.plan.Graph
+	rows := map[*dataflow.Node]arrow.RecordBatch{from: b}
 	var filtered int64
-	for _, nd := range gp.nodes {
-		if nd.kind == "source" {
+	for _, nd := range gp.Nodes {
+		if nd.Kind == "source" {
 			continue
 		}
-		in, ok := rows[nd.ins[0]] // a stateless node has one input
+		in, ok := rows[nd.Ins[0]] // a stateless node has one input
 		if !ok {
 			continue
 		}
@@ -55,7 +56,7 @@ func (r *runner) routeGraph(from *gnode, b arrow.RecordBatch, send func(streamBa
 		if err != nil {
 			return 0, 0, err
 		}
-		if nd.atDecode && nd.stage.filter != nil {
+		if nd.AtDecode && nd.Stage.Filter != nil {
 			filtered += in.NumRows() - o.NumRows()
 		}
 		if o.NumRows() > 0 {
@@ -63,7 +64,7 @@ func (r *runner) routeGraph(from *gnode, b arrow.RecordBatch, send func(streamBa
 		}
 	}
 	sent := 0
-	for i, nd := range append([]*gnode{gp.sink}, gp.extra...) {
+	for i, nd := range append([]*dataflow.Node{gp.Sink}, gp.Extra...) {
 		o, ok := rows[nd]
 		if !ok {
 			continue
@@ -77,21 +78,21 @@ func (r *runner) routeGraph(from *gnode, b arrow.RecordBatch, send func(streamBa
 }
 
 // mapNode runs a stateless node (filter, project, lookup) on one batch.
-func (r *runner) mapNode(nd *gnode, b arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if nd.stage != nil {
-		o, _, err := nd.stage.apply(b, r.mem)
+func (r *runner) mapNode(nd *dataflow.Node, b arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if nd.Stage != nil {
+		o, _, err := nd.Stage.Apply(b, r.mem)
 		return o, err
 	}
-	if nd.lookup == nil {
-		return nil, fmt.Errorf("stage %s: a %s stage is not stateless (internal error)", nd.name, nd.kind)
+	if nd.Lookup == nil {
+		return nil, fmt.Errorf("stage %s: a %s stage is not stateless (internal error)", nd.Name, nd.Kind)
 	}
-	lk := nd.lookup.op
+	lk := nd.Lookup.Op
 	if lk == nil {
-		return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.name)
+		return nil, fmt.Errorf("stage %s: the lookup table is not loaded (internal error)", nd.Name)
 	}
 	o, err := lk.Enrich(b)
 	if err != nil {
-		return nil, fmt.Errorf("stage %s: %w", nd.name, err)
+		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 	}
 	return o, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -35,18 +36,18 @@ import (
 // split groups the rows of bs by partition directory
 // ("dt=2015-07-15/hm=08%3A00"), each group's batches holding the files'
 // columns only.
-func hiveSplit(h *hiveParts, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+func hiveSplit(h *dataflow.HiveParts, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
 	var seg strings.Builder
-	return groupRows(bs, h.keep, h.file, mem, func(b arrow.RecordBatch, i int) (string, error) {
+	return groupRows(bs, h.Keep, h.File, mem, func(b arrow.RecordBatch, i int) (string, error) {
 		seg.Reset()
-		for j, c := range h.cols {
+		for j, c := range h.Cols {
 			if j > 0 {
 				seg.WriteByte('/')
 			}
 			v, ok := hiveValue(b.Column(c), i)
-			s := manifest.HivePartitionSegment(h.names[j], v, ok)
+			s := manifest.HivePartitionSegment(h.Names[j], v, ok)
 			if len(s) > manifest.MaxPartitionSegment {
-				return "", fmt.Errorf("partition column %s: value %.40q... makes a directory name of %d bytes (at most %d)", h.names[j], v, len(s), manifest.MaxPartitionSegment)
+				return "", fmt.Errorf("partition column %s: value %.40q... makes a directory name of %d bytes (at most %d)", h.Names[j], v, len(s), manifest.MaxPartitionSegment)
 			}
 			seg.WriteString(s)
 		}
@@ -162,7 +163,7 @@ func hiveValue(a arrow.Array, i int) (string, bool) {
 // sinkGroups splits one subtask's output for the files of a sink: by
 // partition directory below dir when the sink is partitioned, else all
 // under dir. Keys are sink-relative directories ("" for the root).
-func sinkGroups(h *hiveParts, dir string, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+func sinkGroups(h *dataflow.HiveParts, dir string, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
 	if h == nil {
 		return map[string][]arrow.RecordBatch{dir: bs}, nil
 	}
@@ -182,20 +183,20 @@ func sinkGroups(h *hiveParts, dir string, bs []arrow.RecordBatch, mem memory.All
 
 // hivePartitionOf returns the partition directory of committed output path
 // p ("" when its sink is not Hive-partitioned).
-func hivePartitionOf(pl *plan, sp *spec.Pipeline, p string) string {
+func hivePartitionOf(pl *dataflow.Plan, sp *spec.Pipeline, p string) string {
 	info, ok := manifest.ParseOutputName(p)
 	if !ok || info.Partition == "" {
 		return ""
 	}
 	name, _ := splitSinkPath(p)
 	if name == "" {
-		if pl.sinkParts == nil || info.Dir != "" {
+		if pl.SinkParts == nil || info.Dir != "" {
 			return ""
 		}
 		return info.Partition
 	}
-	i := slices.IndexFunc(extraSinks(sp), func(s spec.NamedSink) bool { return s.Name == name })
-	if i < 0 || pl.extraPartsOf(i) == nil || info.Dir != extraSinkDir(name) {
+	i := slices.IndexFunc(dataflow.ExtraSinks(sp), func(s spec.NamedSink) bool { return s.Name == name })
+	if i < 0 || pl.ExtraPartsOf(i) == nil || info.Dir != extraSinkDir(name) {
 		return ""
 	}
 	return info.Partition

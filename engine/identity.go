@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -67,7 +68,7 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Co
 		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
 	}, restoring: restoring}
 	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
-	for _, sk := range extraSinks(p) {
+	for _, sk := range dataflow.ExtraSinks(p) {
 		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: identityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
 		ip.markers = append(ip.markers, sinkMarker{key: extraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: identityOf(sk.Sink.URL)})
 	}

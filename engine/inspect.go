@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -33,7 +34,7 @@ import (
 //
 // The state of a retained epoch is restored exactly as a run restores it:
 // the pipeline is compiled as a run compiles it (a linear pipeline lowered
-// onto the graph, compileLinear), and the epoch's manifest and generation
+// onto the graph, dataflow.CompileLinear), and the epoch's manifest and generation
 // give the parallelism, the key-group count and, per keyed stage, the base
 // files and the deltas, which restoreGraph reads into one operator per
 // subtask (inspectgraph.go). A window is then advanced to +inf: the
@@ -171,7 +172,7 @@ type inspector struct {
 	st   *stores
 	c    *epoch.Committer
 	head *epoch.Head
-	pl   *plan
+	pl   *dataflow.Plan
 }
 
 func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
@@ -200,11 +201,11 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 }
 
 // compileTool compiles p for a read-only tool as a run compiles it, a
-// linear pipeline lowered onto the graph (compileLinear), over its
+// linear pipeline lowered onto the graph (dataflow.CompileLinear), over its
 // sources' schemas: declared, or inferred from the files of src (listed
 // only when a schema is not declared). It also returns those schemas, by
 // source name (a linear pipeline's one source under its graph name).
-func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...expr.Option) (*plan, map[string]*arrow.Schema, error) {
+func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...expr.Option) (*dataflow.Plan, map[string]*arrow.Schema, error) {
 	var files []store.ObjectInfo
 	if needsSourceFiles(p) {
 		var err error
@@ -217,21 +218,21 @@ func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...e
 		if err != nil {
 			return nil, nil, err
 		}
-		pl, err := compileGraph(p, schemas, lookups, xo...)
+		pl, err := dataflow.CompileGraph(p, schemas, lookups, xo...)
 		return pl, schemas, err
 	}
-	sc, err := sourceSchema(p)
+	sc, err := dataflow.SourceSchema(p)
 	if err == nil && sc == nil {
 		sc, err = inferSchema(ctx, p, src, files)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	pl, err := compileLinear(p, sc, xo...)
+	pl, err := dataflow.CompileLinear(p, sc, xo...)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pl, map[string]*arrow.Schema{pl.graph.sourceNames()[0]: sc}, nil
+	return pl, map[string]*arrow.Schema{pl.Graph.SourceNames()[0]: sc}, nil
 }
 
 func (x *inspector) close() { x.st.Close() }
@@ -288,10 +289,10 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err != nil {
 		return nil, err
 	}
-	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+	if x.pl, err = x.pl.WithRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (dataflow.Plan.WithRecordedLayouts)
 		return nil, err
 	}
-	if err := compatible(g.Plan, x.pl.ops); err != nil {
+	if err := dataflow.Compatible(g.Plan, x.pl.Ops); err != nil {
 		return nil, fmt.Errorf("epoch %d (generation %d) cannot be read with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	return x.readGraph(ctx, m, g, q)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -41,10 +42,10 @@ import (
 
 // keyedStages returns the names of the graph's keyed (stateful) stages, in
 // node order.
-func (gp *graphPlan) keyedStages() []string {
-	out := make([]string, len(gp.state))
-	for i, n := range gp.state {
-		out[i] = n.name
+func keyedStages(gp *dataflow.GraphPlan) []string {
+	out := make([]string, len(gp.State))
+	for i, n := range gp.State {
+		out[i] = n.Name
 	}
 	return out
 }
@@ -52,25 +53,25 @@ func (gp *graphPlan) keyedStages() []string {
 // unknownStage is the error for a --op that names no keyed stage of the
 // graph: it names the keyed stages.
 func (x *inspector) unknownStage(name string) error {
-	gp := x.pl.graph
-	if gp.linear {
+	gp := x.pl.Graph
+	if gp.Linear {
 		// A linear pipeline names its stateful operators by id.
-		ids := opIDs(x.pl.ops)
+		ids := dataflow.OpIDs(x.pl.Ops)
 		if len(ids) == 0 {
 			return fmt.Errorf("unknown operator %q: pipeline %s has no stateful operator", name, x.p.Name)
 		}
 		return fmt.Errorf("unknown operator %q: the stateful operators are %s", name, strings.Join(ids, ", "))
 	}
-	keyed := gp.keyedStages()
+	keyed := keyedStages(gp)
 	avail := "pipeline " + x.p.Name + " has no keyed stage"
 	if len(keyed) > 0 {
 		avail = "the keyed stages are " + strings.Join(keyed, ", ")
 	}
-	if n := gp.byName[name]; n != nil {
-		if n.kind == "source" {
+	if n := gp.ByName[name]; n != nil {
+		if n.Kind == "source" {
 			return fmt.Errorf("%q is a source, not a stage: %s", name, avail)
 		}
-		return fmt.Errorf("stage %q (%s) keeps no state: %s", name, n.kind, avail)
+		return fmt.Errorf("stage %q (%s) keeps no state: %s", name, n.Kind, avail)
 	}
 	return fmt.Errorf("unknown stage %q: %s", name, avail)
 }
@@ -78,10 +79,10 @@ func (x *inspector) unknownStage(name string) error {
 // readGraph restores the keyed stages of a graph epoch (those q.Op
 // selects) and decodes them.
 func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *manifest.Generation, q StateQuery) (*StateView, error) {
-	gp := x.pl.graph
-	var sel []*gnode
-	for _, n := range gp.state {
-		if q.Op == "" || n.name == q.Op {
+	gp := x.pl.Graph
+	var sel []*dataflow.Node
+	for _, n := range gp.State {
+		if q.Op == "" || n.Name == q.Op {
 			sel = append(sel, n)
 		}
 	}
@@ -100,9 +101,9 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 	// restoreGraph restores the plan's stateful nodes and opens the late
 	// outputs of its nodes: give it the selected stages and no nodes.
 	sub := *gp
-	sub.nodes, sub.state = nil, sel
+	sub.Nodes, sub.State = nil, sel
 	pl := *x.pl
-	pl.graph = &sub
+	pl.Graph = &sub
 	p, k := g.Parallelism, g.MaxParallelism
 	// Only the keyed state is needed: the processed-file set and the
 	// output log are left out of the head.
@@ -120,38 +121,38 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
 	for _, n := range sel {
-		st := sg.Stage(n.name)
+		st := sg.Stage(n.Name)
 		if st == nil {
-			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.name)
+			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.Name)
 		}
-		srs, emitted, _ := restoreSources(&hm, n.name, p, k)
-		subs := r.graph.subs[n.name]
-		r.graph.subs[n.name] = nil
+		srs, emitted, _ := restoreSources(&hm, n.Name, p, k)
+		subs := r.graph.subs[n.Name]
+		r.graph.subs[n.Name] = nil
 		var op *WindowState
-		if n.kind == spec.KindWindow {
-			ws, err := windowSpec(n.name, st.Window, eventTimeOf(sg, st.Inputs[0]))
+		if n.Kind == spec.KindWindow {
+			ws, err := dataflow.WindowSpec(n.Name, st.Window, dataflow.EventTimeOf(sg, st.Inputs[0]))
 			if err != nil {
-				return nil, fmt.Errorf("stage %s: %w", n.name, err)
+				return nil, fmt.Errorf("stage %s: %w", n.Name, err)
 			}
-			if own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime); err == nil && own != nil {
+			if own, err := dataflow.OwnWindowKey(st.Window, n.Ins[0], ws.EventTime); err == nil && own != nil {
 				// Keyed by its input's window: the operator's key is the
 				// other columns (graphwin.go).
-				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
+				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), dataflow.IsWindowBound)
 			}
 			op = newWindowState(&ws, emitted)
 			err = op.finalise(subs, srs, k)
 			if err == nil && op.schema == nil {
 				var fresh operators.Stateful
-				if fresh, err = n.newOp(); err == nil {
+				if fresh, err = n.NewOp(); err == nil {
 					op.schema = fresh.OutputSchema()
 				}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.Name, err)
 			}
 		} else {
 			if op, err = heldState(n, st, emitted, subs, srs); err != nil {
-				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.Name, err)
 			}
 		}
 		slices.SortFunc(op.Rows, compareRows)
@@ -172,8 +173,8 @@ type heldLayout struct {
 
 // heldState decodes the rows a dedup, top_n or join stage's restored
 // subtasks hold, from their snapshots.
-func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []subtaskRestore) (*WindowState, error) {
-	fresh, err := n.newOp()
+func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []subtaskRestore) (*WindowState, error) {
+	fresh, err := n.NewOp()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 	if sch.NumFields() == 0 || sch.Field(0).Name != operators.ColKeyGroup {
 		return nil, fmt.Errorf("internal error: the state schema does not start with %s: %s", operators.ColKeyGroup, sch)
 	}
-	op := &WindowState{ID: n.name, Kind: n.kind, Stage: describeStage(st), EmittedThrough: emitted}
+	op := &WindowState{ID: n.Name, Kind: n.Kind, Stage: describeStage(st), EmittedThrough: emitted}
 	idx := func(name string) (int, error) {
 		is := sch.FieldIndices(name)
 		if len(is) != 1 {
@@ -231,7 +232,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			ident = []string{"window_start", "window_end", colTopNRank}
 			sorts = ident
 		default:
-			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.kind)
+			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.Kind)
 		}
 		op.Keys = slices.Clone(keys)
 		var cols []int
@@ -247,7 +248,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		lay.keys = [][]int{cols}
 	}
 	for c, f := range sch.Fields() {
-		if skip[c] || strings.HasSuffix(f.Name, hiddenTime) {
+		if skip[c] || strings.HasSuffix(f.Name, dataflow.HiddenTime) {
 			continue
 		}
 		if f.Name == operators.ColTopNSeq && st.TopN != nil {
@@ -258,7 +259,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		}
 		// A carried input window's bounds show under their own names
 		// (graphwin.go).
-		f.Name = strings.NewReplacer(hiddenStart, operators.ColWindowStart, hiddenEnd, operators.ColWindowEnd).Replace(f.Name)
+		f.Name = strings.NewReplacer(dataflow.HiddenStart, operators.ColWindowStart, dataflow.HiddenEnd, operators.ColWindowEnd).Replace(f.Name)
 		lay.cols = append(lay.cols, c)
 		op.Columns = append(op.Columns, f.Name)
 		lay.fields = append(lay.fields, f)

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -302,7 +303,7 @@ func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runne
 // migrated to op's layout, the base files only registered by row group.
 // The returned pendingState decodes the rest as epochs need it (load).
 func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op operators.Stateful, s int, sr subtaskRestore, emitted int64,
-	ev *operators.Evolution, chain []StateMigration) (*pendingState, error) {
+	ev *operators.Evolution, chain []dataflow.StateMigration) (*pendingState, error) {
 	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) { return r.readRange(ctx, from, f, sr) }
 	migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
 		if chain != nil && !tombstones {
@@ -400,22 +401,22 @@ func (r *runner) readRange(ctx context.Context, from *restoreSource, f manifest.
 // other stateful stages (dedup, top_n, over, join) restore whole: their
 // state rows carry arrival sequences and expiry times of their own, not a
 // window_end that says when a key group is due.
-func onDemand(op operators.Stateful) bool { return windowOf(op) != nil }
+func onDemand(op operators.Stateful) bool { return dataflow.WindowOf(op) != nil }
 
 // loadStage decodes, before a graph stage's rows reach its subtasks, the
 // key groups of its pending state the epoch needs: those its input rows
 // touch (sels[i][j][s]: input i, batch j, subtask s, as runStateful routes
 // them) and those with windows due at wm, the stage's watermark.
-func (r *runner) loadStage(ctx context.Context, nd *gnode, rows map[*gnode][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
-	pend := r.graph.pending[nd.name]
+func (r *runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
+	pend := r.graph.pending[nd.Name]
 	if pend == nil {
 		return nil
 	}
-	subs := r.graph.subs[nd.name]
+	subs := r.graph.subs[nd.Name]
 	err := r.loadNeeded(ctx, pend, func(s int) operators.Stateful { return subs[s] }, func(s int, ps *pendingState, want []bool) error {
-		for i, in := range nd.ins {
+		for i, in := range nd.Ins {
 			for j, b := range rows[in] {
-				if _, err := operators.MarkKeyGroups(b, nd.keyCols[i], r.k, sels[i][j][s], ps.lo, want); err != nil {
+				if _, err := operators.MarkKeyGroups(b, nd.KeyCols[i], r.k, sels[i][j][s], ps.lo, want); err != nil {
 					return err
 				}
 			}
@@ -423,7 +424,7 @@ func (r *runner) loadStage(ctx context.Context, nd *gnode, rows map[*gnode][]arr
 		return nil
 	}, wm)
 	if err != nil {
-		return fmt.Errorf("stage %s: %w", nd.name, err)
+		return fmt.Errorf("stage %s: %w", nd.Name, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -87,11 +88,11 @@ func TestPrefetchBound(t *testing.T) {
 		{"windowed: a quarter of 160MiB holds two 20MiB estimates", true, []string{"a", "b"}},
 		{"streamed: two 10MiB parts hold one 20MiB estimate", false, []string{"a"}},
 	} {
-		gp := &graphPlan{}
+		gp := &dataflow.GraphPlan{}
 		if c.window {
-			gp.state = []*gnode{{name: "w", kind: spec.KindWindow, stateful: true}}
+			gp.State = []*dataflow.Node{{Name: "w", Kind: spec.KindWindow, Stateful: true}}
 		}
-		r := &runner{p: &spec.Pipeline{Source: spec.Source{Format: spec.JSONL}}, plan: &plan{graph: gp}, dc: decideConfig{memLimit: 160 << 20}}
+		r := &runner{p: &spec.Pipeline{Source: spec.Source{Format: spec.JSONL}}, plan: &dataflow.Plan{Graph: gp}, dc: decideConfig{memLimit: 160 << 20}}
 		pf := newPrefetcher(ctx, r)
 		pf.sem = make(chan struct{}) // never free: the started decodes end on the cancelled context
 		pf.start(files)

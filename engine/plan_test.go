@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -28,16 +29,16 @@ state: {url: "st"}
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := sourceSchema(p)
+		src, err := dataflow.SourceSchema(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := compile(p, src)
+		pl, err := dataflow.Compile(p, src)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, f := range pl.source.Fields() {
+		for _, f := range pl.Source.Fields() {
 			got = append(got, f.Name)
 		}
 		if len(got) != len(tc.want) {
@@ -48,8 +49,8 @@ state: {url: "st"}
 				t.Fatalf("%s: decodes %v, want %v", tc.ops, got, tc.want)
 			}
 		}
-		full, _ := compileOn(p, src)
-		if pl.hash != full.hash {
+		full, _ := dataflow.CompileOn(p, src)
+		if pl.Hash != full.Hash {
 			t.Fatalf("%s: pruning changed the plan hash", tc.ops)
 		}
 	}

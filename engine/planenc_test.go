@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/spec"
 )
@@ -19,15 +20,15 @@ func TestPlanEncodingGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := sourceSchema(p)
+	src, err := dataflow.SourceSchema(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := compile(p, src)
+	pl, err := dataflow.Compile(p, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := encodePlan(p, pl.declared)
+	text := dataflow.EncodePlan(p, pl.Declared)
 	const golden = "testdata/plans/clicks.v2.txt"
 	if *scenario.Rewrite {
 		if err := os.WriteFile(golden, []byte(text), 0o644); err != nil {
@@ -41,19 +42,19 @@ func TestPlanEncodingGolden(t *testing.T) {
 	if text != string(want) {
 		t.Fatalf("plan encoding changed:\n%s\nwant:\n%s", text, want)
 	}
-	if pl.hash != hashPlan(string(want)) {
-		t.Fatalf("plan hash %s is not the hash of the golden text", pl.hash)
+	if pl.Hash != dataflow.HashPlan(string(want)) {
+		t.Fatalf("plan hash %s is not the hash of the golden text", pl.Hash)
 	}
 	const v1 = "sha256:e4e71c8eaf1cd1ed" // testdata/compat/v1/state/.../gen=000001/_generation.json
-	if got := planHashV1(p, pl.declared); got != v1 {
+	if got := dataflow.PlanHashV1(p, pl.Declared); got != v1 {
 		t.Fatalf("v1 plan hash %s, want %s", got, v1)
 	}
-	if !samePlan(v1, p, pl.declared, pl.hash) || samePlan("sha256:0000000000000000", p, pl.declared, pl.hash) {
+	if !dataflow.SamePlan(v1, p, pl.Declared, pl.Hash) || dataflow.SamePlan("sha256:0000000000000000", p, pl.Declared, pl.Hash) {
 		t.Fatal("samePlan does not recognise exactly the v1 hash")
 	}
 	// An edit of the filter is a different plan in both encodings.
 	p.Operators[0].Filter.Expr = "bytes > 1"
-	if hashPlan(encodePlan(p, pl.declared)) == pl.hash || planHashV1(p, pl.declared) == v1 {
+	if dataflow.HashPlan(dataflow.EncodePlan(p, pl.Declared)) == pl.Hash || dataflow.PlanHashV1(p, pl.Declared) == v1 {
 		t.Fatal("an edited filter kept the plan's identity")
 	}
 }

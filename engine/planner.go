@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
@@ -19,7 +20,7 @@ type runPlan struct {
 	head        *epoch.Head
 	files       []store.ObjectInfo // the source listing the plan was made from
 	listing     *listing           // how it was listed (listing.go)
-	plan        *plan
+	plan        *dataflow.Plan
 	parallelism int
 	k           int // max parallelism: the key-group count
 	// newGeneration: the run starts a generation (first run, parallelism or
@@ -39,7 +40,7 @@ type runPlan struct {
 	// stages migrates, per window stage, its restored state to the plan's
 	// layout, by evolution or by a chain of registered migrations (no
 	// entry: nothing to migrate).
-	stages map[string]*stageMigration
+	stages map[string]*dataflow.StageMigration
 	// tableChanges says how an iceberg sink's table schema evolves for the
 	// plan's output (columns added, renamed, widened, dropped).
 	tableChanges []string
@@ -53,7 +54,7 @@ type subtaskRestore struct {
 
 // parallelismOf returns the run's parallelism and the key-group count.
 func parallelismOf(p *spec.Pipeline, opts *Options) (int, int, error) {
-	k := maxParallelism(p)
+	k := dataflow.MaxParallelism(p)
 	n := p.State.Parallelism
 	if opts.Parallelism > 0 {
 		n = opts.Parallelism
@@ -87,16 +88,16 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		if err != nil {
 			return nil, err
 		}
-		if rp.plan, err = compileGraph(p, schemas, lookups, opts.exprOptions()...); err != nil {
+		if rp.plan, err = dataflow.CompileGraph(p, schemas, lookups, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
-		if hg := from.generation; hg != nil { // the state layouts the restored generation recorded (graphprune.go)
-			if rp.plan, err = rp.plan.withRecordedLayouts(hg.Plan); err != nil {
+		if hg := from.generation; hg != nil { // the state layouts the restored generation recorded (dataflow.Plan.WithRecordedLayouts)
+			if rp.plan, err = rp.plan.WithRecordedLayouts(hg.Plan); err != nil {
 				return nil, err
 			}
 		}
 	} else {
-		src, err := sourceSchema(p)
+		src, err := dataflow.SourceSchema(p)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +106,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 				return nil, err
 			}
 		}
-		if rp.plan, err = compileLinear(p, src, opts.exprOptions()...); err != nil {
+		if rp.plan, err = dataflow.CompileLinear(p, src, opts.exprOptions()...); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +121,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		// Each window stage's state migrates to the plan's layout (or
 		// through registered migrations); every other stateful stage must
 		// keep its layout.
-		stages, err := evolveGraph(hg.Plan, rp.plan, opts.Migrations)
+		stages, err := dataflow.EvolveGraph(hg.Plan, rp.plan, opts.Migrations)
 		if err != nil {
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		}
@@ -130,7 +131,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		rp.refusal = rp.identity.refusal
 	}
 	if rp.refusal == nil && p.Sink.Type == spec.SinkIceberg {
-		changes, err := tableSchemaChanges(ctx, p, st, rp.plan.output)
+		changes, err := tableSchemaChanges(ctx, p, st, rp.plan.Output)
 		if err != nil {
 			rp.refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		}
@@ -146,13 +147,13 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		rp.newGeneration, rp.reason = true, "first generation"
 	case hg.Parallelism != rp.parallelism:
 		rp.newGeneration, rp.reason = true, fmt.Sprintf("parallelism %d -> %d", hg.Parallelism, rp.parallelism)
-	case !samePlan(hg.PlanHash, p, rp.plan.declared, rp.plan.hash):
+	case !dataflow.SamePlan(hg.PlanHash, p, rp.plan.Declared, rp.plan.Hash):
 		rp.newGeneration, rp.reason = true, "plan changed"
 	}
-	if c := firstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
+	if c := dataflow.FirstChain(rp.plan, rp.stages); c != nil && !rp.newGeneration {
 		// The migrated state is written in the new format by a new
 		// generation, so a later restore does not migrate it again.
-		rp.newGeneration, rp.reason = true, describeChain(c)
+		rp.newGeneration, rp.reason = true, dataflow.DescribeChain(c)
 	}
 	// Unchanged state files are shared by reference when they resolve in
 	// the state root and the layout is the same: the parallelism, and per
@@ -200,8 +201,8 @@ func restoreSources(m *manifest.Manifest, opID string, p, k int) ([]subtaskResto
 // generationRecord is the _generation.json the plan starts.
 func (rp *runPlan) generationRecord() manifest.Generation {
 	id := rp.identity.want
-	g := manifest.Generation{Parallelism: rp.parallelism, MaxParallelism: rp.k, Plan: rp.plan.ops,
-		PlanHash: rp.plan.hash, Identity: &id}
+	g := manifest.Generation{Parallelism: rp.parallelism, MaxParallelism: rp.k, Plan: rp.plan.Ops,
+		PlanHash: rp.plan.Hash, Identity: &id}
 	if f := rp.from; f.kind != "" {
 		g.RestoredFrom = &manifest.RestoredFrom{Kind: f.kind, Savepoint: f.savepoint, Claimed: f.claim}
 		if f.manifest != nil {

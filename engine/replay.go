@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -50,7 +51,7 @@ import (
 // max_files_per_epoch / max_rows_per_epoch / prefetching did (they chose the
 // files, which are recorded). Expressions cannot read the clock (now() is
 // refused). Replay re-runs exactly that function on the plan a run compiles
-// (a linear pipeline lowered onto the graph, compileLinear): restore N-1
+// (a linear pipeline lowered onto the graph, dataflow.CompileLinear): restore N-1
 // (runner.restore, as a run and state inspection do), decode the consumed
 // files with runner.decodeEpoch / decodeFile against the source store, run
 // runner.process at the recorded watermark (a graph's keyed stages each at
@@ -289,10 +290,10 @@ func (y *replayer) locate(ctx context.Context) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	m, g := y.m, y.g
-	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+	if x.pl, err = x.pl.WithRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (dataflow.Plan.WithRecordedLayouts)
 		return fmt.Errorf("replay: %w", err)
 	}
-	if _, err := evolveGraph(g.Plan, x.pl, nil); err != nil {
+	if _, err := dataflow.EvolveGraph(g.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	y.first = m.Parent == nil || m.Parent.Generation != m.Generation
@@ -335,7 +336,7 @@ func (y *replayer) locate(ctx context.Context) error {
 	if y.restarts() == manifest.RestoreReset {
 		return nil // no window state is restored
 	}
-	if _, err = evolveGraph(y.pgen.Plan, x.pl, nil); err != nil {
+	if _, err = dataflow.EvolveGraph(y.pgen.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: the state of epoch %d (generation %d) cannot be restored with this spec: %w", y.parent.Epoch, y.parent.Generation, err)
 	}
 	return nil
@@ -389,7 +390,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	from.kind, from.forget, from.owned = "", nil, nil // read as it is; closed by y.close
 	rp.from = &from
 	if y.pgen != nil && y.restarts() != manifest.RestoreReset {
-		stages, err := evolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
+		stages, err := dataflow.EvolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
 		if err != nil {
 			return nil, fmt.Errorf("replay: the state of epoch %d cannot be restored with this spec: %w", y.parent.Epoch, err)
 		}
@@ -437,7 +438,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		r.skipRead = true // start_from: latest marked the files present at the start read without reading them
 		y.skipRead = true
 	}
-	if !x.pl.graph.linear {
+	if !x.pl.Graph.Linear {
 		// Each stage advances to the watermark it recorded (a linear
 		// pipeline's one window advances to the epoch's), and every
 		// lookup must read the table version the epoch read.
@@ -449,9 +450,9 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
 		for _, lv := range m.Lookups {
-			if nd := x.pl.graph.byName[lv.Stage]; nd != nil && nd.lookup != nil && nd.lookup.version != lv.Version {
+			if nd := x.pl.Graph.ByName[lv.Stage]; nd != nil && nd.Lookup != nil && nd.Lookup.Version != lv.Version {
 				return nil, fmt.Errorf("replay: epoch %d: stage %s read lookup table version %s (%d files, %d rows); its table is now version %s (%d files, %d rows): the replay would not be exact",
-					m.Epoch, lv.Stage, lv.Version, lv.Files, lv.Rows, nd.lookup.version, nd.lookup.files, nd.lookup.rows)
+					m.Epoch, lv.Stage, lv.Version, lv.Files, lv.Rows, nd.Lookup.Version, nd.Lookup.Files, nd.Lookup.Rows)
 			}
 		}
 	}
@@ -486,16 +487,16 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
 	}
 	for _, bs := range out.out {
-		lines, err := partitionedLines(r.plan.sinkParts, r.plan.output, bs, r.mem)
+		lines, err := partitionedLines(r.plan.SinkParts, r.plan.Output, bs, r.mem)
 		if err != nil {
 			return inputSummary{}, fmt.Errorf("replay: outputs: %w", err)
 		}
 		res.Outputs = append(res.Outputs, lines...)
 	}
 	for i, perSub := range out.extra {
-		sr := SinkRows{Name: extraSinks(r.p)[i].Name}
+		sr := SinkRows{Name: dataflow.ExtraSinks(r.p)[i].Name}
 		for _, bs := range perSub {
-			lines, err := partitionedLines(r.plan.extraPartsOf(i), r.plan.graph.extra[i].out, bs, r.mem)
+			lines, err := partitionedLines(r.plan.ExtraPartsOf(i), r.plan.Graph.Extra[i].Out, bs, r.mem)
 			if err != nil {
 				return inputSummary{}, fmt.Errorf("replay: outputs of sink %s: %w", sr.Name, err)
 			}
@@ -507,10 +508,10 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 		keys := slices.Sorted(maps.Keys(g.late))
 		for _, key := range keys {
 			stage, input, _ := cutLast(key)
-			nd := r.plan.graph.byName[stage]
-			schema := nd.ins[0].out
+			nd := r.plan.Graph.ByName[stage]
+			schema := nd.Ins[0].Out
 			if input != "" {
-				schema = r.plan.graph.byName[input].out
+				schema = r.plan.Graph.ByName[input].Out
 			}
 			for _, bs := range g.late[key] {
 				lines, err := jsonLines(schema, bs)
@@ -771,7 +772,7 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 // Hive-partitioned sink (h not nil) each line is the row as its file holds
 // it (without the partition columns) after its partition directory and a
 // space: "dt=2015-07-15/hm=08%3A00 {...}".
-func partitionedLines(h *hiveParts, out *arrow.Schema, bs []arrow.RecordBatch, mem memory.Allocator) ([]string, error) {
+func partitionedLines(h *dataflow.HiveParts, out *arrow.Schema, bs []arrow.RecordBatch, mem memory.Allocator) ([]string, error) {
 	if h == nil {
 		return jsonLines(out, bs)
 	}
@@ -781,7 +782,7 @@ func partitionedLines(h *hiveParts, out *arrow.Schema, bs []arrow.RecordBatch, m
 	}
 	var lines []string
 	for _, dir := range sortedKeys(groups) {
-		ls, err := jsonLines(h.file, groups[dir])
+		ls, err := jsonLines(h.File, groups[dir])
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
@@ -324,7 +325,7 @@ func (r *PlanReport) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
 	if r.Graph != "" {
-		fmt.Fprintf(w, "graph:\n%s", indent(r.Graph, "  "))
+		fmt.Fprintf(w, "graph:\n%s", dataflow.Indent(r.Graph, "  "))
 	}
 	if len(r.Subtasks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -750,19 +751,19 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	} else {
 		rep.Warnings = rp.identity.warnings
 	}
-	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
-		for _, n := range gp.state {
+	if gp := rp.plan.Graph; gp != nil && rp.refusal == nil {
+		for _, n := range gp.State {
 			// A linear pipeline's one window needs no stage name.
-			pre := "stage " + n.name + ": "
-			if gp.linear {
+			pre := "stage " + n.Name + ": "
+			if gp.Linear {
 				pre = ""
 			}
-			switch m := rp.stages[n.name]; {
+			switch m := rp.stages[n.Name]; {
 			case m == nil:
-			case m.chain != nil:
-				rep.StateChanges = append(rep.StateChanges, pre+describeChain(m.chain))
+			case m.Chain != nil:
+				rep.StateChanges = append(rep.StateChanges, pre+dataflow.DescribeChain(m.Chain))
 			default:
-				for _, c := range m.ev.Changes() {
+				for _, c := range m.Ev.Changes() {
 					rep.StateChanges = append(rep.StateChanges, pre+c)
 				}
 			}
@@ -782,7 +783,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 	}
 	rep.PendingFiles = len(pendingFiles(rp.files, seen.Has))
 	if isGraph(p) {
-		rep.Graph = describeGraph(p, rp.parallelism)
+		rep.Graph = dataflow.DescribeGraph(p, rp.parallelism)
 	}
 	addSubtasks := func(stage string, srs []subtaskRestore) {
 		for s, sr := range srs {
@@ -793,17 +794,17 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, err
 			rep.Subtasks = append(rep.Subtasks, sp)
 		}
 	}
-	if gp := rp.plan.graph; gp != nil {
+	if gp := rp.plan.Graph; gp != nil {
 		// Each stateful stage restores its subtasks as restoreGraph does
 		// (a linear pipeline's window unnamed, as its form has one).
 		m := rp.from.manifest
 		if rp.from.kind == manifest.RestoreReset {
 			m = nil
 		}
-		for _, n := range gp.state {
-			srs, _, _ := restoreSources(m, n.name, rp.parallelism, rp.k)
-			name := n.name
-			if gp.linear {
+		for _, n := range gp.State {
+			srs, _, _ := restoreSources(m, n.Name, rp.parallelism, rp.k)
+			name := n.Name
+			if gp.Linear {
 				name = ""
 			}
 			addSubtasks(name, srs)

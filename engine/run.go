@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -32,7 +33,7 @@ type runner struct {
 	mem  memory.Allocator
 	dc   decideConfig
 
-	plan        *plan
+	plan        *dataflow.Plan
 	head        *epoch.Head
 	gen         *manifest.Generation
 	parallelism int
@@ -114,7 +115,7 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 		return nil, err
 	}
 	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.stateURL) // printed by the CLI
-	for _, sk := range extraSinks(p) {
+	for _, sk := range dataflow.ExtraSinks(p) {
 		r.res.SinkURL += ", " + store.Redact(sk.Sink.URL)
 	}
 	return r, nil
@@ -230,9 +231,9 @@ func (r *runner) sideDirs() []epoch.SideDir {
 		out = append(out, epoch.SideDir{Name: "late_url", Store: r.st.late, Flat: true})
 	}
 	if r.graph != nil {
-		for _, nd := range r.plan.graph.nodes {
-			if s := r.graph.late[nd.name]; s != nil && s != r.st.late {
-				out = append(out, epoch.SideDir{Name: "stages." + nd.name + ".late_url", Store: s})
+		for _, nd := range r.plan.Graph.Nodes {
+			if s := r.graph.late[nd.Name]; s != nil && s != r.st.late {
+				out = append(out, epoch.SideDir{Name: "stages." + nd.Name + ".late_url", Store: s})
 			}
 		}
 	}
@@ -618,8 +619,8 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if err := r.lookupsFor(ctx, results); err != nil {
 		return 0, err
 	}
-	if !r.plan.graph.linear {
-		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.graph.sourceNames())
+	if !r.plan.Graph.Linear {
+		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.Graph.SourceNames())
 	}
 	out, err := r.process(ctx, results, d.watermark)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -319,16 +320,16 @@ func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Sche
 	if err != nil {
 		return nil, err
 	}
-	if len(pl.graph.state) == 0 {
+	if len(pl.Graph.State) == 0 {
 		return nil, fmt.Errorf("the pipeline has no stateful operator")
 	}
 	out := map[string]*arrow.Schema{}
-	for _, n := range pl.graph.state {
-		op, err := n.newOp()
+	for _, n := range pl.Graph.State {
+		op, err := n.NewOp()
 		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", n.name, err)
+			return nil, fmt.Errorf("operator %q: %w", n.Name, err)
 		}
-		out[n.name] = op.StateSchema()
+		out[n.Name] = op.StateSchema()
 	}
 	return out, nil
 }
@@ -347,7 +348,7 @@ func checkStateFile(data []byte, ref manifest.FileRef, want *arrow.Schema) (int6
 		}
 	}()
 	if got.NumFields() != want.NumFields() {
-		return 0, fmt.Errorf("%d columns, the state schema has %d (%v)", got.NumFields(), want.NumFields(), fieldNames(want))
+		return 0, fmt.Errorf("%d columns, the state schema has %d (%v)", got.NumFields(), want.NumFields(), dataflow.FieldNames(want))
 	}
 	for i, f := range want.Fields() {
 		g := got.Field(i)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -173,11 +174,11 @@ func sinkURL(p *spec.Pipeline, path string) (string, string, error) {
 		url = p.Sinks[0].Sink.URL
 	}
 	if name != "" || strings.HasPrefix(path, manifest.ExtraSinkPrefix) {
-		i := slices.IndexFunc(extraSinks(p), func(s spec.NamedSink) bool { return s.Name == name })
+		i := slices.IndexFunc(dataflow.ExtraSinks(p), func(s spec.NamedSink) bool { return s.Name == name })
 		if i < 0 {
 			return "", "", fmt.Errorf("committed output %s names sink %q, which the spec no longer has", path, name)
 		}
-		url = extraSinks(p)[i].Sink.URL
+		url = dataflow.ExtraSinks(p)[i].Sink.URL
 	}
 	if i := strings.IndexByte(url, '?'); i >= 0 {
 		url = url[:i]

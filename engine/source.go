@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -101,7 +102,7 @@ type fileResult struct {
 	streamed *streamOut
 	// node (graph plans): the node whose rows batches are, the end of the
 	// file's source's decode chain.
-	node *gnode
+	node *dataflow.Node
 }
 
 // readSource reads one source file, or the copy an epoch captured of it

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -72,7 +73,7 @@ func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.Object
 // streamsEpochs reports whether the plan has no keyed stage: its epochs
 // stream (the decide config's streams says the same of the spec).
 func (r *runner) streamsEpochs() bool {
-	return len(r.plan.graph.state) == 0
+	return len(r.plan.Graph.State) == 0
 }
 
 // streamsFiles reports whether an epoch of n files streams.
@@ -315,7 +316,7 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	if err != nil {
 		return nil, err
 	}
-	src, schema, tsSchema := &node.src.Source, node.out, node.out
+	src, schema, tsSchema := &node.Src.Source, node.Out, node.Out
 	data, err := r.readSource(ctx, f.Key)
 	if err != nil {
 		return nil, err
@@ -391,22 +392,22 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 // sinkTarget is one sink of a streamed epoch: where its parts go and how
 // they are encoded.
 type sinkTarget struct {
-	dir    string        // "" for the root sink, "@<name>" for a further sink of a graph (sinks.go)
-	where  string        // the sink's spec field, for errors
-	format spec.Format   // of its files
-	schema *arrow.Schema // of its files (without Hive partition columns)
-	parts  *hiveParts    // its Hive partitioning (nil: none)
-	table  *tableSink    // the root sink's Iceberg table (nil: none)
+	dir    string              // "" for the root sink, "@<name>" for a further sink of a graph (sinks.go)
+	where  string              // the sink's spec field, for errors
+	format spec.Format         // of its files
+	schema *arrow.Schema       // of its files (without Hive partition columns)
+	parts  *dataflow.HiveParts // its Hive partitioning (nil: none)
+	table  *tableSink          // the root sink's Iceberg table (nil: none)
 }
 
 // streamTargets returns the sinks a streamed epoch writes: the root sink,
-// then a graph's further sinks in spec order (graphPlan.extra).
+// then a graph's further sinks in spec order (dataflow.GraphPlan.Extra).
 func (r *runner) streamTargets() []sinkTarget {
-	ts := []sinkTarget{{where: "sink", format: r.p.Sink.Format, schema: r.plan.sinkParts.schema(r.plan.output), parts: r.plan.sinkParts, table: r.table}}
-	for i, sk := range extraSinks(r.p) {
-		h := r.plan.extraPartsOf(i)
+	ts := []sinkTarget{{where: "sink", format: r.p.Sink.Format, schema: r.plan.SinkParts.Schema(r.plan.Output), parts: r.plan.SinkParts, table: r.table}}
+	for i, sk := range dataflow.ExtraSinks(r.p) {
+		h := r.plan.ExtraPartsOf(i)
 		ts = append(ts, sinkTarget{dir: extraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,
-			schema: h.schema(r.plan.graph.extra[i].out), parts: h})
+			schema: h.Schema(r.plan.Graph.Extra[i].Out), parts: h})
 	}
 	return ts
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -54,13 +55,13 @@ func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, string,
 	}
 	idx := out.FieldIndices(col)
 	if len(idx) != 1 {
-		return "", -1, "", fmt.Errorf("sink.partition_by %s: the output has no column %q (columns: %v)", pb, col, fieldNames(out))
+		return "", -1, "", fmt.Errorf("sink.partition_by %s: the output has no column %q (columns: %v)", pb, col, dataflow.FieldNames(out))
 	}
 	f := out.Field(idx[0])
 	if tr != "identity" && f.Type.ID() != arrow.TIMESTAMP {
 		return "", -1, "", fmt.Errorf("sink.partition_by %s: column %q is %s, want a timestamp", pb, col, f.Type)
 	}
-	if tr == "identity" && (!hivePartitionType(f.Type) || f.Type.ID() == arrow.LARGE_STRING || isUnsigned(f.Type)) {
+	if tr == "identity" && (!dataflow.HivePartitionType(f.Type) || f.Type.ID() == arrow.LARGE_STRING || isUnsigned(f.Type)) {
 		return "", -1, "", fmt.Errorf("sink.partition_by %s: column %q is %s; identity partitions take a string, signed integer, boolean, date or timestamp column", pb, col, f.Type)
 	}
 	return pb, idx[0], tr, nil
@@ -134,11 +135,11 @@ func (r *runner) openTable(ctx context.Context) error {
 	if r.p.Sink.Type != spec.SinkIceberg {
 		return nil
 	}
-	pb, col, tr, err := icebergPartition(r.p, r.plan.output)
+	pb, col, tr, err := icebergPartition(r.p, r.plan.Output)
 	if err != nil {
 		return err
 	}
-	t, err := openIceberg(ctx, r.p, r.st, pb, r.plan.output, r.log)
+	t, err := openIceberg(ctx, r.p, r.st, pb, r.plan.Output, r.log)
 	if err != nil {
 		return err
 	}

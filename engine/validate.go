@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -69,11 +70,11 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 			rep.Valid = true
 			return rep, nil
 		}
-		if _, err := compileGraph(q, schemas, lookups, opts.exprOptions()...); err != nil {
+		if _, err := dataflow.CompileGraph(q, schemas, lookups, opts.exprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	} else {
-		sc, err := sourceSchema(q)
+		sc, err := dataflow.SourceSchema(q)
 		if err != nil {
 			return problem(err), nil
 		}
@@ -84,7 +85,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 				return rep, nil
 			}
 		}
-		if _, err := compileLinear(q, sc, opts.exprOptions()...); err != nil {
+		if _, err := dataflow.CompileLinear(q, sc, opts.exprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	}

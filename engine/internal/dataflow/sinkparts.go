@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -9,38 +9,38 @@ import (
 	"github.com/floe-dev/floe/spec"
 )
 
-// hiveParts splits output batches by the values of a files sink's
+// HiveParts splits output batches by the values of a files sink's
 // partition columns.
-type hiveParts struct {
-	cols  []int         // partition columns in the output schema, in partition_by order
-	names []string      // their names
-	keep  []int         // the output columns the files hold
-	file  *arrow.Schema // the files' schema: the output without the partition columns
+type HiveParts struct {
+	Cols  []int         // partition columns in the output schema, in partition_by order
+	Names []string      // their names
+	Keep  []int         // the output columns the files hold
+	File  *arrow.Schema // the files' schema: the output without the partition columns
 }
 
 // newHiveParts resolves a files sink's partition_by against its output
 // schema out; nil when the sink is not partitioned. where names the sink
 // field for errors ("sink", "sinks.hot").
-func newHiveParts(s spec.Sink, out *arrow.Schema, where string) (*hiveParts, error) {
+func newHiveParts(s spec.Sink, out *arrow.Schema, where string) (*HiveParts, error) {
 	if s.Type != spec.SinkFiles || len(s.PartitionColumns) == 0 {
 		return nil, nil
 	}
-	h := &hiveParts{names: s.PartitionColumns}
+	h := &HiveParts{Names: s.PartitionColumns}
 	for i, name := range s.PartitionColumns {
 		idx := out.FieldIndices(name)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("%s.partition_by[%d]: the output has no column %q (columns: %v)", where, i, name, fieldNames(out))
+			return nil, fmt.Errorf("%s.partition_by[%d]: the output has no column %q (columns: %v)", where, i, name, FieldNames(out))
 		}
 		f := out.Field(idx[0])
-		if !hivePartitionType(f.Type) {
+		if !HivePartitionType(f.Type) {
 			return nil, fmt.Errorf("%s.partition_by[%d]: column %q is %s; a partition column must be a string, integer, boolean, date or timestamp", where, i, name, f.Type)
 		}
-		h.cols = append(h.cols, idx[0])
+		h.Cols = append(h.Cols, idx[0])
 	}
 	var fields []arrow.Field
 	for i, f := range out.Fields() {
-		if !slices.Contains(h.cols, i) {
-			h.keep = append(h.keep, i)
+		if !slices.Contains(h.Cols, i) {
+			h.Keep = append(h.Keep, i)
 			fields = append(fields, f)
 		}
 	}
@@ -48,11 +48,11 @@ func newHiveParts(s spec.Sink, out *arrow.Schema, where string) (*hiveParts, err
 		return nil, fmt.Errorf("%s.partition_by: lists every output column, so the files would hold no column; partition by fewer", where)
 	}
 	md := out.Metadata()
-	h.file = arrow.NewSchema(fields, &md)
+	h.File = arrow.NewSchema(fields, &md)
 	return h, nil
 }
 
-func hivePartitionType(t arrow.DataType) bool {
+func HivePartitionType(t arrow.DataType) bool {
 	if d, ok := t.(*arrow.DictionaryType); ok {
 		t = d.ValueType
 	}
@@ -64,17 +64,17 @@ func hivePartitionType(t arrow.DataType) bool {
 	return false
 }
 
-// schema returns the schema of the files of a sink with output schema out
+// Schema returns the schema of the files of a sink with output schema out
 // and partitioning h (nil: not partitioned).
-func (h *hiveParts) schema(out *arrow.Schema) *arrow.Schema {
+func (h *HiveParts) Schema(out *arrow.Schema) *arrow.Schema {
 	if h == nil {
 		return out
 	}
-	return h.file
+	return h.File
 }
 
-// extraPartsOf returns the partitioning of further sink i (nil: none).
-func (pl *plan) extraPartsOf(i int) *hiveParts {
+// ExtraPartsOf returns the partitioning of further sink i (nil: none).
+func (pl *Plan) ExtraPartsOf(i int) *HiveParts {
 	if i < len(pl.extraParts) {
 		return pl.extraParts[i]
 	}
@@ -83,21 +83,21 @@ func (pl *plan) extraPartsOf(i int) *hiveParts {
 
 // partitionSinks resolves the partition_by of p's files sinks against the
 // plan's outputs.
-func (pl *plan) partitionSinks(p *spec.Pipeline) error {
+func (pl *Plan) partitionSinks(p *spec.Pipeline) error {
 	root, where := p.Sink, "sink"
 	if len(p.Sinks) > 0 {
 		root, where = p.Sinks[0].Sink, "sinks."+p.Sinks[0].Name
 	}
 	var err error
-	if pl.sinkParts, err = newHiveParts(root, pl.output, where); err != nil {
+	if pl.SinkParts, err = newHiveParts(root, pl.Output, where); err != nil {
 		return err
 	}
 	pl.extraParts = nil
-	for i, sk := range extraSinks(p) {
-		if pl.graph == nil || i >= len(pl.graph.extra) {
+	for i, sk := range ExtraSinks(p) {
+		if pl.Graph == nil || i >= len(pl.Graph.Extra) {
 			break
 		}
-		h, err := newHiveParts(sk.Sink, pl.graph.extra[i].out, "sinks."+sk.Name)
+		h, err := newHiveParts(sk.Sink, pl.Graph.Extra[i].Out, "sinks."+sk.Name)
 		if err != nil {
 			return err
 		}
@@ -106,16 +106,16 @@ func (pl *plan) partitionSinks(p *spec.Pipeline) error {
 	return nil
 }
 
-// extraSinks returns a graph pipeline's sinks after the first (none for a
+// ExtraSinks returns a graph pipeline's sinks after the first (none for a
 // linear pipeline or a graph with one sink).
-func extraSinks(p *spec.Pipeline) []spec.NamedSink {
+func ExtraSinks(p *spec.Pipeline) []spec.NamedSink {
 	if len(p.Sinks) < 2 {
 		return nil
 	}
 	return p.Sinks[1:]
 }
 
-func fieldNames(s *arrow.Schema) []string {
+func FieldNames(s *arrow.Schema) []string {
 	out := make([]string, s.NumFields())
 	for i, f := range s.Fields() {
 		out[i] = f.Name

@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -28,21 +28,21 @@ import (
 // columns carrying it are dropped.
 
 // hiddenTime is the name of the appended event-time column.
-const hiddenTime = "__floe_window_time"
+const HiddenTime = "__floe_window_time"
 
 // An input whose window_start and window_end are the stage's own window's
 // (carried: see resultWindow) shows them to the inner operator under these
 // names, so that they do not clash with the bounds it adds; its output
 // drops them (the stage's own bounds hold the same values).
 const (
-	hiddenStart = "__floe_input_window_start"
-	hiddenEnd   = "__floe_input_window_end"
+	HiddenStart = "__floe_input_window_start"
+	HiddenEnd   = "__floe_input_window_end"
 )
 
 // isHidden reports whether an inner operator's output column is one of the
 // hidden ones (a join's right side may prefix it).
 func isHidden(name string) bool {
-	return strings.HasSuffix(name, hiddenTime) || strings.HasSuffix(name, hiddenStart) || strings.HasSuffix(name, hiddenEnd)
+	return strings.HasSuffix(name, HiddenTime) || strings.HasSuffix(name, HiddenStart) || strings.HasSuffix(name, HiddenEnd)
 }
 
 // winShape is a fixed window: tumbling (slide = size) or sliding.
@@ -91,16 +91,16 @@ func shapeOfJoin(w *spec.JoinWindow) winShape {
 // are) and the stage that produced them; false when n's rows are not
 // window results, are a session window's, or a stage in between redefines
 // a bound.
-func resultWindow(n *gnode) (winShape, string, bool) {
+func resultWindow(n *Node) (winShape, string, bool) {
 	for n != nil {
 		st := n.spec
 		switch {
-		case n.kind == spec.KindWindow && st != nil:
+		case n.Kind == spec.KindWindow && st != nil:
 			w, ok := shapeOfWindow(st.Window)
-			return w, n.name, ok
+			return w, n.Name, ok
 		case n.windowedJoin && st != nil:
-			return shapeOfJoin(st.Join.Window), n.name, true
-		case n.kind == "source" || n.stateful || len(n.ins) == 0 || st == nil:
+			return shapeOfJoin(st.Join.Window), n.Name, true
+		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0 || st == nil:
 			return winShape{}, "", false
 		case st.Project != nil:
 			if projectedFrom(st.Project, operators.ColWindowStart) != operators.ColWindowStart ||
@@ -108,7 +108,7 @@ func resultWindow(n *gnode) (winShape, string, bool) {
 				return winShape{}, "", false
 			}
 		}
-		n = n.ins[0]
+		n = n.Ins[0]
 	}
 	return winShape{}, "", false
 }
@@ -142,13 +142,13 @@ func isIdent(s string) bool {
 // windowEndAlias reports whether column col of n's rows is the window_end
 // of window results under another name (a project copied it), and returns
 // the stages that produced and renamed it.
-func windowEndAlias(n *gnode, col string) (producer, renamed string, ok bool) {
+func windowEndAlias(n *Node, col string) (producer, renamed string, ok bool) {
 	for n != nil {
 		st := n.spec
 		switch {
-		case n.kind == spec.KindWindow || n.windowedJoin:
-			return n.name, renamed, col == spec.WindowEventTime && renamed != ""
-		case n.kind == "source" || n.stateful || len(n.ins) == 0 || st == nil:
+		case n.Kind == spec.KindWindow || n.windowedJoin:
+			return n.Name, renamed, col == spec.WindowEventTime && renamed != ""
+		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0 || st == nil:
 			return "", "", false
 		case st.Project != nil:
 			from := projectedFrom(st.Project, col)
@@ -156,11 +156,11 @@ func windowEndAlias(n *gnode, col string) (producer, renamed string, ok bool) {
 				return "", "", false
 			}
 			if from != col {
-				renamed = n.name
+				renamed = n.Name
 			}
 			col = from
 		}
-		n = n.ins[0]
+		n = n.Ins[0]
 	}
 	return "", "", false
 }
@@ -176,15 +176,15 @@ func offByOneWindow(field, col, producer, renamed string) error {
 
 // readsWindowResults reports whether n's rows are window results (of a
 // window or a windowed join), through stateless stages only.
-func readsWindowResults(n *gnode) bool {
+func readsWindowResults(n *Node) bool {
 	for n != nil {
 		switch {
-		case n.kind == spec.KindWindow || n.windowedJoin:
+		case n.Kind == spec.KindWindow || n.windowedJoin:
 			return true
-		case n.kind == "source" || n.stateful || len(n.ins) == 0:
+		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0:
 			return false
 		}
-		n = n.ins[0]
+		n = n.Ins[0]
 	}
 	return false
 }
@@ -197,13 +197,13 @@ func withHiddenTime(in *arrow.Schema, carry bool) *arrow.Schema {
 		for i := range fs {
 			switch fs[i].Name {
 			case operators.ColWindowStart:
-				fs[i].Name = hiddenStart
+				fs[i].Name = HiddenStart
 			case operators.ColWindowEnd:
-				fs[i].Name = hiddenEnd
+				fs[i].Name = HiddenEnd
 			}
 		}
 	}
-	fs = append(fs, arrow.Field{Name: hiddenTime, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}})
+	fs = append(fs, arrow.Field{Name: HiddenTime, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}})
 	md := in.Metadata()
 	return arrow.NewSchema(fs, &md)
 }
@@ -390,8 +390,8 @@ func timeRule(op operators.Stateful) string {
 	return r
 }
 
-// isWindowBound reports whether col is window_start or window_end.
-func isWindowBound(col string) bool {
+// IsWindowBound reports whether col is window_start or window_end.
+func IsWindowBound(col string) bool {
 	return col == operators.ColWindowStart || col == operators.ColWindowEnd
 }
 
@@ -400,17 +400,17 @@ func hasBounds(s *arrow.Schema) bool {
 	return s != nil && len(s.FieldIndices(operators.ColWindowStart)) == 1 && len(s.FieldIndices(operators.ColWindowEnd)) == 1
 }
 
-// ownWindowKey returns the window of a window stage whose key names
+// OwnWindowKey returns the window of a window stage whose key names
 // window_start or window_end of the window results it reads: then the key
 // is the input's window, which must be the stage's own (Flink's window
 // aggregation grouped by window_start and window_end), and each input row
 // is aggregated in its own window only. nil when the key names no bound
 // or the input is not window results (the operator then refuses the
 // reserved name).
-func ownWindowKey(w *spec.Window, in *gnode, eventTime string) (*winShape, error) {
+func OwnWindowKey(w *spec.Window, in *Node, eventTime string) (*winShape, error) {
 	var bounds []string
 	for _, k := range w.Key {
-		if isWindowBound(k) {
+		if IsWindowBound(k) {
 			bounds = append(bounds, k)
 		}
 	}
@@ -419,7 +419,7 @@ func ownWindowKey(w *spec.Window, in *gnode, eventTime string) (*winShape, error
 	}
 	named := strings.Join(bounds, " and ")
 	rw, prod, ok := resultWindow(in)
-	if !ok || !hasBounds(in.out) {
+	if !ok || !hasBounds(in.Out) {
 		return nil, fmt.Errorf("key names %s, but the input's window bounds are not those of a tumbling or sliding window "+
 			"(a session window's, or changed by a project): copy them to other names in a project to key by them as plain columns", named)
 	}
@@ -447,7 +447,7 @@ func ownWindowKey(w *spec.Window, in *gnode, eventTime string) (*winShape, error
 // time column renamed from window_end, a time column on a side of results
 // of the join's window, left results of another window, and a sliding join
 // of results of its windows with rows that are not.
-func ownWindowSides(j *spec.Join, ins []*gnode) ([2]bool, error) {
+func ownWindowSides(j *spec.Join, ins []*Node) ([2]bool, error) {
 	var carry [2]bool
 	if j.Window == nil || len(ins) != 2 {
 		return carry, nil
@@ -458,10 +458,10 @@ func ownWindowSides(j *spec.Join, ins []*gnode) ([2]bool, error) {
 		if side == 1 {
 			field, user, what = "right_time", j.RightTime, "right"
 		}
-		if readsWindowResults(in) && hasBounds(in.out) {
+		if readsWindowResults(in) && hasBounds(in.Out) {
 			if rw, prod, ok := resultWindow(in); ok {
 				switch {
-				case rw == own && user != "" && !isWindowBound(user):
+				case rw == own && user != "" && !IsWindowBound(user):
 					return carry, fmt.Errorf("%s %q: the %s rows are results of %s's %s windows, this join's: each pairs in its own "+
 						"window, so a time column does not apply; leave %s out", field, user, what, prod, rw, field)
 				case rw == own:

@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // Lowering the linear form onto the graph executor.
 //
 // A linear pipeline (source, operators, sink) is the graph of one source,
-// a chain of stages and one sink (spec.Pipeline.Graph). compileLinear
+// a chain of stages and one sink (spec.Pipeline.Graph). CompileLinear
 // compiles it as that graph, so it runs on the one executor of graph
 // pipelines, while everything it has committed stays what it was: the plan
 // hash and the stateful operators' plans are the linear form's (its
@@ -27,12 +27,12 @@ import (
 // was deleted; the compat fixtures (testdata/compat, linearcompat_test.go)
 // keep holding the lowering to what earlier releases committed.
 
-// compileLinear compiles the linear pipeline p over the source schema src
+// CompileLinear compiles the linear pipeline p over the source schema src
 // as a graph: the linear plan first (its errors name the linear fields, and
 // it decides the plan's identity and the pruned source columns), then the
 // graph over the pruned source.
-func compileLinear(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
-	lin, err := compile(p, src, xo...)
+func CompileLinear(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*Plan, error) {
+	lin, err := Compile(p, src, xo...)
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +40,11 @@ func compileLinear(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*pla
 	if err != nil {
 		return nil, err
 	}
-	pl, err := compileGraph(p, map[string]*arrow.Schema{g.Sources[0].Name: lin.source}, nil, xo...)
+	pl, err := CompileGraph(p, map[string]*arrow.Schema{g.Sources[0].Name: lin.Source}, nil, xo...)
 	if err != nil {
 		return nil, fmt.Errorf("internal error: the linear plan does not lower onto a graph: %w", err)
 	}
-	pl.graph.linear = true
-	pl.hash, pl.declared, pl.ops = lin.hash, lin.declared, lin.ops
+	pl.Graph.Linear = true
+	pl.Hash, pl.Declared, pl.Ops = lin.Hash, lin.Declared, lin.Ops
 	return pl, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 
 // Column pruning of a graph pipeline (docs/graph.md, "Column pruning").
 //
-// compileGraph compiles the graph twice. The first compile, over every
+// CompileGraph compiles the graph twice. The first compile, over every
 // declared (or inferred) source column, is the plan's identity: its hash
 // is the plan hash, as it was before pruning existed. A backward pass over
 // it (neededColumns) finds, for every node, the output columns its
@@ -41,7 +41,7 @@ import (
 
 // pruneGraphs is off only in tests that write what the release before
 // graph pruning wrote (SetGraphPruning).
-var pruneGraphs = true
+var PruneGraphs = true
 
 // colSet is a set of column names.
 type colSet map[string]bool
@@ -94,7 +94,7 @@ func narrows(kind string) bool {
 // neededColumns walks the compiled graph g (compiled over every column)
 // backwards and returns what its pruned compile applies; the stages in
 // wide keep their whole inputs.
-func (gp *graphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []expr.Option) *graphPruning {
+func (gp *GraphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []expr.Option) *graphPruning {
 	pr := &graphPruning{out: map[string]colSet{}, in: map[string][]colSet{}, wide: wide}
 	// A keyed stage whose rows a stage that breaks ties by arrival reads
 	// keeps its whole input: the rows it emits are handed on in an order
@@ -105,29 +105,29 @@ func (gp *graphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []exp
 		whole[n] = true
 	}
 	wide = whole
-	for _, n := range gp.nodes {
-		pr.out[n.name] = colSet{}
+	for _, n := range gp.Nodes {
+		pr.out[n.Name] = colSet{}
 	}
-	for _, n := range append([]*gnode{gp.sink}, gp.extra...) {
-		for _, f := range n.out.Fields() {
+	for _, n := range append([]*Node{gp.Sink}, gp.Extra...) {
+		for _, f := range n.Out.Fields() {
 			if !isHidden(f.Name) {
-				pr.out[n.name][f.Name] = true
+				pr.out[n.Name][f.Name] = true
 			}
 		}
 	}
-	for i := len(gp.nodes) - 1; i >= 0; i-- {
-		n := gp.nodes[i]
-		if n.kind == "source" {
+	for i := len(gp.Nodes) - 1; i >= 0; i-- {
+		n := gp.Nodes[i]
+		if n.Kind == "source" {
 			continue
 		}
-		ins := n.inputNeeds(g, pr.out[n.name], wide[n.name], xo)
-		for j, in := range n.ins {
+		ins := n.inputNeeds(g, pr.out[n.Name], wide[n.Name], xo)
+		for j, in := range n.Ins {
 			for c := range ins[j] {
-				pr.out[in.name][c] = true
+				pr.out[in.Name][c] = true
 			}
 		}
-		if narrows(n.kind) && !wide[n.name] && n.lateURL == "" {
-			pr.in[n.name] = ins
+		if narrows(n.Kind) && !wide[n.Name] && n.LateURL == "" {
+			pr.in[n.Name] = ins
 		}
 	}
 	return pr
@@ -137,28 +137,28 @@ func (gp *graphPlan) neededColumns(g *spec.Graph, wide map[string]bool, xo []exp
 // rows (through stateless stages) reach a keyed stage whose result
 // depends on the order of its input: top_n, dedup and over (ties by
 // arrival), a window with first or last.
-func (gp *graphPlan) orderBound() map[string]bool {
-	readers := map[*gnode][]*gnode{}
-	for _, n := range gp.nodes {
-		for _, in := range n.ins {
+func (gp *GraphPlan) orderBound() map[string]bool {
+	readers := map[*Node][]*Node{}
+	for _, n := range gp.Nodes {
+		for _, in := range n.Ins {
 			readers[in] = append(readers[in], n)
 		}
 	}
-	var sensitive func(n *gnode, seen map[*gnode]bool) bool
-	sensitive = func(n *gnode, seen map[*gnode]bool) bool {
+	var sensitive func(n *Node, seen map[*Node]bool) bool
+	sensitive = func(n *Node, seen map[*Node]bool) bool {
 		for _, r := range readers[n] {
 			if seen[r] {
 				continue
 			}
 			seen[r] = true
 			switch {
-			case !r.stateful:
+			case !r.Stateful:
 				if sensitive(r, seen) {
 					return true
 				}
-			case r.kind == spec.KindTopN || r.kind == spec.KindDedup || r.kind == spec.KindOver:
+			case r.Kind == spec.KindTopN || r.Kind == spec.KindDedup || r.Kind == spec.KindOver:
 				return true
-			case r.kind == spec.KindWindow:
+			case r.Kind == spec.KindWindow:
 				for _, a := range r.spec.Window.Aggregates {
 					if a.Func == spec.First || a.Func == spec.Last {
 						return true
@@ -169,9 +169,9 @@ func (gp *graphPlan) orderBound() map[string]bool {
 		return false
 	}
 	out := map[string]bool{}
-	for _, n := range gp.state {
-		if narrows(n.kind) && sensitive(n, map[*gnode]bool{}) {
-			out[n.name] = true
+	for _, n := range gp.State {
+		if narrows(n.Kind) && sensitive(n, map[*Node]bool{}) {
+			out[n.Name] = true
 		}
 	}
 	return out
@@ -179,24 +179,24 @@ func (gp *graphPlan) orderBound() map[string]bool {
 
 // inputNeeds returns, per input of n, the columns of that input n reads
 // when its consumers read the columns out of its output.
-func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Option) []colSet {
-	ins := make([]colSet, len(n.ins))
+func (n *Node) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Option) []colSet {
+	ins := make([]colSet, len(n.Ins))
 	for i := range ins {
 		ins[i] = colSet{}
 	}
 	st := n.spec
-	if st == nil || wide || n.lateURL != "" {
+	if st == nil || wide || n.LateURL != "" {
 		// A stage with a late_url writes its late rows whole.
-		for i, in := range n.ins {
-			ins[i].addSchema(in.out)
+		for i, in := range n.Ins {
+			ins[i].addSchema(in.Out)
 		}
 		return ins
 	}
-	in0 := n.ins[0].out
+	in0 := n.Ins[0].Out
 	// passthrough: the output columns a stage hands on from input i
 	// under their own names.
 	passthrough := func(i int) {
-		for _, f := range n.ins[i].out.Fields() {
+		for _, f := range n.Ins[i].Out.Fields() {
 			if out[f.Name] {
 				ins[i][f.Name] = true
 			}
@@ -205,7 +205,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 	// bounds: a keyed stage reading window results reads their bounds
 	// (its own window, per-window ranking, the carried bounds).
 	bounds := func(i int) {
-		if hasBounds(n.ins[i].out) {
+		if hasBounds(n.Ins[i].Out) {
 			ins[i].addAll(operators.ColWindowStart, operators.ColWindowEnd)
 		}
 	}
@@ -214,7 +214,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		for c := range out {
 			ins[0][c] = true
 		}
-		ins[0].addAll(n.stage.filter.Columns()...)
+		ins[0].addAll(n.Stage.Filter.Columns()...)
 	case st.Project != nil:
 		for _, c := range st.Project.Columns {
 			if c.Expr == "*" {
@@ -238,7 +238,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 	case st.Window != nil:
 		w := st.Window
 		ins[0].addAll(w.Key...)
-		ins[0].addAll(eventTimeOf(g, st.Inputs[0]))
+		ins[0].addAll(EventTimeOf(g, st.Inputs[0]))
 		for _, a := range w.Aggregates {
 			ins[0].addAll(a.Column)
 		}
@@ -247,10 +247,10 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		j := st.Join
 		lt, rt := j.LeftTime, j.RightTime
 		if lt == "" {
-			lt = eventTimeOf(g, st.Inputs[0])
+			lt = EventTimeOf(g, st.Inputs[0])
 		}
 		if rt == "" {
-			rt = eventTimeOf(g, st.Inputs[1])
+			rt = EventTimeOf(g, st.Inputs[1])
 		}
 		ins[0].addAll(j.LeftKeys...)
 		ins[0].addAll(lt)
@@ -262,7 +262,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		if prefix == "" {
 			prefix = operators.DefaultRightPrefix
 		}
-		sideNeeds(n.ins[0].out, n.ins[1].out, prefix, out, ins[0], ins[1])
+		sideNeeds(n.Ins[0].Out, n.Ins[1].Out, prefix, out, ins[0], ins[1])
 	case st.Lookup != nil:
 		l := st.Lookup
 		ins[0].addAll(l.LeftKeys...)
@@ -271,8 +271,8 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 			prefix = operators.DefaultRightPrefix
 		}
 		var table *arrow.Schema
-		if n.lookup != nil {
-			table = n.lookup.table
+		if n.Lookup != nil {
+			table = n.Lookup.Table
 		}
 		sideNeeds(in0, table, prefix, out, ins[0], colSet{})
 	case st.TopN != nil:
@@ -284,7 +284,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		if t.Tumbling > 0 {
 			et := t.EventTime
 			if et == "" {
-				et = eventTimeOf(g, st.Inputs[0])
+				et = EventTimeOf(g, st.Inputs[0])
 			}
 			ins[0].addAll(et)
 		}
@@ -295,7 +295,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		ins[0].addAll(d.Keys...)
 		et := d.EventTime
 		if et == "" {
-			et = eventTimeOf(g, st.Inputs[0])
+			et = EventTimeOf(g, st.Inputs[0])
 		}
 		ins[0].addAll(et)
 		bounds(0)
@@ -305,7 +305,7 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		ins[0].addAll(o.Keys...)
 		et := o.OrderBy
 		if et == "" {
-			et = eventTimeOf(g, st.Inputs[0])
+			et = EventTimeOf(g, st.Inputs[0])
 		}
 		ins[0].addAll(et)
 		for _, a := range o.Aggregates {
@@ -314,8 +314,8 @@ func (n *gnode) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Optio
 		bounds(0)
 		passthrough(0)
 	default:
-		for i, in := range n.ins {
-			ins[i].addSchema(in.out)
+		for i, in := range n.Ins {
+			ins[i].addSchema(in.Out)
 		}
 	}
 	return ins
@@ -437,24 +437,24 @@ func (o *narrowOp) ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (arro
 // narrowInputs replaces, for the compile of keyed stage n, each input whose
 // rows hold more than n reads (pr.in) by a copy of it with the narrowed
 // schema, and returns what wrapNarrowed needs to undo it.
-func (n *gnode) narrowInputs(pr *graphPruning) (orig []*gnode, cols [][]int) {
-	need := pr.in[n.name]
-	if need == nil || len(need) != len(n.ins) {
+func (n *Node) narrowInputs(pr *graphPruning) (orig []*Node, cols [][]int) {
+	need := pr.in[n.Name]
+	if need == nil || len(need) != len(n.Ins) {
 		return nil, nil
 	}
-	cols = make([][]int, len(n.ins))
+	cols = make([][]int, len(n.Ins))
 	narrowed := false
-	for i, in := range n.ins {
-		sc, idx := narrowSchema(in.out, need[i])
+	for i, in := range n.Ins {
+		sc, idx := narrowSchema(in.Out, need[i])
 		if sc == nil || sc.NumFields() == 0 {
 			continue
 		}
 		if orig == nil {
-			orig = append([]*gnode(nil), n.ins...)
+			orig = append([]*Node(nil), n.Ins...)
 		}
 		shadow := *in
-		shadow.out = sc
-		n.ins[i], cols[i], narrowed = &shadow, idx, true
+		shadow.Out = sc
+		n.Ins[i], cols[i], narrowed = &shadow, idx, true
 	}
 	if !narrowed {
 		return nil, nil
@@ -464,26 +464,26 @@ func (n *gnode) narrowInputs(pr *graphPruning) (orig []*gnode, cols [][]int) {
 
 // wrapNarrowed restores n's inputs after a compile over narrowed ones and
 // makes n's operator take their whole rows.
-func (n *gnode) wrapNarrowed(orig []*gnode, cols [][]int) error {
-	n.ins = orig
+func (n *Node) wrapNarrowed(orig []*Node, cols [][]int) error {
+	n.Ins = orig
 	ins := make([]*arrow.Schema, len(orig))
 	for i, in := range orig {
-		ins[i] = in.out
+		ins[i] = in.Out
 	}
-	inner := n.newOp
-	n.newOp = func() (operators.Stateful, error) {
+	inner := n.NewOp
+	n.NewOp = func() (operators.Stateful, error) {
 		op, err := inner()
 		if err != nil {
 			return nil, err
 		}
 		return newNarrowOp(op, ins, cols), nil
 	}
-	op, err := n.newOp()
+	op, err := n.NewOp()
 	if err != nil {
 		return err
 	}
-	for i := range n.keyCols {
-		n.keyCols[i] = op.KeyColumns(i)
+	for i := range n.KeyCols {
+		n.KeyCols[i] = op.KeyColumns(i)
 	}
 	return nil
 }
@@ -494,38 +494,38 @@ func (n *gnode) wrapNarrowed(orig []*gnode, cols [][]int) error {
 // not receive the unpruned plan's columns, or whose wide stages would not
 // hold their unpruned layout, is not used: full is (pruning is an
 // optimisation, never a change of results or of a recorded layout).
-func pruneGraph(full *plan, g *spec.Graph, schemas, lookups map[string]*arrow.Schema, xo []expr.Option) (*plan, error) {
-	if !pruneGraphs {
+func pruneGraph(full *Plan, g *spec.Graph, schemas, lookups map[string]*arrow.Schema, xo []expr.Option) (*Plan, error) {
+	if !PruneGraphs {
 		return full, nil // a test running the plans of the release before pruning
 	}
 	fullFP := map[string]string{}
-	for _, n := range full.graph.state {
-		fullFP[n.name] = n.fp
+	for _, n := range full.Graph.State {
+		fullFP[n.Name] = n.Fp
 	}
 	var narrowFP map[string]string
-	var layout func(wide map[string]bool) (*plan, error)
-	layout = func(wide map[string]bool) (*plan, error) {
-		pr := full.graph.neededColumns(g, wide, xo)
+	var layout func(wide map[string]bool) (*Plan, error)
+	layout = func(wide map[string]bool) (*Plan, error) {
+		pr := full.Graph.neededColumns(g, wide, xo)
 		pruned := prunedSchemas(g, schemas, pr)
-		pl, err := compileGraphOn(full.spec, g, pruned, lookups, pr, xo)
-		if err != nil || !samePruned(full.graph, pl.graph, wide) {
-			cp, gp := *full, *full.graph
-			cp.graph = &gp
+		pl, err := CompileGraphOn(full.spec, g, pruned, lookups, pr, xo)
+		if err != nil || !samePruned(full.Graph, pl.Graph, wide) {
+			cp, gp := *full, *full.Graph
+			cp.Graph = &gp
 			pl = &cp
 		} else {
-			if dict := dictSchemas(g, pl.graph, pruned); dict != nil {
-				if pd, err := compileGraphOn(full.spec, g, dict, lookups, pr, xo); err == nil && sameNodes(pl.graph, pd.graph) {
+			if dict := dictSchemas(g, pl.Graph, pruned); dict != nil {
+				if pd, err := CompileGraphOn(full.spec, g, dict, lookups, pr, xo); err == nil && sameNodes(pl.Graph, pd.Graph) {
 					pl = pd
 				}
 			}
-			pl.hash, pl.declared = full.hash, full.declared // the plan's identity is the unpruned plan's
+			pl.Hash, pl.Declared = full.Hash, full.Declared // the plan's identity is the unpruned plan's
 		}
-		gp := pl.graph
-		gp.fullFP, gp.wide, gp.relayout = fullFP, wide, layout
+		gp := pl.Graph
+		gp.FullFP, gp.wide, gp.relayout = fullFP, wide, layout
 		if narrowFP == nil {
 			narrowFP = map[string]string{}
-			for _, n := range gp.state {
-				narrowFP[n.name] = n.fp
+			for _, n := range gp.State {
+				narrowFP[n.Name] = n.Fp
 			}
 		}
 		gp.narrowFP = narrowFP
@@ -540,27 +540,27 @@ func pruneGraph(full *plan, g *spec.Graph, schemas, lookups map[string]*arrow.Sc
 // decoded with that window's string key columns as dictionary<int32,
 // utf8>, so that the window looks up each distinct key once per batch
 // instead of hashing a string per row. nil when no source qualifies.
-func dictSchemas(g *spec.Graph, gp *graphPlan, schemas map[string]*arrow.Schema) map[string]*arrow.Schema {
-	readers := map[*gnode][]*gnode{}
-	for _, n := range gp.nodes {
-		for _, in := range n.ins {
+func dictSchemas(g *spec.Graph, gp *GraphPlan, schemas map[string]*arrow.Schema) map[string]*arrow.Schema {
+	readers := map[*Node][]*Node{}
+	for _, n := range gp.Nodes {
+		for _, in := range n.Ins {
 			readers[in] = append(readers[in], n)
 		}
 	}
-	sinks := map[*gnode]bool{gp.sink: true}
-	for _, n := range gp.extra {
+	sinks := map[*Node]bool{gp.Sink: true}
+	for _, n := range gp.Extra {
 		sinks[n] = true
 	}
 	var out map[string]*arrow.Schema
 	for i := range g.Sources {
 		ns := &g.Sources[i]
-		src := gp.sources[ns.Name]
+		src := gp.Sources[ns.Name]
 		rs := readers[src]
 		if ns.Source.Format != spec.Parquet || src == nil || sinks[src] || len(rs) != 1 {
 			continue
 		}
 		w := rs[0]
-		if w.kind != spec.KindWindow || w.lateURL != "" || len(w.ins) != 1 {
+		if w.Kind != spec.KindWindow || w.LateURL != "" || len(w.Ins) != 1 {
 			continue
 		}
 		aggIn := colSet{}
@@ -573,7 +573,7 @@ func dictSchemas(g *spec.Graph, gp *graphPlan, schemas map[string]*arrow.Schema)
 		for _, k := range w.spec.Window.Key {
 			idx := sc.FieldIndices(k)
 			if len(idx) == 1 && fields[idx[0]].Type.ID() == arrow.STRING && !aggIn[k] && k != ns.Source.EventTime {
-				fields[idx[0]].Type = dictKeyType
+				fields[idx[0]].Type = DictKeyType
 				n++
 			}
 		}
@@ -595,13 +595,13 @@ func dictSchemas(g *spec.Graph, gp *graphPlan, schemas map[string]*arrow.Schema)
 // sameNodes reports whether b computes what a does with the same state:
 // every stage's output schema and every keyed stage's fingerprint equal
 // (b may decode its sources otherwise).
-func sameNodes(a, b *graphPlan) bool {
-	if len(a.nodes) != len(b.nodes) {
+func sameNodes(a, b *GraphPlan) bool {
+	if len(a.Nodes) != len(b.Nodes) {
 		return false
 	}
-	for i, n := range a.nodes {
-		m := b.nodes[i]
-		if n.name != m.name || n.fp != m.fp || n.kind != "source" && !n.out.Equal(m.out) {
+	for i, n := range a.Nodes {
+		m := b.Nodes[i]
+		if n.Name != m.Name || n.Fp != m.Fp || n.Kind != "source" && !n.Out.Equal(m.Out) {
 			return false
 		}
 	}
@@ -610,37 +610,37 @@ func sameNodes(a, b *graphPlan) bool {
 
 // samePruned reports whether the pruned graph pg computes what the
 // unpruned fg does: the same sink columns, and the wide stages' layouts.
-func samePruned(fg, pg *graphPlan, wide map[string]bool) bool {
-	if !fg.sink.out.Equal(pg.sink.out) || len(fg.extra) != len(pg.extra) {
+func samePruned(fg, pg *GraphPlan, wide map[string]bool) bool {
+	if !fg.Sink.Out.Equal(pg.Sink.Out) || len(fg.Extra) != len(pg.Extra) {
 		return false
 	}
-	for i := range fg.extra {
-		if !fg.extra[i].out.Equal(pg.extra[i].out) {
+	for i := range fg.Extra {
+		if !fg.Extra[i].Out.Equal(pg.Extra[i].Out) {
 			return false
 		}
 	}
-	for _, n := range fg.state {
-		p := pg.byName[n.name]
-		if p == nil || (wide[n.name] || n.lateURL != "") && p.fp != n.fp {
+	for _, n := range fg.State {
+		p := pg.ByName[n.Name]
+		if p == nil || (wide[n.Name] || n.LateURL != "") && p.Fp != n.Fp {
 			return false
 		}
 	}
 	return true
 }
 
-// withRecordedLayouts returns pl compiled with every keyed stage whose
+// WithRecordedLayouts returns pl compiled with every keyed stage whose
 // layout old (a generation's operators) recorded as the unpruned one
 // holding its whole input again, so that a pipeline created before graph
 // pruning keeps the state layout it wrote; every other stage has the
 // layout of a new pipeline. pl itself when that is its layout already.
-func (pl *plan) withRecordedLayouts(old []manifest.OpPlan) (*plan, error) {
-	gp := pl.graph
+func (pl *Plan) WithRecordedLayouts(old []manifest.OpPlan) (*Plan, error) {
+	gp := pl.Graph
 	if gp == nil || gp.relayout == nil {
 		return pl, nil
 	}
 	wide := map[string]bool{}
 	for _, o := range old {
-		if full, ok := gp.fullFP[o.ID]; ok && o.StateSchema == full && gp.narrowFP[o.ID] != full {
+		if full, ok := gp.FullFP[o.ID]; ok && o.StateSchema == full && gp.narrowFP[o.ID] != full {
 			wide[o.ID] = true
 		}
 	}

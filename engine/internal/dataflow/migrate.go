@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -39,11 +39,11 @@ func stateVersion(fingerprint string) string {
 // when the versions agree (evolve decides then), an error naming the
 // missing step when no chain exists. Shortest chain first, then by the
 // order of registration.
-func migrationChain(old []manifest.OpPlan, pl *plan, regs []StateMigration) ([]StateMigration, error) {
+func migrationChain(old []manifest.OpPlan, pl *Plan, regs []StateMigration) ([]StateMigration, error) {
 	if pl.window == nil {
 		return nil, nil
 	}
-	return chainOf(old, pl.ops, pl.window.ID, regs)
+	return chainOf(old, pl.Ops, pl.window.ID, regs)
 }
 
 // chainOf is migrationChain for operator id of the plan's operators ops
@@ -105,8 +105,8 @@ func chainOf(old, ops []manifest.OpPlan, id string, regs []StateMigration) ([]St
 		cur.ID, from, cur.Kind, to, from, to, cur.Kind, reg)
 }
 
-// describeChain renders a chain: "state format v1 → v2 → v3 through registered migrations".
-func describeChain(chain []StateMigration) string {
+// DescribeChain renders a chain: "state format v1 → v2 → v3 through registered migrations".
+func DescribeChain(chain []StateMigration) string {
 	parts := []string{chain[0].From}
 	for _, m := range chain {
 		parts = append(parts, m.To)

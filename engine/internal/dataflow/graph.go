@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"crypto/sha256"
@@ -23,7 +23,7 @@ import (
 
 // A graph pipeline compiled: every source and stage is a node, in
 // topological order (sources first). The runner executes the nodes of an
-// epoch in that order (graphexec.go): a stateless node maps each batch of
+// epoch in that order (engine/graphexec.go): a stateless node maps each batch of
 // its input; a stateful node (window, join, top_n, dedup) routes its
 // inputs' rows to its subtasks by key group, then advances them to its
 // watermark and hands on what they emitted. Every stateful node keeps its
@@ -31,30 +31,30 @@ import (
 // stage's name), so kill, restore and rescale hold for every stage (an
 // over stage too).
 
-// gnode is one node of a compiled graph.
-type gnode struct {
-	name  string
-	kind  string // "source" or a spec stage kind
+// Node is one node of a compiled graph.
+type Node struct {
+	Name  string
+	Kind  string // "source" or a spec stage kind
 	path  string // spec field path, for errors
-	ins   []*gnode
-	out   *arrow.Schema
+	Ins   []*Node
+	Out   *arrow.Schema
 	delay time.Duration // how far behind its input watermark its output's event times may be
 	// lag is how far behind the pipeline watermark this node's input
 	// watermark is: the largest lag+delay over its inputs.
 	lag time.Duration
 
-	src      *spec.NamedSource // source nodes
+	Src      *spec.NamedSource // source nodes
 	spec     *spec.Stage       // stage nodes
-	stage    *stage            // filter and project
-	lookup   *lookupNode
-	stateful bool
-	newOp    func() (operators.Stateful, error)
-	keyCols  [][]int // stateful: per input, the key columns rows are routed by
-	lateURL  string
-	fp       string // stateful: the state fingerprint
+	Stage    *stage            // filter and project
+	Lookup   *lookupNode
+	Stateful bool
+	NewOp    func() (operators.Stateful, error)
+	KeyCols  [][]int // stateful: per input, the key columns rows are routed by
+	LateURL  string
+	Fp       string // stateful: the state fingerprint
 	// feedsKeyed: a keyed stage reads this node's rows, directly or
 	// through stateless stages.
-	feedsKeyed bool
+	FeedsKeyed bool
 	// windowedJoin: a join whose results are window results.
 	windowedJoin bool
 	// srcs are the sources this node's rows come from, sorted.
@@ -62,12 +62,12 @@ type gnode struct {
 	// atDecode: a stateless stage of a source's decode chain (see
 	// decodeChains): it runs on each file as the file is decoded, not in
 	// the epoch's node loop.
-	atDecode bool
-	// chainEnd (source nodes): the last node of the source's decode chain,
+	AtDecode bool
+	// ChainEnd (source nodes): the last node of the source's decode chain,
 	// whose rows a decoded file's batches are (the source itself when its
 	// chain is empty); filters are the chain's stages, in order.
-	chainEnd *gnode
-	chain    []*gnode
+	ChainEnd *Node
+	Chain    []*Node
 	// keepOut, in a pruned compile, are the output columns a project
 	// computes (nil: all; graphprune.go).
 	keepOut colSet
@@ -75,50 +75,50 @@ type gnode struct {
 
 // lookupNode is a compiled lookup stage and the table it has loaded.
 type lookupNode struct {
-	spec    operators.LookupSpec
-	cfg     *spec.Lookup
-	table   *arrow.Schema
-	op      *operators.Lookup
-	version string
-	files   int
-	rows    int64
+	Spec    operators.LookupSpec
+	Cfg     *spec.Lookup
+	Table   *arrow.Schema
+	Op      *operators.Lookup
+	Version string
+	Files   int
+	Rows    int64
 }
 
-// graphPlan is a graph pipeline compiled against its sources' schemas.
-type graphPlan struct {
-	nodes   []*gnode
-	byName  map[string]*gnode
-	sink    *gnode   // the node the (first) sink writes
-	extra   []*gnode // the nodes the further sinks write, in spec order (sinks.go)
-	state   []*gnode // the stateful nodes, in node order
-	sources map[string]*gnode
-	lookups []*gnode
-	// fullFP and narrowFP are each keyed stage's state fingerprint in the
+// GraphPlan is a graph pipeline compiled against its sources' schemas.
+type GraphPlan struct {
+	Nodes   []*Node
+	ByName  map[string]*Node
+	Sink    *Node   // the node the (first) sink writes
+	Extra   []*Node // the nodes the further sinks write, in spec order (sinks.go)
+	State   []*Node // the stateful nodes, in node order
+	Sources map[string]*Node
+	Lookups []*Node
+	// FullFP and narrowFP are each keyed stage's state fingerprint in the
 	// unpruned plan and in a new pipeline's; wide are the stages this plan
 	// keeps whole for their recorded layout; relayout compiles the plan
 	// again with other such stages (graphprune.go).
-	fullFP, narrowFP map[string]string
+	FullFP, narrowFP map[string]string
 	wide             map[string]bool
-	relayout         func(wide map[string]bool) (*plan, error)
+	relayout         func(wide map[string]bool) (*Plan, error)
 	// linear: compiled from the linear form (source, operators, sink). Its
 	// one source's files keep their own keys (no "<source>/" prefix, the
 	// layout the linear form has always committed), and its figures and
-	// identity are the linear form's (compileLinear).
-	linear bool
+	// identity are the linear form's (CompileLinear).
+	Linear bool
 }
 
-// sourceOf returns the source node a source file's key belongs to, and the
+// SourceOf returns the source node a source file's key belongs to, and the
 // key within that source: in the graph form the first segment of the key
 // names the source (sourceMux); a plan compiled from the linear form has
 // one source, whose keys are not prefixed.
-func (gp *graphPlan) sourceOf(key string) (*gnode, string) {
-	if gp.linear {
-		for _, n := range gp.sources {
+func (gp *GraphPlan) SourceOf(key string) (*Node, string) {
+	if gp.Linear {
+		for _, n := range gp.Sources {
 			return n, key
 		}
 	}
 	name, rest, _ := strings.Cut(key, "/")
-	return gp.sources[name], rest
+	return gp.Sources[name], rest
 }
 
 // decodeChains marks, for every source, its decode chain: the filter and
@@ -128,70 +128,70 @@ func (gp *graphPlan) sourceOf(key string) (*gnode, string) {
 // prefix costs no pass over the epoch's rows and the rows its filters drop
 // are counted as filtered (the linear form's rule: the stages before the
 // first keyed stage).
-func (gp *graphPlan) decodeChains(g *spec.Graph) {
-	readers := map[*gnode][]*gnode{}
-	for _, n := range gp.nodes {
-		for _, in := range n.ins {
+func (gp *GraphPlan) decodeChains(g *spec.Graph) {
+	readers := map[*Node][]*Node{}
+	for _, n := range gp.Nodes {
+		for _, in := range n.Ins {
 			readers[in] = append(readers[in], n)
 		}
 	}
-	for _, src := range gp.sources {
+	for _, src := range gp.Sources {
 		cur := src
 		for {
 			next := readers[cur]
-			if len(next) != 1 || next[0].stage == nil || len(g.SinksOf(cur.name)) > 0 {
+			if len(next) != 1 || next[0].Stage == nil || len(g.SinksOf(cur.Name)) > 0 {
 				break
 			}
 			cur = next[0]
-			cur.atDecode = true
-			src.chain = append(src.chain, cur)
+			cur.AtDecode = true
+			src.Chain = append(src.Chain, cur)
 		}
-		src.chainEnd = cur
+		src.ChainEnd = cur
 	}
 }
 
-// compileGraph compiles p's graph over its sources' schemas (by source
+// CompileGraph compiles p's graph over its sources' schemas (by source
 // name) into a plan whose linear parts are empty, pruned to the columns
 // its stages read (graphprune.go) with the layouts of a new pipeline;
 // withRecordedLayouts gives a generation's stages the layouts it recorded.
-func compileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, xo ...expr.Option) (*plan, error) {
+func CompileGraph(p *spec.Pipeline, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, xo ...expr.Option) (*Plan, error) {
 	g, err := p.Graph()
 	if err != nil {
 		return nil, err
 	}
-	full, err := compileGraphOn(p, g, schemas, lookupSchemas, nil, xo)
+	full, err := CompileGraphOn(p, g, schemas, lookupSchemas, nil, xo)
 	if err != nil {
 		return nil, err
 	}
 	return pruneGraph(full, g, schemas, lookupSchemas, xo)
 }
 
-// compileGraphOn compiles graph g of p over the sources' schemas; pr, when
+// CompileGraphOn compiles graph g of p over the sources' schemas; pr, when
 // set, prunes project items and narrows keyed stages' inputs.
-func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, pr *graphPruning, xo []expr.Option) (*plan, error) {
-	k := maxParallelism(p)
-	gp := &graphPlan{byName: map[string]*gnode{}, sources: map[string]*gnode{}}
+func CompileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.Schema, lookupSchemas map[string]*arrow.Schema, pr *graphPruning, xo []expr.Option) (*Plan, error) {
+	k := MaxParallelism(p)
+	gp := &GraphPlan{ByName: map[string]*Node{}, Sources: map[string]*Node{}}
 	for i := range g.Sources {
 		ns := &g.Sources[i]
 		sc := schemas[ns.Name]
 		if sc == nil {
 			return nil, fmt.Errorf("internal error: no schema for source %s", ns.Name)
 		}
-		n := &gnode{name: ns.Name, kind: "source", path: g.Path(ns.Name), out: sc, src: ns, srcs: []string{ns.Name}}
-		gp.nodes = append(gp.nodes, n)
-		gp.byName[n.name] = n
-		gp.sources[n.name] = n
+		n := &Node{Name: ns.Name, Kind: "source", path: g.Path(ns.Name), Out: sc, Src: ns, srcs: []string{ns.Name}}
+		gp.Nodes = append(gp.Nodes, n)
+		gp.ByName[n.Name] = n
+		gp.Sources[n.Name] = n
 	}
-	pl := &plan{spec: p}
+	pl := &Plan{spec: p}
 	for i := range g.Stages {
 		st := &g.Stages[i]
-		n := &gnode{name: st.Name, kind: st.Kind(), path: g.Path(st.Name), lateURL: st.LateURL, spec: st}
+		n := &Node{Name: st.Name, Kind: st.Kind(), path: g.Path(st.Name), LateURL: st.LateURL, spec: st}
 		for _, in := range st.Inputs {
-			u := gp.byName[in]
+			u := gp.ByName[in]
 			if u == nil {
 				return nil, fmt.Errorf("%s: input %q is not compiled (internal error)", n.path, in)
 			}
-			n.ins = append(n.ins, u)
+			n.Ins = append(n.Ins, u)
 			n.lag = max(n.lag, u.lag+u.delay)
 			for _, s := range u.srcs {
 				if !slices.Contains(n.srcs, s) {
@@ -199,10 +199,10 @@ func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 				}
 			}
 		}
-		var orig []*gnode
+		var orig []*Node
 		var cols [][]int
 		if pr != nil {
-			n.keepOut = pr.out[n.name]
+			n.keepOut = pr.out[n.Name]
 			orig, cols = n.narrowInputs(pr)
 		}
 		if err := compileStage(g, st, n, k, lookupSchemas, xo); err != nil {
@@ -213,48 +213,48 @@ func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 				return nil, fmt.Errorf("%s: %w", n.path, err)
 			}
 		}
-		n.delay = g.WatermarkDelay(n.name) // the one rule (docs/graph.md, Watermarks)
-		if n.stateful {
-			op, err := n.newOp()
+		n.delay = g.WatermarkDelay(n.Name) // the one rule (docs/graph.md, Watermarks)
+		if n.Stateful {
+			op, err := n.NewOp()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", n.path, err)
 			}
-			n.out = op.OutputSchema()
-			pl.ops = append(pl.ops, manifest.OpPlan{ID: n.name, Kind: n.kind, StateSchema: n.fp, StatePlan: statePlanOf(op)})
-			gp.state = append(gp.state, n)
+			n.Out = op.OutputSchema()
+			pl.Ops = append(pl.Ops, manifest.OpPlan{ID: n.Name, Kind: n.Kind, StateSchema: n.Fp, StatePlan: StatePlanOf(op)})
+			gp.State = append(gp.State, n)
 		}
-		if n.lookup != nil {
-			gp.lookups = append(gp.lookups, n)
+		if n.Lookup != nil {
+			gp.Lookups = append(gp.Lookups, n)
 		}
-		gp.nodes = append(gp.nodes, n)
-		gp.byName[n.name] = n
+		gp.Nodes = append(gp.Nodes, n)
+		gp.ByName[n.Name] = n
 	}
-	for i := len(gp.nodes) - 1; i >= 0; i-- {
-		nd := gp.nodes[i]
-		for _, in := range nd.ins {
-			if nd.stateful || nd.feedsKeyed {
-				in.feedsKeyed = true
+	for i := len(gp.Nodes) - 1; i >= 0; i-- {
+		nd := gp.Nodes[i]
+		for _, in := range nd.Ins {
+			if nd.Stateful || nd.FeedsKeyed {
+				in.FeedsKeyed = true
 			}
 		}
 	}
 	sk := g.Sinks[0]
-	gp.sink = gp.byName[sk.Input]
-	if gp.sink == nil {
+	gp.Sink = gp.ByName[sk.Input]
+	if gp.Sink == nil {
 		return nil, fmt.Errorf("%s: input %q unknown", g.SinkPath(sk.Name), sk.Input)
 	}
 	for _, sk := range g.Sinks[1:] {
-		nd := gp.byName[sk.Input]
+		nd := gp.ByName[sk.Input]
 		if nd == nil {
 			return nil, fmt.Errorf("%s: input %q unknown", g.SinkPath(sk.Name), sk.Input)
 		}
-		gp.extra = append(gp.extra, nd)
+		gp.Extra = append(gp.Extra, nd)
 	}
 	gp.decodeChains(g)
-	pl.graph = gp
-	pl.output = gp.sink.out
-	pl.source = gp.nodes[0].out
-	pl.declared = pl.source
-	pl.hash = graphHash(g, gp)
+	pl.Graph = gp
+	pl.Output = gp.Sink.Out
+	pl.Source = gp.Nodes[0].Out
+	pl.Declared = pl.Source
+	pl.Hash = graphHash(g, gp)
 	if err := pl.partitionSinks(p); err != nil {
 		return nil, err
 	}
@@ -268,11 +268,11 @@ func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 // schema; and the time rule of stages reading window results. A pipeline
 // moved or copied elsewhere, or run with other limits or watermark
 // settings, keeps its plan (as the linear form's encodePlan does).
-func graphHash(g *spec.Graph, gp *graphPlan) string {
+func graphHash(g *spec.Graph, gp *GraphPlan) string {
 	h := sha256.New()
 	fmt.Fprintln(h, "floe-graph-plan v2")
 	for _, ns := range g.Sources {
-		fmt.Fprintf(h, "source %q format=%s event_time=%q schema=%s\n", ns.Name, ns.Source.Format, ns.Source.EventTime, gp.byName[ns.Name].out)
+		fmt.Fprintf(h, "source %q format=%s event_time=%q schema=%s\n", ns.Name, ns.Source.Format, ns.Source.EventTime, gp.ByName[ns.Name].Out)
 	}
 	for _, st := range g.Stages {
 		c := st
@@ -286,8 +286,8 @@ func graphHash(g *spec.Graph, gp *graphPlan) string {
 		if err != nil {
 			data = []byte(err.Error()) // plain config structs: cannot happen
 		}
-		nd := gp.byName[st.Name]
-		fmt.Fprintf(h, "stage %s fp=%s schema=%s\n", data, nd.fp, nd.out)
+		nd := gp.ByName[st.Name]
+		fmt.Fprintf(h, "stage %s fp=%s schema=%s\n", data, nd.Fp, nd.Out)
 	}
 	for _, sk := range g.Sinks {
 		fmt.Fprintf(h, "sink %q input=%q type=%s format=%s\n", sk.Name, sk.Input, sk.Sink.Type, sk.Sink.Format)
@@ -295,18 +295,18 @@ func graphHash(g *spec.Graph, gp *graphPlan) string {
 	return "g2-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// eventTimeOf is the event-time column of a node's output.
-func eventTimeOf(g *spec.Graph, name string) string { return g.EventTime(name) }
+// EventTimeOf is the event-time column of a node's output.
+func EventTimeOf(g *spec.Graph, name string) string { return g.EventTime(name) }
 
-func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas map[string]*arrow.Schema, xo []expr.Option) error {
-	in := n.ins[0].out
+func compileStage(g *spec.Graph, st *spec.Stage, n *Node, k int, lookupSchemas map[string]*arrow.Schema, xo []expr.Option) error {
+	in := n.Ins[0].Out
 	switch {
 	case st.Filter != nil:
 		e, err := expr.CompileFilter(st.Filter.Expr, in, xo...)
 		if err != nil {
 			return fmt.Errorf("filter: %w", err)
 		}
-		n.stage, n.out = &stage{id: n.name, filter: e, out: in}, in
+		n.Stage, n.Out = &stage{id: n.Name, Filter: e, out: in}, in
 	case st.Project != nil:
 		items := make([]expr.ProjectItem, 0, len(st.Project.Columns))
 		for _, c := range st.Project.Columns {
@@ -319,14 +319,14 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("project: %w", err)
 		}
-		n.stage, n.out = &stage{id: n.name, proj: pr, out: pr.Schema()}, pr.Schema()
+		n.Stage, n.Out = &stage{id: n.Name, proj: pr, out: pr.Schema()}, pr.Schema()
 	case st.Window != nil:
-		ws, err := windowSpec(n.name, st.Window, eventTimeOf(g, st.Inputs[0]))
+		ws, err := WindowSpec(n.Name, st.Window, EventTimeOf(g, st.Inputs[0]))
 		if err != nil {
 			return fmt.Errorf("window: %w", err)
 		}
 		newOp := func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
-		own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime)
+		own, err := OwnWindowKey(st.Window, n.Ins[0], ws.EventTime)
 		switch {
 		case err != nil:
 			return fmt.Errorf("window: %w", err)
@@ -336,8 +336,8 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			// operator runs on buckets one slide long that end where the
 			// windows end, keyed by the other columns.
 			hs := ws
-			hs.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
-			hs.Kind, hs.Size, hs.Slide, hs.EventTime = operators.Tumbling, own.slide, 0, hiddenTime
+			hs.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), IsWindowBound)
+			hs.Kind, hs.Size, hs.Slide, hs.EventTime = operators.Tumbling, own.slide, 0, HiddenTime
 			o := hiddenOpts{ends: []string{spec.WindowEventTime}}
 			if own.slide != own.size {
 				o.fixStart = own.size
@@ -347,10 +347,10 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 					return operators.NewWindow(hs, exts[0], k)
 				})
 			}
-		case ws.EventTime == spec.WindowEventTime && readsWindowResults(n.ins[0]):
+		case ws.EventTime == spec.WindowEventTime && readsWindowResults(n.Ins[0]):
 			// Window results are stamped window_end - 1µs (graphwin.go).
 			hs := ws
-			hs.EventTime = hiddenTime
+			hs.EventTime = HiddenTime
 			newOp = func() (operators.Stateful, error) {
 				return newHiddenTimeOp([]*arrow.Schema{in}, hiddenOpts{ends: []string{ws.EventTime}}, func(exts []*arrow.Schema) (operators.Stateful, error) {
 					return operators.NewWindow(hs, exts[0], k)
@@ -361,22 +361,22 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("window: %w", err)
 		}
-		n.stateful = true
-		n.fp = op.StateFingerprint() + timeRule(op)
-		n.keyCols = [][]int{op.KeyColumns(0)}
-		n.newOp = newOp
+		n.Stateful = true
+		n.Fp = op.StateFingerprint() + timeRule(op)
+		n.KeyCols = [][]int{op.KeyColumns(0)}
+		n.NewOp = newOp
 	case st.Join != nil:
 		j := st.Join
-		js := operators.JoinSpec{ID: n.name, Type: operators.InnerJoin, LeftKeys: j.LeftKeys, RightKeys: j.RightKeys,
+		js := operators.JoinSpec{ID: n.Name, Type: operators.InnerJoin, LeftKeys: j.LeftKeys, RightKeys: j.RightKeys,
 			LeftTime: j.LeftTime, RightTime: j.RightTime, AllowedLateness: j.AllowedLateness, RightPrefix: j.RightPrefix}
 		if j.Type == spec.JoinLeft {
 			js.Type = operators.LeftJoin
 		}
 		if js.LeftTime == "" {
-			js.LeftTime = eventTimeOf(g, st.Inputs[0])
+			js.LeftTime = EventTimeOf(g, st.Inputs[0])
 		}
 		if js.RightTime == "" {
-			js.RightTime = eventTimeOf(g, st.Inputs[1])
+			js.RightTime = EventTimeOf(g, st.Inputs[1])
 		}
 		switch {
 		case j.Interval != nil:
@@ -386,10 +386,10 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		case j.Window != nil && j.Window.Sliding != nil:
 			js.Window = &operators.JoinWindow{Kind: operators.Sliding, Size: j.Window.Sliding.Size, Slide: j.Window.Sliding.Slide}
 		}
-		right := n.ins[1].out
+		right := n.Ins[1].Out
 		n.windowedJoin = js.Window != nil
 		newOp := func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
-		carry, err := ownWindowSides(j, n.ins)
+		carry, err := ownWindowSides(j, n.Ins)
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
@@ -401,9 +401,9 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 			case carry[side]:
 				// Results of the join's own window: paired in their
 				// window, whose bounds the output shows once.
-				o.ends[side], *times[side] = spec.WindowEventTime, hiddenTime
-			case *times[side] == spec.WindowEventTime && readsWindowResults(n.ins[side]):
-				o.ends[side], *times[side] = spec.WindowEventTime, hiddenTime
+				o.ends[side], *times[side] = spec.WindowEventTime, HiddenTime
+			case *times[side] == spec.WindowEventTime && readsWindowResults(n.Ins[side]):
+				o.ends[side], *times[side] = spec.WindowEventTime, HiddenTime
 			}
 		}
 		if carry[0] || carry[1] {
@@ -430,21 +430,21 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("join: %w", err)
 		}
-		n.stateful, n.fp = true, op.StateFingerprint()+timeRule(op)
-		n.keyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
-		n.newOp = newOp
+		n.Stateful, n.Fp = true, op.StateFingerprint()+timeRule(op)
+		n.KeyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
+		n.NewOp = newOp
 	case st.TopN != nil:
 		t := st.TopN
-		ts := operators.TopNSpec{ID: n.name, N: t.N, Keys: t.Keys, Size: t.Tumbling, AllowedLateness: t.AllowedLateness, RankColumn: t.RankColumn}
+		ts := operators.TopNSpec{ID: n.Name, N: t.N, Keys: t.Keys, Size: t.Tumbling, AllowedLateness: t.AllowedLateness, RankColumn: t.RankColumn}
 		for _, o := range t.OrderBy {
 			ts.OrderBy = append(ts.OrderBy, operators.OrderSpec{Column: o.Column, Desc: o.Desc, NullsFirst: o.NullsFirst})
 		}
 		if t.Tumbling > 0 {
 			ts.EventTime = t.EventTime
 			if ts.EventTime == "" {
-				ts.EventTime = eventTimeOf(g, st.Inputs[0])
+				ts.EventTime = EventTimeOf(g, st.Inputs[0])
 			}
-			if prod, renamed, ok := windowEndAlias(n.ins[0], ts.EventTime); ok {
+			if prod, renamed, ok := windowEndAlias(n.Ins[0], ts.EventTime); ok {
 				return fmt.Errorf("top_n: %w", offByOneWindow("event_time", ts.EventTime, prod, renamed))
 			}
 		}
@@ -452,30 +452,30 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("top_n: %w", err)
 		}
-		n.stateful, n.fp = true, op.StateFingerprint()
-		n.keyCols = [][]int{op.KeyColumns(0)}
-		n.newOp = func() (operators.Stateful, error) { return operators.NewTopN(ts, in, k) }
+		n.Stateful, n.Fp = true, op.StateFingerprint()
+		n.KeyCols = [][]int{op.KeyColumns(0)}
+		n.NewOp = func() (operators.Stateful, error) { return operators.NewTopN(ts, in, k) }
 	case st.Dedup != nil:
 		d := st.Dedup
-		ds := operators.DedupSpec{ID: n.name, Keys: d.Keys, EventTime: d.EventTime, Keep: operators.KeepFirst, Within: d.Within, AllowedLateness: d.AllowedLateness}
+		ds := operators.DedupSpec{ID: n.Name, Keys: d.Keys, EventTime: d.EventTime, Keep: operators.KeepFirst, Within: d.Within, AllowedLateness: d.AllowedLateness}
 		if d.Keep == spec.KeepLast {
 			ds.Keep = operators.KeepLast
 		}
 		if ds.EventTime == "" {
-			ds.EventTime = eventTimeOf(g, st.Inputs[0])
+			ds.EventTime = EventTimeOf(g, st.Inputs[0])
 		}
 		op, err := operators.NewDedup(ds, in, k)
 		if err != nil {
 			return fmt.Errorf("dedup: %w", err)
 		}
-		n.stateful, n.fp = true, op.StateFingerprint()
-		n.keyCols = [][]int{op.KeyColumns(0)}
-		n.newOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
+		n.Stateful, n.Fp = true, op.StateFingerprint()
+		n.KeyCols = [][]int{op.KeyColumns(0)}
+		n.NewOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
 	case st.Over != nil:
 		ov := st.Over
-		os := operators.OverSpec{ID: n.name, Keys: ov.Keys, EventTime: ov.OrderBy, Rows: ov.Rows, AllowedLateness: ov.AllowedLateness}
+		os := operators.OverSpec{ID: n.Name, Keys: ov.Keys, EventTime: ov.OrderBy, Rows: ov.Rows, AllowedLateness: ov.AllowedLateness}
 		if os.EventTime == "" {
-			os.EventTime = eventTimeOf(g, st.Inputs[0])
+			os.EventTime = EventTimeOf(g, st.Inputs[0])
 		}
 		for _, a := range ov.Aggregates {
 			as, err := operators.ParseAggregate(a.Name, fmt.Sprintf("%s(%s)", a.Func, a.Column))
@@ -488,16 +488,16 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("over: %w", err)
 		}
-		n.stateful, n.fp = true, op.StateFingerprint()
-		n.keyCols = [][]int{op.KeyColumns(0)}
-		n.newOp = func() (operators.Stateful, error) { return operators.NewOver(os, in, k) }
+		n.Stateful, n.Fp = true, op.StateFingerprint()
+		n.KeyCols = [][]int{op.KeyColumns(0)}
+		n.NewOp = func() (operators.Stateful, error) { return operators.NewOver(os, in, k) }
 	case st.Lookup != nil:
 		l := st.Lookup
-		ls := operators.LookupSpec{ID: n.name, Type: operators.InnerJoin, StreamKeys: l.LeftKeys, TableKeys: l.RightKeys, RightPrefix: l.RightPrefix}
+		ls := operators.LookupSpec{ID: n.Name, Type: operators.InnerJoin, StreamKeys: l.LeftKeys, TableKeys: l.RightKeys, RightPrefix: l.RightPrefix}
 		if l.Type == spec.JoinLeft {
 			ls.Type = operators.LeftJoin
 		}
-		tsch := lookupSchemas[n.name]
+		tsch := lookupSchemas[n.Name]
 		if tsch == nil {
 			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", store.Redact(l.URL))
 		}
@@ -507,16 +507,16 @@ func compileStage(g *spec.Graph, st *spec.Stage, n *gnode, k int, lookupSchemas 
 		if err != nil {
 			return fmt.Errorf("lookup: %w", err)
 		}
-		n.out = op.OutputSchema()
-		n.lookup = &lookupNode{spec: ls, cfg: l, table: tsch}
+		n.Out = op.OutputSchema()
+		n.Lookup = &lookupNode{Spec: ls, Cfg: l, Table: tsch}
 	default:
-		return fmt.Errorf("stage %s: no stage kind set", n.name)
+		return fmt.Errorf("stage %s: no stage kind set", n.Name)
 	}
 	return nil
 }
 
-// arrowNewRecord returns an empty batch of schema s.
-func arrowNewRecord(s *arrow.Schema) arrow.RecordBatch {
+// ArrowNewRecord returns an empty batch of schema s.
+func ArrowNewRecord(s *arrow.Schema) arrow.RecordBatch {
 	return array.NewRecordBatch(s, emptyColumns(s), 0)
 }
 
@@ -544,9 +544,9 @@ func satSub(a int64, d time.Duration) int64 {
 	return a - us
 }
 
-// describeGraph draws a graph plan for `floe plan`, with every stateful
+// DescribeGraph draws a graph plan for `floe plan`, with every stateful
 // stage's parallelism.
-func describeGraph(p *spec.Pipeline, parallelism int) string {
+func DescribeGraph(p *spec.Pipeline, parallelism int) string {
 	g, err := p.Graph()
 	if err != nil {
 		return err.Error()
@@ -562,8 +562,8 @@ func describeGraph(p *spec.Pipeline, parallelism int) string {
 	})
 }
 
-// indent prefixes every line of s with pre.
-func indent(s, pre string) string {
+// Indent prefixes every line of s with pre.
+func Indent(s, pre string) string {
 	lines := strings.SplitAfter(s, "\n")
 	var b strings.Builder
 	for _, l := range lines {
@@ -574,21 +574,21 @@ func indent(s, pre string) string {
 	return b.String()
 }
 
-// sourceNames returns the graph's source names.
-func (gp *graphPlan) sourceNames() []string {
+// SourceNames returns the graph's source names.
+func (gp *GraphPlan) SourceNames() []string {
 	var out []string
-	for _, n := range gp.nodes {
-		if n.kind == "source" {
-			out = append(out, n.name)
+	for _, n := range gp.Nodes {
+		if n.Kind == "source" {
+			out = append(out, n.Name)
 		}
 	}
 	return out
 }
 
-// inputWatermark is a node's input watermark: the minimum of the
+// InputWatermark is a node's input watermark: the minimum of the
 // watermarks of the sources its rows come from (the pipeline's watermark
 // when per-source ones are not known), minus the delays on its path.
-func (n *gnode) inputWatermark(wm int64, bySource map[string]int64) int64 {
+func (n *Node) InputWatermark(wm int64, bySource map[string]int64) int64 {
 	if len(bySource) > 0 && len(n.srcs) > 0 {
 		in := int64(math.MaxInt64)
 		for _, s := range n.srcs {

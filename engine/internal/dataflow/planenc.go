@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"crypto/sha256"
@@ -25,15 +25,15 @@ import (
 // hash continues that generation.
 
 // planEncodingVersion is the version of encodePlan's text.
-const planEncodingVersion = 2
+const PlanEncodingVersion = 2
 
-// encodePlan returns the canonical text of the parts of p that define a
+// EncodePlan returns the canonical text of the parts of p that define a
 // generation: the source columns (declared or inferred) and event time,
 // then every operator with its resolved id. Strings are Go-quoted, durations
 // are integer microseconds, lines end with '\n'.
-func encodePlan(p *spec.Pipeline, src *arrow.Schema) string {
+func EncodePlan(p *spec.Pipeline, src *arrow.Schema) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "floe-plan v%d\n", planEncodingVersion)
+	fmt.Fprintf(&b, "floe-plan v%d\n", PlanEncodingVersion)
 	fmt.Fprintf(&b, "event_time %s\n", strconv.Quote(p.Source.EventTime))
 	for _, f := range src.Fields() {
 		fmt.Fprintf(&b, "column %s %s\n", strconv.Quote(f.Name), typeName(f.Type))
@@ -73,10 +73,10 @@ func encodePlan(p *spec.Pipeline, src *arrow.Schema) string {
 	return b.String()
 }
 
-// hashPlan hashes an encodePlan text.
-func hashPlan(text string) string {
+// HashPlan hashes an encodePlan text.
+func HashPlan(text string) string {
 	sum := sha256.Sum256([]byte(text))
-	return fmt.Sprintf("v%d-%s", planEncodingVersion, hex.EncodeToString(sum[:16]))
+	return fmt.Sprintf("v%d-%s", PlanEncodingVersion, hex.EncodeToString(sum[:16]))
 }
 
 // opID is an operator's id: the spec's id:, else kind-position.
@@ -108,10 +108,10 @@ func typeName(t arrow.DataType) string {
 	return "arrow:" + t.String()
 }
 
-// planHashV1 is the plan hash of generations written before v2: the JSON of
+// PlanHashV1 is the plan hash of generations written before v2: the JSON of
 // the operators (in the frozen v1 shape) and Arrow's rendering of the
 // source schema. Do not change it: it only has to reproduce old hashes.
-func planHashV1(p *spec.Pipeline, src *arrow.Schema) string {
+func PlanHashV1(p *spec.Pipeline, src *arrow.Schema) string {
 	ops := make([]v1Operator, len(p.Operators))
 	for i, op := range p.Operators {
 		o := v1Operator{ID: op.ID}
@@ -179,11 +179,11 @@ type (
 	v1Aggregate struct{ Name, Func, Column string }
 )
 
-// samePlan reports whether a generation's recorded plan hash is the hash of
+// SamePlan reports whether a generation's recorded plan hash is the hash of
 // this plan, in whichever encoding version the generation was written.
-func samePlan(recorded string, p *spec.Pipeline, src *arrow.Schema, v2 string) bool {
+func SamePlan(recorded string, p *spec.Pipeline, src *arrow.Schema, v2 string) bool {
 	if strings.HasPrefix(recorded, "sha256:") {
-		return recorded == planHashV1(p, src)
+		return recorded == PlanHashV1(p, src)
 	}
 	return recorded == v2
 }

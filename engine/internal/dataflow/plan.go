@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"fmt"
@@ -18,15 +18,15 @@ import (
 // its input schema.
 type stage struct {
 	id     string
-	filter *expr.Expr
+	Filter *expr.Expr
 	proj   *expr.Projection
 	out    *arrow.Schema
 }
 
-// apply runs the stage on one batch; dropped counts rows a filter removed.
-func (s *stage) apply(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
-	if s.filter != nil {
-		out, dropped, err := expr.Filter(s.filter, rec, mem)
+// Apply runs the stage on one batch; dropped counts rows a filter removed.
+func (s *stage) Apply(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, int64, error) {
+	if s.Filter != nil {
+		out, dropped, err := expr.Filter(s.Filter, rec, mem)
 		if err != nil {
 			return nil, 0, fmt.Errorf("operator %s: %w", s.id, err)
 		}
@@ -39,37 +39,37 @@ func (s *stage) apply(rec arrow.RecordBatch, mem memory.Allocator) (arrow.Record
 	return out, 0, nil
 }
 
-// plan is a pipeline compiled against its source schema: stateless stages
+// Plan is a pipeline compiled against its source schema: stateless stages
 // before the (optional) keyed window, the window, stages after it.
-type plan struct {
+type Plan struct {
 	spec     *spec.Pipeline
-	source   *arrow.Schema
+	Source   *arrow.Schema
 	pre      []*stage
 	window   *operators.WindowSpec
 	windowIn *arrow.Schema // schema the window reads (after pre)
 	keyCols  []int         // window key columns in windowIn
 	post     []*stage
-	output   *arrow.Schema
-	ops      []manifest.OpPlan // stateful operators, for _generation.json
-	// declared is the source schema as declared or inferred, before
+	Output   *arrow.Schema
+	Ops      []manifest.OpPlan // stateful operators, for _generation.json
+	// Declared is the source schema as declared or inferred, before
 	// projection pushdown pruned it; the plan's identity is computed on it.
-	declared *arrow.Schema
-	hash     string // hashPlan(encodePlan(...)): the whole plan, stateless parts too
-	// graph is the compiled graph of a graph-form pipeline (graph.go); its
+	Declared *arrow.Schema
+	Hash     string // hashPlan(encodePlan(...)): the whole plan, stateless parts too
+	// Graph is the compiled graph of a graph-form pipeline (graph.go); its
 	// linear parts (pre, window, post) are then empty.
-	graph *graphPlan
-	// sinkParts and extraParts are the Hive partitioning of the first sink
+	Graph *GraphPlan
+	// SinkParts and extraParts are the Hive partitioning of the first sink
 	// and of the further sinks (nil: not partitioned), hivesink.go.
-	sinkParts  *hiveParts
-	extraParts []*hiveParts
+	SinkParts  *HiveParts
+	extraParts []*HiveParts
 }
 
 // dictKeyType is the type a window's string key column is decoded as
 // when the plan uses dictionary keys (graphprune.go dictSchemas).
-var dictKeyType = formats.DictStringType
+var DictKeyType = formats.DictStringType
 
-// sourceSchema returns the declared source schema (nil: infer from Parquet).
-func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
+// SourceSchema returns the declared source schema (nil: infer from Parquet).
+func SourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
 	if len(p.Source.Schema) == 0 {
 		return nil, nil
 	}
@@ -84,11 +84,11 @@ func sourceSchema(p *spec.Pipeline) (*arrow.Schema, error) {
 	return s, nil
 }
 
-// compile builds the plan of p over the source schema src, then prunes the
+// Compile builds the plan of p over the source schema src, then prunes the
 // source to the columns the plan reads (projection pushdown: a Parquet
 // column nobody reads is never decoded) and compiles again over that.
-func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
-	full, err := compileOn(p, src, xo...)
+func Compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*Plan, error) {
+	full, err := CompileOn(p, src, xo...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +110,17 @@ func compile(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, err
 		}
 	}
 	md := src.Metadata()
-	pruned, err := compileOn(p, arrow.NewSchema(fields, &md), xo...)
+	pruned, err := CompileOn(p, arrow.NewSchema(fields, &md), xo...)
 	if err != nil {
 		return nil, fmt.Errorf("internal error: plan over pruned columns: %w", err)
 	}
-	pruned.hash, pruned.declared = full.hash, full.declared // the plan's identity is that of the declared schema
+	pruned.Hash, pruned.Declared = full.Hash, full.Declared // the plan's identity is that of the declared schema
 	return pruned, nil
 }
 
 // neededColumns walks the plan backwards and returns the source columns it
 // reads.
-func (pl *plan) neededColumns() map[string]bool {
+func (pl *Plan) neededColumns() map[string]bool {
 	need := map[string]bool{}
 	all := func(s *arrow.Schema) {
 		for _, f := range s.Fields() {
@@ -140,12 +140,12 @@ func (pl *plan) neededColumns() map[string]bool {
 	} else if len(pl.pre) > 0 {
 		all(pl.pre[len(pl.pre)-1].out)
 	} else {
-		all(pl.source)
+		all(pl.Source)
 	}
 	for i := len(pl.pre) - 1; i >= 0; i-- {
 		st := pl.pre[i]
-		if st.filter != nil {
-			for _, c := range st.filter.Columns() {
+		if st.Filter != nil {
+			for _, c := range st.Filter.Columns() {
 				need[c] = true
 			}
 			continue
@@ -159,9 +159,9 @@ func (pl *plan) neededColumns() map[string]bool {
 	return need
 }
 
-// compileOn builds the plan of p over the source schema src.
-func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, error) {
-	pl := &plan{spec: p, source: src, declared: src}
+// CompileOn builds the plan of p over the source schema src.
+func CompileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*Plan, error) {
+	pl := &Plan{spec: p, Source: src, Declared: src}
 	cur := src
 	for i, op := range p.Operators {
 		id := opID(op, i)
@@ -171,7 +171,7 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, e
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].filter", i)), err)
 			}
-			st := &stage{id: id, filter: e, out: cur}
+			st := &stage{id: id, Filter: e, out: cur}
 			pl.addStage(st)
 		case op.Project != nil:
 			items := make([]expr.ProjectItem, len(op.Project.Columns))
@@ -189,11 +189,11 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, e
 			if pl.window != nil {
 				return nil, fmt.Errorf("operators[%d] (%s): only one window operator per pipeline is supported", i, id)
 			}
-			ws, err := windowSpec(id, op.Window, p.Source.EventTime)
+			ws, err := WindowSpec(id, op.Window, p.Source.EventTime)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
 			}
-			w, err := operators.NewWindow(ws, cur, maxParallelism(p))
+			w, err := operators.NewWindow(ws, cur, MaxParallelism(p))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
 			}
@@ -205,21 +205,21 @@ func compileOn(p *spec.Pipeline, src *arrow.Schema, xo ...expr.Option) (*plan, e
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.Where(fmt.Sprintf("operators[%d].window", i)), err)
 			}
-			pl.ops = append(pl.ops, manifest.OpPlan{ID: id, Kind: "window", StateSchema: w.StateFingerprint(), StatePlan: string(sp)})
+			pl.Ops = append(pl.Ops, manifest.OpPlan{ID: id, Kind: "window", StateSchema: w.StateFingerprint(), StatePlan: string(sp)})
 			cur = w.OutputSchema()
 		default:
 			return nil, fmt.Errorf("operators[%d]: no operator kind set", i)
 		}
 	}
-	pl.output = cur
-	pl.hash = hashPlan(encodePlan(p, src))
+	pl.Output = cur
+	pl.Hash = HashPlan(EncodePlan(p, src))
 	if err := pl.partitionSinks(p); err != nil {
 		return nil, err
 	}
 	return pl, nil
 }
 
-func (pl *plan) addStage(s *stage) {
+func (pl *Plan) addStage(s *stage) {
 	if pl.window == nil {
 		pl.pre = append(pl.pre, s)
 	} else {
@@ -227,14 +227,14 @@ func (pl *plan) addStage(s *stage) {
 	}
 }
 
-func maxParallelism(p *spec.Pipeline) int {
+func MaxParallelism(p *spec.Pipeline) int {
 	if p.State.MaxParallelism > 0 {
 		return p.State.MaxParallelism
 	}
 	return spec.DefaultMaxParallelism
 }
 
-func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSpec, error) {
+func WindowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSpec, error) {
 	ws := operators.WindowSpec{ID: id, Keys: w.Key, EventTime: eventTime, AllowedLateness: w.AllowedLateness}
 	switch {
 	case w.Tumbling > 0:
@@ -258,15 +258,15 @@ func windowSpec(id string, w *spec.Window, eventTime string) (operators.WindowSp
 	return ws, nil
 }
 
-// stageMigration is how one graph window stage's restored state reaches
+// StageMigration is how one graph window stage's restored state reaches
 // the plan's layout: through a planned evolution (ev) or a chain of
 // registered migrations between state format versions (chain).
-type stageMigration struct {
-	ev    *operators.Evolution
-	chain []StateMigration
+type StageMigration struct {
+	Ev    *operators.Evolution
+	Chain []StateMigration
 }
 
-// evolveGraph is evolve for a graph plan: every window stage's state either
+// EvolveGraph is evolve for a graph plan: every window stage's state either
 // has the same layout or migrates to the stage's (the linear window's rules
 // per stage: a chain of the registered migrations regs when the state
 // format version changed, migrationChain; else operators.PlanStateEvolution),
@@ -279,36 +279,36 @@ type stageMigration struct {
 // fingerprint) is the one the state was written under: the rule decides
 // which window a row belongs to, so state written under another one is
 // refused.
-func evolveGraph(old []manifest.OpPlan, pl *plan, regs []StateMigration) (map[string]*stageMigration, error) {
+func EvolveGraph(old []manifest.OpPlan, pl *Plan, regs []StateMigration) (map[string]*StageMigration, error) {
 	prevOf := map[string]manifest.OpPlan{}
 	for _, o := range old {
 		prevOf[o.ID] = o
 	}
-	out := map[string]*stageMigration{}
-	ops := slices.Clone(pl.ops)
+	out := map[string]*StageMigration{}
+	ops := slices.Clone(pl.Ops)
 	for i, o := range ops {
 		prev, ok := prevOf[o.ID]
-		nd := pl.graph.byName[o.ID]
+		nd := pl.Graph.ByName[o.ID]
 		if !ok || nd == nil || o.Kind != "window" || prev.Kind != "window" {
 			continue // compatible decides
 		}
-		chain, err := chainOf(old, pl.ops, o.ID, regs)
+		chain, err := chainOf(old, pl.Ops, o.ID, regs)
 		if err != nil {
 			return nil, err
 		}
 		if chain != nil {
-			out[o.ID] = &stageMigration{chain: chain}
+			out[o.ID] = &StageMigration{Chain: chain}
 			ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
 			continue
 		}
 		if prev.StatePlan == "" || o.StatePlan == "" {
 			continue // nothing to migrate from: compatible decides
 		}
-		op, err := nd.newOp()
+		op, err := nd.NewOp()
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
-		w := windowOf(op)
+		w := WindowOf(op)
 		if w == nil {
 			continue
 		}
@@ -331,32 +331,32 @@ func evolveGraph(old []manifest.OpPlan, pl *plan, regs []StateMigration) (map[st
 		if !ev.Compatible() {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, ev.Err())
 		}
-		out[o.ID] = &stageMigration{ev: ev}
+		out[o.ID] = &StageMigration{Ev: ev}
 		ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
 	}
-	if err := compatible(old, ops); err != nil {
+	if err := Compatible(old, ops); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// firstChain is the first chain of registered migrations of a graph plan's
+// FirstChain is the first chain of registered migrations of a graph plan's
 // window stages (nil: none migrates so).
-func firstChain(pl *plan, stages map[string]*stageMigration) []StateMigration {
-	if pl.graph == nil {
+func FirstChain(pl *Plan, stages map[string]*StageMigration) []StateMigration {
+	if pl.Graph == nil {
 		return nil
 	}
-	for _, n := range pl.graph.state {
-		if m := stages[n.name]; m != nil && m.chain != nil {
-			return m.chain
+	for _, n := range pl.Graph.State {
+		if m := stages[n.Name]; m != nil && m.Chain != nil {
+			return m.Chain
 		}
 	}
 	return nil
 }
 
-// windowOf returns the window operator of a window stage's op (behind the
+// WindowOf returns the window operator of a window stage's op (behind the
 // hidden-time operator or not), nil for another operator.
-func windowOf(op operators.Stateful) *operators.Window {
+func WindowOf(op operators.Stateful) *operators.Window {
 	if h, ok := op.(*hiddenTimeOp); ok {
 		op = h.Stateful
 	}
@@ -364,12 +364,12 @@ func windowOf(op operators.Stateful) *operators.Window {
 	return w
 }
 
-// statePlanOf is the state plan a graph stage's generation record keeps for
+// StatePlanOf is the state plan a graph stage's generation record keeps for
 // its operator op (operators.MarshalStatePlan of its window): "" for another
 // operator, and for a window whose plan cannot be described (a column type
 // without a stable name), which then cannot migrate but runs as before.
-func statePlanOf(op operators.Stateful) string {
-	w := windowOf(op)
+func StatePlanOf(op operators.Stateful) string {
+	w := WindowOf(op)
 	if w == nil {
 		return ""
 	}
@@ -400,9 +400,9 @@ func plainSchema(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
-// compatible reports whether state written under plan old can be restored
+// Compatible reports whether state written under plan old can be restored
 // by the stateful operators of plan ops; the error names the operator.
-func compatible(old, ops []manifest.OpPlan) error {
+func Compatible(old, ops []manifest.OpPlan) error {
 	byID := map[string]manifest.OpPlan{}
 	for _, o := range old {
 		byID[o.ID] = o
@@ -412,7 +412,7 @@ func compatible(old, ops []manifest.OpPlan) error {
 		if !ok {
 			if len(old) > 0 {
 				return fmt.Errorf("operator %q is new and the old plan's stateful operators (%v) have no counterpart; "+
-					"keep the operator id (set `id:`) or start a new pipeline name", o.ID, opIDs(old))
+					"keep the operator id (set `id:`) or start a new pipeline name", o.ID, OpIDs(old))
 			}
 			continue
 		}
@@ -429,7 +429,7 @@ func compatible(old, ops []manifest.OpPlan) error {
 	return nil
 }
 
-func opIDs(ops []manifest.OpPlan) []string {
+func OpIDs(ops []manifest.OpPlan) []string {
 	out := make([]string, len(ops))
 	for i, o := range ops {
 		out[i] = o.ID
