@@ -398,7 +398,7 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	for _, f := range b.Files {
 		res.Files = append(res.Files, f.Key)
 	}
-	if _, err := r.replayFiles(ctx, b.Epoch, files, b.Watermark, res); err != nil {
+	if _, err := replayFiles(r, ctx, b.Epoch, files, b.Watermark, res); err != nil {
 		return nil, b, err
 	}
 	return res, b, nil

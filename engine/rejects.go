@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
 )
 
 // rejectRecord is one line of a rejected-rows file: the row's file, line,
@@ -41,3 +43,26 @@ func decodeRejects(data []byte) ([]rejectRecord, error) {
 	}
 	return out, nil
 }
+
+// rejecting says, for people, that an epoch rejected a large share of its
+// rows, or "" when it did not.
+func rejecting(in, rejected int64, where string) string {
+	if in <= 0 || float64(rejected) < RejectingFraction*float64(in) {
+		return ""
+	}
+	return fmt.Sprintf("rejecting: %.0f%% of the last epoch's rows (%d of %d) were rejected; read the reasons in %s and check source.schema against the files",
+		100*float64(rejected)/float64(in), rejected, in, where)
+}
+
+// rejectedWhere names where p's rejected rows go.
+func rejectedWhere(p *spec.Pipeline) string {
+	if u := p.Source.RejectedURL; u != "" {
+		return store.Redact(u)
+	}
+	return identityOf(p.Sink.URL) + "/" + rejectedDir + "/"
+}
+
+// RejectingFraction is the share of an epoch's rows whose rejection makes
+// status call a pipeline "rejecting" (and a run warn): far more than stray
+// malformed lines, usually a declared type that does not match the files.
+const RejectingFraction = 0.1

@@ -456,7 +456,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 			}
 		}
 	}
-	in, err := r.replayFiles(ctx, m.Epoch, files, m.Watermark, res)
+	in, err := replayFiles(r, ctx, m.Epoch, files, m.Watermark, res)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 // replayFiles decodes the files epoch ep consumed with r (whose state is
 // restored), processes them at the epoch's recorded watermark wm, and
 // fills res's rows and counters. Replay and ReplayBundle share it.
-func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.ObjectInfo, wm int64, res *ReplayResult) (inputSummary, error) {
+func replayFiles(r *runner, ctx context.Context, ep int64, files []store.ObjectInfo, wm int64, res *ReplayResult) (inputSummary, error) {
 	results, err := r.decodeEpoch(ctx, files)
 	if errors.Is(err, store.ErrNotFound) {
 		return inputSummary{}, fmt.Errorf("replay: epoch %d: an input file it consumed is gone: %w", ep, err)

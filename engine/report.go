@@ -614,11 +614,6 @@ func (s *Status) stateSizes(m *manifest.Manifest) {
 	}
 }
 
-// RejectingFraction is the share of an epoch's rows whose rejection makes
-// status call a pipeline "rejecting" (and a run warn): far more than stray
-// malformed lines, usually a declared type that does not match the files.
-const RejectingFraction = 0.1
-
 // lastEpochRejects returns the rows the head epoch read (rejected ones
 // included) and rejected: its counters less its parent's (nil for the
 // first epoch, or a parent that is not retained: then the whole life).
@@ -629,24 +624,6 @@ func lastEpochRejects(head, parent *manifest.Manifest) (in, rejected int64) {
 		rejected -= parent.Counters.RowsRejected
 	}
 	return in, rejected
-}
-
-// rejecting says, for people, that an epoch rejected a large share of its
-// rows, or "" when it did not.
-func rejecting(in, rejected int64, where string) string {
-	if in <= 0 || float64(rejected) < RejectingFraction*float64(in) {
-		return ""
-	}
-	return fmt.Sprintf("rejecting: %.0f%% of the last epoch's rows (%d of %d) were rejected; read the reasons in %s and check source.schema against the files",
-		100*float64(rejected)/float64(in), rejected, in, where)
-}
-
-// rejectedWhere names where p's rejected rows go.
-func rejectedWhere(p *spec.Pipeline) string {
-	if u := p.Source.RejectedURL; u != "" {
-		return store.Redact(u)
-	}
-	return identityOf(p.Sink.URL) + "/" + rejectedDir + "/"
 }
 
 // judge sets State and Health from what was read.

@@ -267,3 +267,34 @@ func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *O
 	}
 	return out, nil
 }
+
+// openHead opens a pipeline's state and sink (not its source) for a
+// read-only command and peeks at the head (no roll-forward write). The
+// caller closes the stores.
+func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := graphFacade(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := openStores(ctx, p, &Options{}, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	head, err := c.Peek(ctx)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return st, c, head, nil
+}
+
+func keepOf(p *spec.Pipeline) int {
+	if p.State.RetainEpochs > 0 {
+		return p.State.RetainEpochs
+	}
+	return spec.DefaultRetainEpochs
+}

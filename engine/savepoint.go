@@ -35,30 +35,6 @@ type SavepointInfo struct {
 	URL        string `json:"url"`
 }
 
-// openHead opens a pipeline's state and sink (not its source) for a
-// read-only command and peeks at the head (no roll-forward write). The
-// caller closes the stores.
-func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
-	if err := p.Validate(); err != nil {
-		return nil, nil, nil, err
-	}
-	p, err := graphFacade(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := openStores(ctx, p, &Options{}, false)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
-	head, err := c.Peek(ctx)
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	return st, c, head, nil
-}
-
 // CreateSavepoint copies a committed epoch (0: the head) into the named
 // savepoint under <state>/<pipeline>/savepoints/NAME/. It writes nothing
 // else; a crash leaves an incomplete savepoint that the same command
@@ -143,13 +119,6 @@ func DeleteSavepoint(ctx context.Context, p *spec.Pipeline, name string) error {
 	}
 	defer st.Close()
 	return c.DeleteSavepoint(ctx, head, keepOf(p), name)
-}
-
-func keepOf(p *spec.Pipeline) int {
-	if p.State.RetainEpochs > 0 {
-		return p.State.RetainEpochs
-	}
-	return spec.DefaultRetainEpochs
 }
 
 // ImportSavepoint validates a savepoint folder at dirURL whose state files
