@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -109,15 +110,15 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 	// output log are left out of the head.
 	hm := *m
 	hm.Source.Inline, hm.Source.Segments, hm.OutputLog = nil, nil, nil
-	rp := &runPlan{plan: &pl, parallelism: p, k: k}
-	rp.head = &epoch.Head{Manifest: &hm, Generation: g}
-	rp.from = &restoreSource{manifest: &hm, generation: g, store: x.st.state, shared: true}
-	r := &runner{p: x.p, opts: &Options{}, log: slog.New(slog.DiscardHandler), st: x.st, c: x.c,
-		mem: memory.DefaultAllocator, plan: &pl, parallelism: p, k: k}
-	if err := r.restoreGraph(ctx, rp); err != nil {
+	rp := &runner.RunPlan{Plan: &pl, Parallelism: p, K: k}
+	rp.Head = &epoch.Head{Manifest: &hm, Generation: g}
+	rp.From = &runner.RestoreSource{Manifest: &hm, Generation: g, Store: x.st.State, Shared: true}
+	r := &runner.Runner{P: x.p, Opts: &runner.Options{}, Log: slog.New(slog.DiscardHandler), St: x.st, C: x.c,
+		Mem: memory.DefaultAllocator, Plan: &pl, Parallelism: p, K: k}
+	if err := r.RestoreGraph(ctx, rp); err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
-	if err := r.loadEverything(ctx); err != nil {
+	if err := r.LoadEverything(ctx); err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
 	for _, n := range sel {
@@ -125,9 +126,9 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 		if st == nil {
 			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.Name)
 		}
-		srs, emitted, _ := restoreSources(&hm, n.Name, p, k)
-		subs := r.graph.subs[n.Name]
-		r.graph.subs[n.Name] = nil
+		srs, emitted, _ := runner.RestoreSources(&hm, n.Name, p, k)
+		subs := r.Graph.Subs[n.Name]
+		r.Graph.Subs[n.Name] = nil
 		var op *WindowState
 		if n.Kind == spec.KindWindow {
 			ws, err := dataflow.WindowSpec(n.Name, st.Window, dataflow.EventTimeOf(sg, st.Inputs[0]))
@@ -173,7 +174,7 @@ type heldLayout struct {
 
 // heldState decodes the rows a dedup, top_n or join stage's restored
 // subtasks hold, from their snapshots.
-func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []subtaskRestore) (*WindowState, error) {
+func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []runner.SubtaskRestore) (*WindowState, error) {
 	fresh, err := n.NewOp()
 	if err != nil {
 		return nil, err
@@ -303,7 +304,7 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 			return nil, fmt.Errorf("subtask %d: snapshot: %w", s, err)
 		}
 		err = op.appendHeld(recs, &lay, s, srs[s])
-		releaseBatches(recs)
+		runner.ReleaseBatches(recs)
 		if err != nil {
 			return nil, fmt.Errorf("subtask %d: %w", s, err)
 		}
@@ -316,7 +317,7 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 const colTopNRank = "topn.rank"
 
 // appendHeld appends the rows of subtask s's snapshot batches to op.Rows.
-func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr subtaskRestore) error {
+func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr runner.SubtaskRestore) error {
 	var b strings.Builder
 	seen := map[string]int{} // identities so far: the n-th of equal rows
 	var group string         // top_n: the current group (key group, key, window)
@@ -328,8 +329,8 @@ func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s i
 		}
 		for i := range int(rec.NumRows()) {
 			kg := int(kgs.Value(i))
-			if kg < sr.lo || kg >= sr.hi {
-				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.lo, sr.hi, kg)
+			if kg < sr.Lo || kg >= sr.Hi {
+				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.Lo, sr.Hi, kg)
 			}
 			row := StateRow{KeyGroup: kg, Subtask: s}
 			rankAt := -1
@@ -450,7 +451,7 @@ func (op *WindowState) writeHeldText(bw *errWriter) {
 		shown = fmt.Sprintf("%d of %d state rows", len(op.Rows), op.Total)
 	}
 	bw.printf("# operator %s: %s; key [%s]; watermark %s; %s\n",
-		op.ID, op.Stage, strings.Join(op.Keys, ", "), fmtWM(op.EmittedThrough), shown)
+		op.ID, op.Stage, strings.Join(op.Keys, ", "), runner.FmtWM(op.EmittedThrough), shown)
 	for i := range op.Rows {
 		r := &op.Rows[i]
 		bw.printf("op=%s %s key_group=%d subtask=%d\n", op.ID, op.rowText(r), r.KeyGroup, r.Subtask)

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -46,7 +47,7 @@ func CreateSavepoint(ctx context.Context, p *spec.Pipeline, name string, epochN 
 // CreateSavepointTo is CreateSavepoint writing through dst (nil: the named
 // savepoint's folder), e.g. a store with injected faults.
 func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epochN int64, dst store.Store) (*SavepointInfo, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epoch
 			return nil, fmt.Errorf("savepoint %s: %w", name, err)
 		}
 	}
-	u, err := SavepointURL(p, name)
+	u, err := runner.SavepointURL(p, name)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func savepointInfo(s epoch.SavepointInfo, u string) *SavepointInfo {
 	info := &SavepointInfo{Name: s.Name, Claimed: s.Claimed, URL: store.Redact(u)}
 	if sp := s.Savepoint; sp != nil {
 		info.Complete = true
-		info.Generation, info.Epoch, info.Watermark = sp.Generation, sp.Epoch, fmtWM(sp.Watermark)
+		info.Generation, info.Epoch, info.Watermark = sp.Generation, sp.Epoch, runner.FmtWM(sp.Watermark)
 		info.Files, info.Bytes, info.CreatedAt = sp.Files, sp.Bytes, sp.CreatedAt.Format("2006-01-02T15:04:05Z07:00")
 	}
 	return info
@@ -94,18 +95,18 @@ func savepointInfo(s epoch.SavepointInfo, u string) *SavepointInfo {
 
 // ListSavepoints lists the pipeline's named savepoints.
 func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	list, err := c.ListSavepoints(ctx, head, keepOf(p))
+	list, err := c.ListSavepoints(ctx, head, runner.KeepOf(p))
 	if err != nil {
 		return nil, err
 	}
 	out := []SavepointInfo{}
 	for _, s := range list {
-		u, _ := SavepointURL(p, s.Name)
+		u, _ := runner.SavepointURL(p, s.Name)
 		out = append(out, *savepointInfo(s, u))
 	}
 	return out, nil
@@ -113,12 +114,12 @@ func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, err
 
 // DeleteSavepoint deletes a named savepoint (refused while claimed).
 func DeleteSavepoint(ctx context.Context, p *spec.Pipeline, name string) error {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return c.DeleteSavepoint(ctx, head, keepOf(p), name)
+	return c.DeleteSavepoint(ctx, head, runner.KeepOf(p), name)
 }
 
 // ImportSavepoint validates a savepoint folder at dirURL whose state files
@@ -132,7 +133,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if err := manifest.ValidateSavepointName(name); err != nil {
 		return nil, err
 	}
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if err != nil {
 		return nil, err
 	}
-	u, err := SavepointURL(p, name)
+	u, err := runner.SavepointURL(p, name)
 	if err != nil {
 		return nil, err
 	}
@@ -276,16 +277,16 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 // lowered onto the graph; declared schemas, or inferred from the sources)
 // and returns each stateful operator's state schema, by operator id.
 func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Schema, error) {
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &Options{}, needsSourceFiles(p)) // the sources only to infer a schema
+	st, err := runner.OpenStores(ctx, p, &runner.Options{}, needsSourceFiles(p)) // the sources only to infer a schema
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	pl, _, err := compileTool(ctx, p, st.source)
+	pl, _, err := compileTool(ctx, p, st.Source)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -77,10 +77,10 @@ func isUnsigned(t arrow.DataType) bool {
 
 // openIceberg opens the table of p's iceberg sink for data files of schema
 // out.
-func openIceberg(ctx context.Context, p *spec.Pipeline, st *stores, partitionBy string, out *arrow.Schema, log *slog.Logger) (*iceberg.Table, error) {
-	t, err := iceberg.Open(ctx, st.sink, identityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: renamedColumns(p), Logger: log})
+func openIceberg(ctx context.Context, p *spec.Pipeline, st *Stores, partitionBy string, out *arrow.Schema, log *slog.Logger) (*iceberg.Table, error) {
+	t, err := iceberg.Open(ctx, st.Sink, IdentityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: RenamedColumns(p), Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", identityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", IdentityOf(p.Sink.URL), err)
 	}
 	return t, nil
 }
@@ -90,7 +90,7 @@ func openIceberg(ctx context.Context, p *spec.Pipeline, st *stores, partitionBy 
 // table yet), or why it cannot: decided before anything is written, so a
 // plan change the table cannot take is refused by `floe plan` and before a
 // run commits an epoch it could not publish.
-func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *stores, out *arrow.Schema) ([]string, error) {
+func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *Stores, out *arrow.Schema) ([]string, error) {
 	pb, _, _, err := icebergPartition(p, out)
 	if err != nil {
 		return nil, err
@@ -101,14 +101,14 @@ func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *stores, out *
 	}
 	changes, err := t.CheckSchema(ctx, out)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", identityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", IdentityOf(p.Sink.URL), err)
 	}
 	return changes, nil
 }
 
-// renamedColumns maps every aggregate with renamed_from to its previous
+// RenamedColumns maps every aggregate with renamed_from to its previous
 // name: the table column of the previous name is renamed, not replaced.
-func renamedColumns(p *spec.Pipeline) map[string]string {
+func RenamedColumns(p *spec.Pipeline) map[string]string {
 	out := map[string]string{}
 	add := func(w *spec.Window) {
 		if w == nil {
@@ -131,19 +131,19 @@ func renamedColumns(p *spec.Pipeline) map[string]string {
 
 // openTable opens the Iceberg table of an iceberg sink and publishes every
 // committed epoch it lacks.
-func (r *runner) openTable(ctx context.Context) error {
-	if r.p.Sink.Type != spec.SinkIceberg {
+func (r *Runner) openTable(ctx context.Context) error {
+	if r.P.Sink.Type != spec.SinkIceberg {
 		return nil
 	}
-	pb, col, tr, err := icebergPartition(r.p, r.plan.Output)
+	pb, col, tr, err := icebergPartition(r.P, r.Plan.Output)
 	if err != nil {
 		return err
 	}
-	t, err := openIceberg(ctx, r.p, r.st, pb, r.plan.Output, r.log)
+	t, err := openIceberg(ctx, r.P, r.St, pb, r.Plan.Output, r.Log)
 	if err != nil {
 		return err
 	}
-	id := r.p.Name
+	id := r.P.Name
 	if ident := r.writeIdentity(); ident != nil {
 		id = ident.ID
 	}
@@ -172,12 +172,12 @@ func (ts *tableSink) reidentify(ctx context.Context, id *manifest.Identity) erro
 
 // publish adds every committed epoch after the table's published one, up to
 // the head, in order.
-func (r *runner) publish(ctx context.Context) error {
+func (r *Runner) publish(ctx context.Context) error {
 	ts := r.table
 	if ts == nil || r.head.Epoch() <= ts.published {
 		return nil
 	}
-	chain, err := r.c.Chain(ctx, r.head, int(r.head.Epoch()-ts.published))
+	chain, err := r.C.Chain(ctx, r.head, int(r.head.Epoch()-ts.published))
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (r *runner) publish(ctx context.Context) error {
 		m := todo[i]
 		files := make([]iceberg.DataFile, 0, len(m.Outputs))
 		for _, o := range m.Outputs {
-			if sink, _ := splitSinkPath(o.Path); sink != "" {
+			if sink, _ := SplitSinkPath(o.Path); sink != "" {
 				continue // a further sink's file (sinks.go): not the table's
 			}
 			files = append(files, iceberg.DataFile{Path: o.Path, Size: o.Size, Rows: o.Rows})
@@ -205,7 +205,7 @@ func (r *runner) publish(ctx context.Context) error {
 			return fmt.Errorf("iceberg sink: publish epoch %d: %w", m.Epoch, err)
 		}
 		ts.published = m.Epoch
-		r.log.Info("published to iceberg", "epoch", m.Epoch, "files", len(files), "duration", time.Since(t0).Round(time.Millisecond))
+		r.Log.Info("published to iceberg", "epoch", m.Epoch, "files", len(files), "duration", time.Since(t0).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -214,16 +214,16 @@ func (r *runner) publish(ctx context.Context) error {
 // versions and of losing commits (never data files, never files floe did not
 // write), once per run that published something. Failures are logged: the
 // next run tries again.
-func (r *runner) maintainTable(ctx context.Context) {
+func (r *Runner) maintainTable(ctx context.Context) {
 	if r.table == nil || r.res.Epochs == 0 {
 		return
 	}
 	rep, err := r.table.t.Maintain(ctx, iceberg.MaintainOptions{})
 	if err != nil {
-		r.log.Warn("iceberg maintenance failed; the next run tries again", "error", err)
+		r.Log.Warn("iceberg maintenance failed; the next run tries again", "error", err)
 		return
 	}
-	r.log.Info("iceberg maintenance", "expired_snapshots", rep.ExpiredSnapshots, "deleted_versions", rep.DeletedVersions,
+	r.Log.Info("iceberg maintenance", "expired_snapshots", rep.ExpiredSnapshots, "deleted_versions", rep.DeletedVersions,
 		"deleted_manifests", rep.DeletedManifests)
 }
 

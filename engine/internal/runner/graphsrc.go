@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -29,17 +29,17 @@ import (
 // first segment of its combined key; it is decoded with that source's
 // format, schema and event time.
 
-// isGraph reports whether p is written in the graph form.
-func isGraph(p *spec.Pipeline) bool { return len(p.Sources) > 0 }
+// IsGraph reports whether p is written in the graph form.
+func IsGraph(p *spec.Pipeline) bool { return len(p.Sources) > 0 }
 
-// graphFacade returns the pipeline the runner reads for a graph pipeline:
+// GraphFacade returns the pipeline the runner reads for a graph pipeline:
 // p with Source the combined source (directory inputs, the loosest
 // watermark settings and limits of the named sources) and Sink its first
 // sink (the root of its combined sink, sinks.go). Sources, Stages and
 // Sinks are kept: the plan compiles the graph from them. A linear pipeline
 // is returned as it is.
-func graphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
-	if !isGraph(p) {
+func GraphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
+	if !IsGraph(p) {
 		return p, nil
 	}
 	if err := checkSinks(p); err != nil {
@@ -202,8 +202,8 @@ func sourceDelay(p *spec.Pipeline, name string) time.Duration {
 // decodeGraphFile decodes one file of a graph pipeline's source with that
 // source's format, schema and event time, and runs the source's decode
 // chain (dataflow.decodeChains) on its batches.
-func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
-	node, _ := r.plan.Graph.SourceOf(f.Key)
+func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
+	node, _ := r.Plan.Graph.SourceOf(f.Key)
 	if node == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the pipeline", f.Key)
 	}
@@ -212,7 +212,7 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 		return nil, err
 	}
 	src := &node.Src.Source
-	opts := formats.DecodeOptions{Schema: node.Out, EventTime: src.EventTime, Mem: r.mem, Parallelism: parallel}
+	opts := formats.DecodeOptions{Schema: node.Out, EventTime: src.EventTime, Mem: r.Mem, Parallelism: parallel}
 	if c := src.CSV; c != nil {
 		opts.CSV.NoHeader = !c.Header
 		if c.Delimiter != "" {
@@ -237,13 +237,13 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 		}
 	}
 	if start, _, _ := src.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() {
-		releaseBatches(d.Batches)
+		ReleaseBatches(d.Batches)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
 	}
 	res.node = node.ChainEnd
 	for _, b := range d.Batches {
 		for _, st := range node.Chain {
-			out, dropped, err := st.Stage.Apply(b, r.mem)
+			out, dropped, err := st.Stage.Apply(b, r.Mem)
 			if err != nil {
 				return nil, fmt.Errorf("source file %s: stage %s: %w", f.Key, st.Name, err)
 			}
@@ -261,9 +261,9 @@ func (r *runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	return res, nil
 }
 
-// graphSchemas returns each named source's schema (declared, or read from
+// GraphSchemas returns each named source's schema (declared, or read from
 // its first Parquet file) and each lookup stage's table schema.
-func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo, opts *Options) (map[string]*arrow.Schema, map[string]*arrow.Schema, error) {
+func GraphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo, opts *Options) (map[string]*arrow.Schema, map[string]*arrow.Schema, error) {
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range p.Sources {
 		sp := &spec.Pipeline{Source: ns.Source}
@@ -278,22 +278,22 @@ func graphSchemas(ctx context.Context, p *spec.Pipeline, src store.Store, files 
 					mine = append(mine, f)
 				}
 			}
-			if sc, err = inferSchema(ctx, sp, src, mine); err != nil {
+			if sc, err = InferSchema(ctx, sp, src, mine); err != nil {
 				return nil, nil, fmt.Errorf("sources.%s: %w", ns.Name, err)
 			}
 		}
 		schemas[ns.Name] = sc
 	}
-	lookups, err := lookupSchemas(ctx, p, opts)
+	lookups, err := LookupSchemas(ctx, p, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	return schemas, lookups, nil
 }
 
-// lookupSchemas returns the table schema of each lookup stage of p: the
+// LookupSchemas returns the table schema of each lookup stage of p: the
 // declared one, or one inferred from its table's files.
-func lookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[string]*arrow.Schema, error) {
+func LookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[string]*arrow.Schema, error) {
 	lookups := map[string]*arrow.Schema{}
 	for _, st := range p.Stages {
 		l := st.Lookup
@@ -308,14 +308,14 @@ func lookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[st
 			lookups[st.Name] = sc
 			continue
 		}
-		ls, err := openLookupStore(ctx, opts, st.Name, l.URL)
+		ls, err := OpenLookupStore(ctx, opts, st.Name, l.URL)
 		if err != nil {
 			return nil, err
 		}
-		files, err := listLookup(ctx, ls, l)
+		files, err := ListLookup(ctx, ls, l)
 		if err == nil {
 			var sc *arrow.Schema
-			sc, err = inferSchema(ctx, &spec.Pipeline{Source: spec.Source{Format: l.Format, URL: l.URL}}, ls, files)
+			sc, err = InferSchema(ctx, &spec.Pipeline{Source: spec.Source{Format: l.Format, URL: l.URL}}, ls, files)
 			lookups[st.Name] = sc
 		}
 		ls.Close()
@@ -328,21 +328,21 @@ func lookupSchemas(ctx context.Context, p *spec.Pipeline, opts *Options) (map[st
 
 // openSide opens a side-output store of a graph stage (its late_url),
 // wrapped and retried like every store of the run.
-func (r *runner) openSide(ctx context.Context, name, field, url string) (store.Store, error) {
+func (r *Runner) openSide(ctx context.Context, name, field, url string) (store.Store, error) {
 	s, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
-	if r.opts.WrapStore != nil {
-		s = r.opts.WrapStore(name, s)
+	if r.Opts.WrapStore != nil {
+		s = r.Opts.WrapStore(name, s)
 	}
-	policy := r.opts.Retry
+	policy := r.Opts.Retry
 	if policy.Log == nil {
-		policy.Log = r.opts.log().With("store", name)
+		policy.Log = r.Opts.log().With("store", name)
 	}
 	rs := store.WithRetry(s, policy)
-	r.st.retrying = append(r.st.retrying, rs)
-	r.st.extra = append(r.st.extra, rs)
+	r.St.retrying = append(r.St.retrying, rs)
+	r.St.extra = append(r.St.extra, rs)
 	return rs, nil
 }
 

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -42,8 +42,8 @@ import (
 // listing is what a run knows of its source listing.
 type listing struct {
 	ordered bool      // source.order: lexical
-	full    bool      // the current listing is of the whole source
-	after   string    // the current listing started after this key ("" = all)
+	Full    bool      // the current listing is of the whole source
+	After   string    // the current listing started after this key ("" = all)
 	fullAt  time.Time // start of the last full listing (zero: none recorded)
 	keys    []string  // the current listing's keys, sorted
 	// swept: some listing of this run was of the whole source, so the run
@@ -53,12 +53,12 @@ type listing struct {
 	frontier string
 }
 
-// planListing decides how the run lists the source: in full or after the
+// PlanListing decides how the run lists the source: in full or after the
 // head's frontier.
-func planListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bool) *listing {
+func PlanListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bool) *listing {
 	l := &listing{ordered: p.Source.Order == spec.OrderLexical}
 	if !l.ordered {
-		l.full = true
+		l.Full = true
 		return l
 	}
 	var m *manifest.Manifest
@@ -71,9 +71,9 @@ func planListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bo
 			l.fullAt = *m.Source.FullListAt
 		}
 	}
-	l.full = opts.FullList || restoring || l.frontier == "" || l.dueAt(p, opts.now())
-	if !l.full {
-		l.after = l.frontier
+	l.Full = opts.FullList || restoring || l.frontier == "" || l.dueAt(p, opts.now())
+	if !l.Full {
+		l.After = l.frontier
 	}
 	return l
 }
@@ -87,9 +87,9 @@ func (l *listing) dueAt(p *spec.Pipeline, now time.Time) bool {
 	return l.fullAt.IsZero() || now.Sub(l.fullAt) >= every
 }
 
-// list lists the source as planned, recording the listing.
-func (l *listing) list(ctx context.Context, p *spec.Pipeline, src store.Store, now time.Time) ([]store.ObjectInfo, error) {
-	files, err := listSourceAfter(ctx, p, src, l.after)
+// List lists the source as planned, recording the listing.
+func (l *listing) List(ctx context.Context, p *spec.Pipeline, src store.Store, now time.Time) ([]store.ObjectInfo, error) {
+	files, err := listSourceAfter(ctx, p, src, l.After)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +106,10 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 	if !sort.StringsAreSorted(l.keys) {
 		sort.Strings(l.keys)
 	}
-	if l.ordered && l.full {
+	if l.ordered && l.Full {
 		l.fullAt = now
 	}
-	l.swept = l.swept || l.full
+	l.swept = l.swept || l.Full
 }
 
 // partialLoad says whether a run restoring from may read only part of the
@@ -117,23 +117,23 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 // after the frontier, which are all an ordered listing asks about) and
 // none of the output log (read when a sweep needs it): a run that lists
 // after the frontier and continues the head.
-func (l *listing) partialLoad(from *restoreSource) (after string, ok bool) {
-	if l == nil || !l.ordered || l.full || l.after == "" || from.kind != "" || !from.shared || from.prefix != "" {
+func (l *listing) partialLoad(from *RestoreSource) (after string, ok bool) {
+	if l == nil || !l.ordered || l.Full || l.After == "" || from.Kind != "" || !from.Shared || from.prefix != "" {
 		return "", false
 	}
-	return l.after, true
+	return l.After, true
 }
 
 func (l *listing) isOrdered() bool { return l != nil && l.ordered }
 
 // replanListing decides the next listing of a --trigger run; a full one
 // needs the whole processed-file set.
-func (r *runner) replanListing(ctx context.Context, now time.Time) error {
-	r.listing.replan(r.p, now)
-	if !r.listing.full {
+func (r *Runner) replanListing(ctx context.Context, now time.Time) error {
+	r.listing.replan(r.P, now)
+	if !r.listing.Full {
 		return nil
 	}
-	if err := r.seen.Complete(ctx); err != nil {
+	if err := r.Seen.Complete(ctx); err != nil {
 		return err
 	}
 	return r.sizes.Complete(ctx)
@@ -144,10 +144,10 @@ func (l *listing) replan(p *spec.Pipeline, now time.Time) {
 	if !l.ordered {
 		return
 	}
-	l.full = l.frontier == "" || l.dueAt(p, now)
-	l.after = ""
-	if !l.full {
-		l.after = l.frontier
+	l.Full = l.frontier == "" || l.dueAt(p, now)
+	l.After = ""
+	if !l.Full {
+		l.After = l.frontier
 	}
 }
 
@@ -158,8 +158,8 @@ func (l *listing) next(rest []store.ObjectInfo) string {
 	if !l.ordered {
 		return ""
 	}
-	base := l.after // everything the listing skipped is at or before it
-	if l.full {
+	base := l.After // everything the listing skipped is at or before it
+	if l.Full {
 		base = ""
 	}
 	i := len(l.keys)
@@ -198,45 +198,45 @@ func (l *listing) record(m *manifest.Manifest, frontier string) {
 // processed-file set, which the next commit records; if it reappears with
 // its old modification time it is ignored again, so it is never read
 // twice.
-func (r *runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
-	if r.listing.ordered && r.listing.full && len(files) > 0 {
+func (r *Runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
+	if r.listing.ordered && r.listing.Full && len(files) > 0 {
 		r.recordListing = true
 	}
-	forget := forgetAfterOf(r.p)
+	forget := ForgetAfterOf(r.P)
 	if forget == nil {
-		return pendingFiles(files, r.seen.Has)
+		return PendingFiles(files, r.Seen.Has)
 	}
-	now := r.opts.now()
+	now := r.Opts.now()
 	var out []store.ObjectInfo
 	var old []string
 	ignored := 0
 	for _, f := range files {
 		switch {
-		case forgotten(f, forget, now):
-			if r.seen.Has(f.Key) {
+		case Forgotten(f, forget, now):
+			if r.Seen.Has(f.Key) {
 				old = append(old, f.Key)
 			} else {
 				ignored++
 			}
-		case !r.seen.Has(f.Key):
+		case !r.Seen.Has(f.Key):
 			out = append(out, f)
 		}
 	}
 	if ignored > 0 {
-		r.log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored)
+		r.Log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored)
 	}
 	if n := r.forget(old); n > 0 {
 		r.recordListing = true
-		r.log.Info("source.forget_after: processed files older than the bound forgotten", "files", n)
+		r.Log.Info("source.forget_after: processed files older than the bound forgotten", "files", n)
 	}
 	return out
 }
 
-// forgetAfterOf returns source.forget_after of the source a listed key
+// ForgetAfterOf returns source.forget_after of the source a listed key
 // belongs to (in the graph form the named source its first segment
 // names), or nil when no source sets one.
-func forgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
-	if !isGraph(p) {
+func ForgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
+	if !IsGraph(p) {
 		if d := p.Source.ForgetAfter; d > 0 {
 			return func(string) time.Duration { return d }
 		}
@@ -257,19 +257,19 @@ func forgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
 	}
 }
 
-// forgotten reports whether f is older than its source's forget_after.
-func forgotten(f store.ObjectInfo, forget func(string) time.Duration, now time.Time) bool {
+// Forgotten reports whether f is older than its source's forget_after.
+func Forgotten(f store.ObjectInfo, forget func(string) time.Duration, now time.Time) bool {
 	d := forget(f.Key)
 	return d > 0 && !f.ModTime.IsZero() && f.ModTime.Before(now.Add(-d))
 }
 
 // forget drops keys from the processed-file set and from the size log (the
 // next Prepare writes both anew).
-func (r *runner) forget(keys []string) int {
+func (r *Runner) forget(keys []string) int {
 	if len(keys) == 0 {
 		return 0
 	}
-	n := r.seen.Remove(keys)
+	n := r.Seen.Remove(keys)
 	drop := map[string]bool{}
 	for _, k := range keys {
 		drop[k] = true

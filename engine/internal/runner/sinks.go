@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -28,9 +28,9 @@ import (
 // pipeline's combined sink: "@<name>".
 func extraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }
 
-// splitSinkPath splits a combined output path into its sink's name ("" for
+// SplitSinkPath splits a combined output path into its sink's name ("" for
 // the root sink) and the path relative to that sink.
-func splitSinkPath(p string) (sink, rel string) {
+func SplitSinkPath(p string) (sink, rel string) {
 	if !strings.HasPrefix(p, manifest.ExtraSinkPrefix) {
 		return "", p
 	}
@@ -50,9 +50,9 @@ func checkSinks(p *spec.Pipeline) error {
 		if i > 0 && a.Sink.Type == spec.SinkIceberg {
 			return fmt.Errorf("sinks.%s: an iceberg sink must be the pipeline's first sink (one table per pipeline for now); move it first, or write this one as files", a.Name)
 		}
-		ua := strings.TrimSuffix(identityOf(a.Sink.URL), "/") + "/"
+		ua := strings.TrimSuffix(IdentityOf(a.Sink.URL), "/") + "/"
 		for _, b := range p.Sinks[:i] {
-			ub := strings.TrimSuffix(identityOf(b.Sink.URL), "/") + "/"
+			ub := strings.TrimSuffix(IdentityOf(b.Sink.URL), "/") + "/"
 			switch {
 			case ua == ub:
 				return fmt.Errorf("sinks.%s.url: the same location as sinks.%s (%s); give each sink its own url", a.Name, b.Name, store.Redact(a.Sink.URL))
@@ -74,7 +74,7 @@ type sinkMux struct {
 }
 
 func (m *sinkMux) route(key string) (store.Store, string, error) {
-	name, rel := splitSinkPath(key)
+	name, rel := SplitSinkPath(key)
 	if name == "" && !strings.HasPrefix(key, manifest.ExtraSinkPrefix) {
 		return m.root, key, nil
 	}
@@ -168,7 +168,7 @@ func (m *sinkMux) Close() error {
 // sinkURL returns the URL of the sink a combined output path belongs to
 // (its query dropped: connection settings) and the path relative to it.
 func sinkURL(p *spec.Pipeline, path string) (string, string, error) {
-	name, rel := splitSinkPath(path)
+	name, rel := SplitSinkPath(path)
 	url := p.Sink.URL
 	if len(p.Sinks) > 0 {
 		url = p.Sinks[0].Sink.URL
@@ -207,7 +207,7 @@ func OutputURLs(ctx context.Context, p *spec.Pipeline, sink string) ([]string, e
 	}
 	urls := make([]string, 0, len(outs))
 	for _, o := range outs {
-		name, _ := splitSinkPath(o)
+		name, _ := SplitSinkPath(o)
 		if sink != "" {
 			own := name == sink || name == "" && (len(p.Sinks) == 0 || p.Sinks[0].Name == sink)
 			if !own {

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -20,30 +20,30 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// runner holds one run's state between epochs. Its fields change in three
+// Runner holds one run's state between epochs. Its fields change in three
 // places only: start (from the run plan), beginWriting (the generation the
 // plan starts, once, before the first write) and apply (from a committed
 // epoch's edit).
-type runner struct {
-	p    *spec.Pipeline
-	opts *Options
-	log  *slog.Logger
-	st   *stores
-	c    *epoch.Committer
-	mem  memory.Allocator
-	dc   decideConfig
+type Runner struct {
+	P    *spec.Pipeline
+	Opts *Options
+	Log  *slog.Logger
+	St   *Stores
+	C    *epoch.Committer
+	Mem  memory.Allocator
+	Dc   DecideConfig
 
-	plan        *dataflow.Plan
+	Plan        *dataflow.Plan
 	head        *epoch.Head
 	gen         *manifest.Generation
-	parallelism int
-	k           int
-	graph       *graphState      // the stateful stages' subtasks and state (graphexec.go)
+	Parallelism int
+	K           int
+	Graph       *graphState      // the stateful stages' subtasks and state (graphexec.go)
 	sourceWM    map[string]int64 // the graph form: this epoch's watermark of each source
-	stageWM     map[string]int64 // replay: each stage's recorded watermark
+	StageWM     map[string]int64 // replay: each stage's recorded watermark
 	decodedAll  atomic.Int64     // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
-	seen        *epoch.SegLog
+	Seen        *epoch.SegLog
 	listing     *listing // how the source is listed (listing.go)
 	// recordListing: the run made a full listing (or forgot processed
 	// files) that the head does not record yet; an epoch commits it even
@@ -72,7 +72,7 @@ type runner struct {
 	mustCommit bool
 	// skipRead: the epoch marks its files read without reading them
 	// (start_from: latest on a new pipeline).
-	skipRead bool
+	SkipRead bool
 	// table is the Iceberg table of an iceberg sink (nil otherwise).
 	table *tableSink
 	// progressWaiting marks the progress report of a waiting trigger run.
@@ -84,9 +84,9 @@ type runner struct {
 	sizeOf  map[string]int64
 	changed map[string]int64
 	noted   map[string]bool
-	// captured maps source keys to the copies an epoch captured
+	// Captured maps source keys to the copies an epoch captured
 	// (source.capture), read when the source's file is gone (replay).
-	captured map[string]manifest.FileRef
+	Captured map[string]manifest.FileRef
 	// newGen is the generation the plan starts, not created yet (nil: none
 	// pending); beginWriting creates it before the first attempt writes.
 	// Until then gen is nil (no head) or the head's.
@@ -98,23 +98,15 @@ type runner struct {
 	claimed bool
 }
 
-func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*runner, error) {
-	r := &runner{p: p, opts: opts, log: log, st: st, mem: memory.DefaultAllocator, started: opts.now(), dc: newDecideConfig(p)}
-	if isGraph(p) {
-		r.dc.oooOf = map[string]time.Duration{}
-		r.dc.maxFilesOf = map[string]int{}
-		for _, ns := range p.Sources {
-			r.dc.oooOf[ns.Name] = ns.Source.Watermark.MaxOutOfOrderness
-			r.dc.maxFilesOf[ns.Name] = ns.Source.MaxFilesPerEpoch
-		}
-	}
-	r.c = epoch.NewCommitter(st.state, st.sink, p.Name, log)
-	r.c.Now = opts.Now
+func newRunner(p *spec.Pipeline, st *Stores, opts *Options, log *slog.Logger) (*Runner, error) {
+	r := &Runner{P: p, Opts: opts, Log: log, St: st, Mem: memory.DefaultAllocator, started: opts.now(), Dc: NewDecideConfig(p)}
+	r.C = epoch.NewCommitter(st.State, st.Sink, p.Name, log)
+	r.C.Now = opts.Now
 	var err error
-	if r.parallelism, r.k, err = parallelismOf(p, opts); err != nil {
+	if r.Parallelism, r.K, err = parallelismOf(p, opts); err != nil {
 		return nil, err
 	}
-	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.stateURL) // printed by the CLI
+	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.StateURL) // printed by the CLI
 	for _, sk := range dataflow.ExtraSinks(p) {
 		r.res.SinkURL += ", " + store.Redact(sk.Sink.URL)
 	}
@@ -123,8 +115,8 @@ func newRunner(p *spec.Pipeline, st *stores, opts *Options, log *slog.Logger) (*
 
 // keep is how many epochs retention keeps: the spec's retain_epochs, and
 // every epoch an Iceberg table has not yet published.
-func (r *runner) keep() int {
-	n := keepOf(r.p)
+func (r *Runner) keep() int {
+	n := KeepOf(r.P)
 	if r.table != nil && r.head != nil {
 		n = max(n, int(r.head.Epoch()-r.table.published)+1)
 	}
@@ -135,51 +127,51 @@ func (r *runner) keep() int {
 // written), claims the pipeline's identity, starts or continues the
 // generation, restores state and cleans orphans of dead attempts. It
 // returns the source listing the plan was made from.
-func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
+func (r *Runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	t0 := time.Now()
 	phase := func(name string) {
-		r.log.Debug("start phase", "phase", name, "elapsed", time.Since(t0))
+		r.Log.Debug("start phase", "phase", name, "elapsed", time.Since(t0))
 	}
-	head, err := r.c.Recover(ctx)
+	head, err := r.C.Recover(ctx)
 	if err != nil {
 		return nil, err
 	}
 	phase("recover")
-	rp, err := planRun(ctx, r.p, r.st, r.opts, head)
+	rp, err := PlanRun(ctx, r.P, r.St, r.Opts, head)
 	if err != nil {
 		return nil, err
 	}
-	defer rp.from.close()
-	if rp.refusal != nil {
-		return nil, rp.refusal
+	defer rp.From.Close()
+	if rp.Refusal != nil {
+		return nil, rp.Refusal
 	}
-	for _, w := range rp.identity.warnings {
-		r.log.Warn(w)
+	for _, w := range rp.Identity.Warnings {
+		r.Log.Warn(w)
 	}
-	r.head, r.plan, r.ident, r.listing = head, rp.plan, rp.identity, rp.listing
-	if rp.newGeneration {
+	r.head, r.Plan, r.ident, r.listing = head, rp.Plan, rp.Identity, rp.listing
+	if rp.NewGeneration {
 		// Started by beginWriting, when the first epoch is about to write:
 		// a run that commits nothing writes no generation.
 		rec := rp.generationRecord()
-		r.newGen, r.newGenReason = &rec, rp.reason
+		r.newGen, r.newGenReason = &rec, rp.Reason
 	} else {
 		r.gen = head.Generation
 		r.res.Generation = r.gen.Generation
 	}
-	if f := rp.from; f.kind == manifest.RestoreReset && head.Manifest != nil {
+	if f := rp.From; f.Kind == manifest.RestoreReset && head.Manifest != nil {
 		r.res.StateDropped = droppedState(head.Manifest)
 		for _, d := range r.res.StateDropped {
-			r.log.Warn("reset-state drops an operator's state", "operator", d.Operator, "base_rows", d.BaseRows, "delta_files", d.DeltaFiles, "epoch", head.Epoch())
+			r.Log.Warn("reset-state drops an operator's state", "operator", d.Operator, "base_rows", d.BaseRows, "delta_files", d.DeltaFiles, "epoch", head.Epoch())
 		}
 	}
-	if f := rp.from; f.kind != "" {
+	if f := rp.From; f.Kind != "" {
 		r.mustCommit = true
-		if f.manifest != nil {
-			r.epochFloor = f.manifest.Epoch + 1
+		if f.Manifest != nil {
+			r.epochFloor = f.Manifest.Epoch + 1
 		}
 	}
 	phase("plan")
-	if err := r.restore(ctx, rp); err != nil {
+	if err := r.Restore(ctx, rp); err != nil {
 		return nil, err
 	}
 	phase("restore")
@@ -188,23 +180,23 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	}
 	// The sinks are still this state's (a takeover may have come after
 	// planIdentity read the markers): only then clean them.
-	if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+	if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
 		return nil, err
 	}
-	if r.sides, err = r.c.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
+	if r.sides, err = r.C.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
-	if !r.listing.full {
+	if !r.listing.Full {
 		// Orphans in the state and the sinks wait for a run that lists the
 		// source in full (sweeping); side outputs were swept above.
 		phase("cleanup")
-		return rp.files, nil
+		return rp.Files, nil
 	}
 	// Sink cleanup judges outputs by the restored output log; while a
 	// restore is not committed the head's log is the truth, so it waits.
-	_, err = r.c.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.takeoverPending()))
+	_, err = r.C.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.takeoverPending()))
 	phase("cleanup")
-	return rp.files, err
+	return rp.Files, err
 }
 
 // Housekeeping listings (what only a listing finds: files of attempts that
@@ -220,19 +212,19 @@ func (r *runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 // run after its epoch was committed, within full_list_every; a committed
 // file never is.
 
-func (r *runner) sideDirs() []epoch.SideDir {
+func (r *Runner) sideDirs() []epoch.SideDir {
 	var out []epoch.SideDir
-	if r.st.rejected != nil {
-		out = append(out, epoch.SideDir{Name: "rejected_url", Store: r.st.rejected, Flat: true})
+	if r.St.Rejected != nil {
+		out = append(out, epoch.SideDir{Name: "rejected_url", Store: r.St.Rejected, Flat: true})
 	} else {
-		out = append(out, epoch.SideDir{Name: "sink " + rejectedDir, Store: r.st.sink, Prefix: rejectedDir + "/", Flat: true})
+		out = append(out, epoch.SideDir{Name: "sink " + rejectedDir, Store: r.St.Sink, Prefix: rejectedDir + "/", Flat: true})
 	}
-	if r.st.late != nil {
-		out = append(out, epoch.SideDir{Name: "late_url", Store: r.st.late, Flat: true})
+	if r.St.Late != nil {
+		out = append(out, epoch.SideDir{Name: "late_url", Store: r.St.Late, Flat: true})
 	}
-	if r.graph != nil {
-		for _, nd := range r.plan.Graph.Nodes {
-			if s := r.graph.late[nd.Name]; s != nil && s != r.st.late {
+	if r.Graph != nil {
+		for _, nd := range r.Plan.Graph.Nodes {
+			if s := r.Graph.late[nd.Name]; s != nil && s != r.St.Late {
 				out = append(out, epoch.SideDir{Name: "stages." + nd.Name + ".late_url", Store: s})
 			}
 		}
@@ -240,13 +232,13 @@ func (r *runner) sideDirs() []epoch.SideDir {
 	return out
 }
 
-func (r *runner) gcOptions(skipSink bool) epoch.GCOptions {
+func (r *Runner) gcOptions(skipSink bool) epoch.GCOptions {
 	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has, SidePrefixes: []string{rejectedDir + "/"}}
 }
 
-func (r *runner) run(ctx context.Context) (*Result, error) {
+func (r *Runner) run(ctx context.Context) (*Result, error) {
 	defer func() {
-		r.res.Requests = r.st.requests()
+		r.res.Requests = r.St.Requests()
 		r.res.StateRowsDecoded += r.decodedAll.Swap(0)
 		r.res.StateRowsSkipped += r.rowsNotDecoded()
 	}()
@@ -255,38 +247,38 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return &r.res, err
 	}
 	r.res.LastEpoch = r.head.Epoch()
-	if u := r.opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
+	if u := r.Opts.UntilEpoch; u > 0 && r.head.Epoch() >= u {
 		r.res.UntilReached = true
 	}
-	pend := r.dc.interleave(r.pendingOf(files))
+	pend := r.Dc.Interleave(r.pendingOf(files))
 	known := int64(len(pend))
 	r.warnAfterDrain(pend)
 	r.noteChanged(files)
-	if _, latest, _ := r.p.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
-		r.skipRead = true
+	if _, latest, _ := r.P.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
+		r.SkipRead = true
 		n, err := r.epoch(ctx, pend, pend, false, false)
-		r.skipRead = false
+		r.SkipRead = false
 		if err != nil {
 			return &r.res, err
 		}
-		r.log.Info("start_from: latest: files present at the start marked read without reading them", "files", n)
+		r.Log.Info("start_from: latest: files present at the start marked read without reading them", "files", n)
 		pend = pend[n:]
 	}
-	r.pf = newPrefetcher(ctx, r)
-	defer r.pf.stop()
+	r.pf = NewPrefetcher(ctx, r)
+	defer r.pf.Stop()
 	for {
-		if r.opts.UntilEpoch > 0 && r.head.Epoch() >= r.opts.UntilEpoch {
+		if r.Opts.UntilEpoch > 0 && r.head.Epoch() >= r.Opts.UntilEpoch {
 			break
 		}
 		if ctx.Err() != nil {
 			return &r.res, ctx.Err()
 		}
 		if r.stopping() {
-			r.log.Info("stop requested: stopping after the last committed epoch", "epoch", r.head.Epoch())
+			r.Log.Info("stop requested: stopping after the last committed epoch", "epoch", r.head.Epoch())
 			break
 		}
-		batch := r.dc.selectFiles(pend)
-		drainNow := len(batch) == 0 && r.opts.Drain && r.wm != math.MaxInt64
+		batch := r.Dc.SelectFiles(pend)
+		drainNow := len(batch) == 0 && r.Opts.Drain && r.wm != math.MaxInt64
 		if len(batch) == 0 && !drainNow && (r.mustCommit || r.recordListing) {
 			// Commit the restored state as it is (or the full listing).
 			if _, err := r.epoch(ctx, nil, pend, false, false); err != nil {
@@ -295,25 +287,25 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			continue
 		}
 		if len(batch) == 0 && !drainNow {
-			if r.opts.Trigger == 0 {
+			if r.Opts.Trigger == 0 {
 				break
 			}
 			r.waiting(known)
 			select {
 			case <-ctx.Done():
 				continue
-			case <-r.opts.Stop:
+			case <-r.Opts.Stop:
 				continue
-			case <-time.After(r.opts.Trigger):
+			case <-time.After(r.Opts.Trigger):
 			}
-			now := r.opts.now()
+			now := r.Opts.now()
 			if err := r.replanListing(ctx, now); err != nil {
 				return &r.res, err
 			}
-			if files, err = r.listing.list(ctx, r.p, r.st.source, now); err != nil {
+			if files, err = r.listing.List(ctx, r.P, r.St.Source, now); err != nil {
 				return &r.res, err
 			}
-			pend = r.dc.interleave(r.pendingOf(files))
+			pend = r.Dc.Interleave(r.pendingOf(files))
 			known = r.res.Files + int64(len(pend))
 			r.warnAfterDrain(pend)
 			r.noteChanged(files)
@@ -326,8 +318,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			}
 			continue
 		}
-		if r.opts.UntilEpoch == 0 || r.head.Epoch()+1 < r.opts.UntilEpoch {
-			r.pf.start(r.dc.selectFiles(pend[len(batch):])) // the next epoch's files, in the background
+		if r.Opts.UntilEpoch == 0 || r.head.Epoch()+1 < r.Opts.UntilEpoch {
+			r.pf.Start(r.Dc.SelectFiles(pend[len(batch):])) // the next epoch's files, in the background
 		}
 		consumed, err := r.epoch(ctx, batch, pend, drainNow, false)
 		if err != nil {
@@ -342,7 +334,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// Final cleanup of orphans of the epochs this run committed, if the
 	// sinks are still this state's.
 	if r.res.Epochs > 0 {
-		if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+		if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
 			return &r.res, err
 		}
 		r.retainEnd(ctx)
@@ -350,10 +342,10 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.maintainTable(ctx)
 	}
 	if r.newGen != nil {
-		r.log.Info("nothing to commit: no generation started (it takes effect with the first epoch a run with these options commits)",
-			"reason", r.newGenReason, "parallelism", r.parallelism)
-		if note := parallelismNote(r.p, r.opts); note != "" {
-			r.log.Info(note)
+		r.Log.Info("nothing to commit: no generation started (it takes effect with the first epoch a run with these options commits)",
+			"reason", r.newGenReason, "parallelism", r.Parallelism)
+		if note := ParallelismNote(r.P, r.Opts); note != "" {
+			r.Log.Info(note)
 		}
 	}
 	r.res.LastEpoch = r.head.Epoch()
@@ -368,26 +360,26 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 // they were; a run that fails after this point leaves the generation for
 // the next run of the same topology to adopt (StartGeneration), as a crash
 // would.
-func (r *runner) beginWriting(ctx context.Context) error {
+func (r *Runner) beginWriting(ctx context.Context) error {
 	if r.claimed {
 		return nil
 	}
 	if rec := r.newGen; rec != nil {
-		g, err := r.c.StartGeneration(ctx, r.head, *rec)
+		g, err := r.C.StartGeneration(ctx, r.head, *rec)
 		if err != nil {
 			return err
 		}
 		r.gen, r.newGen = g, nil
 		r.res.Generation = g.Generation
-		r.log.Info("new generation", "generation", g.Generation, "reason", r.newGenReason, "parallelism", r.parallelism)
+		r.Log.Info("new generation", "generation", g.Generation, "reason", r.newGenReason, "parallelism", r.Parallelism)
 		if err := r.table.reidentify(ctx, g.Identity); err != nil {
 			return err
 		}
 	}
-	if note := parallelismNote(r.p, r.opts); note != "" {
-		r.log.Warn(note)
+	if note := ParallelismNote(r.P, r.Opts); note != "" {
+		r.Log.Warn(note)
 	}
-	if err := r.ident.claimSink(ctx, r.st.sink, r.p.Name, r.gen.Identity, r.log); err != nil {
+	if err := r.ident.claimSink(ctx, r.St.Sink, r.P.Name, r.gen.Identity, r.Log); err != nil {
 		return err
 	}
 	r.claimed = true
@@ -396,16 +388,16 @@ func (r *runner) beginWriting(ctx context.Context) error {
 
 // writeIdentity is the identity the run writes under: its generation's, or the
 // one the generation it is about to start will record.
-func (r *runner) writeIdentity() *manifest.Identity {
+func (r *Runner) writeIdentity() *manifest.Identity {
 	if r.newGen != nil {
 		return r.newGen.Identity
 	}
 	return r.gen.Identity
 }
 
-// parallelismNote says, when --parallelism overrides state.parallelism,
+// ParallelismNote says, when --parallelism overrides state.parallelism,
 // that the override holds for one run only ("" otherwise).
-func parallelismNote(p *spec.Pipeline, opts *Options) string {
+func ParallelismNote(p *spec.Pipeline, opts *Options) string {
 	n := max(p.State.Parallelism, 1)
 	if opts.Parallelism <= 0 || opts.Parallelism == n {
 		return ""
@@ -419,13 +411,13 @@ func parallelismNote(p *spec.Pipeline, opts *Options) string {
 // returned: the epoch is committed either way.
 // It lists the state only while the run's current source listing is whole
 // (see start); otherwise it deletes what the manifest chain names.
-func (r *runner) retain(ctx context.Context, skipSink bool) {
+func (r *Runner) retain(ctx context.Context, skipSink bool) {
 	opts := r.gcOptions(skipSink)
-	opts.ChainOnly = r.listing != nil && !r.listing.full
+	opts.ChainOnly = r.listing != nil && !r.listing.Full
 	r.retainedAt, r.chainedAt = 0, 0
-	if _, err := r.c.Retain(ctx, r.head, opts); err != nil {
+	if _, err := r.C.Retain(ctx, r.head, opts); err != nil {
 		if !errors.Is(err, context.Canceled) {
-			r.log.Warn("retention failed; the next epoch tries again", "error", err)
+			r.Log.Warn("retention failed; the next epoch tries again", "error", err)
 		}
 		return
 	}
@@ -440,7 +432,7 @@ func (r *runner) retain(ctx context.Context, skipSink bool) {
 // source in full: with the sink, and the state root only if the head's
 // collection after its commit did not complete (one listing fewer per
 // run). After one that did not: the chain's, if the last one failed.
-func (r *runner) retainEnd(ctx context.Context) {
+func (r *Runner) retainEnd(ctx context.Context) {
 	opts := r.gcOptions(false)
 	if r.listing != nil && !r.listing.swept {
 		if r.chainedAt == r.head.Epoch() || r.retainedAt == r.head.Epoch() {
@@ -448,12 +440,12 @@ func (r *runner) retainEnd(ctx context.Context) {
 		}
 		opts.ChainOnly = true
 	} else if err := r.outputs.Complete(ctx); err != nil {
-		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+		r.Log.Warn("retention failed; the next epoch tries again", "error", err)
 		return
 	}
 	opts.SinkOnly = r.retainedAt != 0 && r.retainedAt == r.head.Epoch()
-	if _, err := r.c.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
-		r.log.Warn("retention failed; the next epoch tries again", "error", err)
+	if _, err := r.C.Retain(ctx, r.head, opts); err != nil && !errors.Is(err, context.Canceled) {
+		r.Log.Warn("retention failed; the next epoch tries again", "error", err)
 	}
 }
 
@@ -461,37 +453,37 @@ func (r *runner) retainEnd(ctx context.Context) {
 // savepoint restore, the side outputs (late and rejected rows) of the epochs
 // it abandoned, as the sink cleanup removed their outputs; a failure is
 // logged (the next run's start sweeps again).
-func (r *runner) sweepAbandoned(ctx context.Context) {
+func (r *Runner) sweepAbandoned(ctx context.Context) {
 	if rf := r.gen.RestoredFrom; rf == nil || rf.Kind != manifest.RestoreRollback && rf.Kind != manifest.RestoreSavepoint {
 		return
 	}
-	if _, err := r.c.SweepSideOutputs(ctx, r.head, r.keep(), r.sideDirs()); err != nil && !errors.Is(err, context.Canceled) {
-		r.log.Warn("side-output cleanup of abandoned epochs failed; the next run tries again", "error", err)
+	if _, err := r.C.SweepSideOutputs(ctx, r.head, r.keep(), r.sideDirs()); err != nil && !errors.Is(err, context.Canceled) {
+		r.Log.Warn("side-output cleanup of abandoned epochs failed; the next run tries again", "error", err)
 	}
 }
 
 // checkRejected enforces source.max_rejected_fraction: an epoch that
 // rejected more than that fraction of its rows fails before it commits,
 // naming the file with the most rejected rows.
-func (r *runner) checkRejected(in inputSummary) error {
-	limit := r.p.Source.MaxRejectedFraction
-	total := in.rows + int64(len(in.rejects))
-	if limit <= 0 || total == 0 || float64(len(in.rejects)) <= limit*float64(total) {
+func (r *Runner) checkRejected(in InputSummary) error {
+	limit := r.P.Source.MaxRejectedFraction
+	total := in.Rows + int64(len(in.Rejects))
+	if limit <= 0 || total == 0 || float64(len(in.Rejects)) <= limit*float64(total) {
 		return nil
 	}
 	byFile := map[string]int{}
 	worst := ""
-	for _, rj := range in.rejects {
+	for _, rj := range in.Rejects {
 		byFile[rj.File]++
 		if byFile[rj.File] > byFile[worst] {
 			worst = rj.File
 		}
 	}
 	return fmt.Errorf("source.max_rejected_fraction %g exceeded: %d of %d rows rejected in this epoch, most in %s (%d rows: %s); nothing was committed",
-		limit, len(in.rejects), total, worst, byFile[worst], firstReason(in.rejects, worst))
+		limit, len(in.Rejects), total, worst, byFile[worst], firstReason(in.Rejects, worst))
 }
 
-func firstReason(rs []rejectRecord, file string) string {
+func firstReason(rs []RejectRecord, file string) string {
 	for _, rj := range rs {
 		if rj.File == file {
 			return rj.Reason
@@ -503,62 +495,62 @@ func firstReason(rs []rejectRecord, file string) string {
 // noteChanged warns about processed input files whose size changed since
 // they were read (input files must be immutable: they are not read again);
 // the next epoch counts them (files_changed) and records the new size.
-func (r *runner) noteChanged(files []store.ObjectInfo) {
+func (r *Runner) noteChanged(files []store.ObjectInfo) {
 	for _, f := range files {
 		old, known := r.sizeOf[f.Key]
-		if !known || old == f.Size || !r.seen.Has(f.Key) || r.noted[f.Key] {
+		if !known || old == f.Size || !r.Seen.Has(f.Key) || r.noted[f.Key] {
 			continue
 		}
 		if r.changed == nil {
 			r.changed, r.noted = map[string]int64{}, map[string]bool{}
 		}
 		r.changed[f.Key], r.noted[f.Key] = f.Size, true
-		r.log.Warn("a processed input file changed after it was read; it is not read again (input files must be immutable: write a new file; `floe reprocess --files` reads it again)",
+		r.Log.Warn("a processed input file changed after it was read; it is not read again (input files must be immutable: write a new file; `floe reprocess --files` reads it again)",
 			"file", f.Key, "size_then", old, "size_now", f.Size)
 	}
 }
 
 // warnAfterDrain says so when input arrives for a pipeline whose input was
 // ended with --drain: every window was emitted, so the new rows are late.
-func (r *runner) warnAfterDrain(pend []store.ObjectInfo) {
+func (r *Runner) warnAfterDrain(pend []store.ObjectInfo) {
 	if r.wm == math.MaxInt64 && len(pend) > 0 {
 		late := "they are dropped (set source.late_url to keep them)"
-		if r.p.Source.LateURL != "" {
+		if r.P.Source.LateURL != "" {
 			late = "they go to source.late_url"
 		}
-		r.log.Warn("new input after --drain: every window was emitted, so the rows of these files count as late; "+late+
+		r.Log.Warn("new input after --drain: every window was emitted, so the rows of these files count as late; "+late+
 			" (floe rollback --to-epoch or a savepoint taken before the drain reopens the windows)", "files", len(pend), "first", pend[0].Key)
 	}
 }
 
 // stopping reports whether Options.Stop was closed.
-func (r *runner) stopping() bool {
+func (r *Runner) stopping() bool {
 	select {
-	case <-r.opts.Stop:
+	case <-r.Opts.Stop:
 		return true
 	default:
 		return false
 	}
 }
 
-func (r *runner) progress(known int64) {
-	if r.opts.Progress == nil {
+func (r *Runner) progress(known int64) {
+	if r.Opts.Progress == nil {
 		return
 	}
 	pr := Progress{Epoch: r.head.Epoch(), FilesDone: r.res.Files, FilesPending: known, Waiting: r.progressWaiting,
-		RowsDone: r.res.Rows, Watermark: r.wm, Started: r.started, Counters: r.counters, Requests: r.st.requests()}
+		RowsDone: r.res.Rows, Watermark: r.wm, Started: r.started, Counters: r.counters, Requests: r.St.Requests()}
 	if r.gen != nil {
 		pr.Generation = r.gen.Generation
 	}
 	if m := r.head.Manifest; m != nil {
 		pr.CommittedAt = m.CreatedAt
 	}
-	r.opts.Progress(pr)
+	r.Opts.Progress(pr)
 }
 
 // waiting reports a caught-up --trigger run to the progress callback.
-func (r *runner) waiting(known int64) {
-	if r.opts.Progress == nil {
+func (r *Runner) waiting(known int64) {
+	if r.Opts.Progress == nil {
 		return
 	}
 	r.progressWaiting = true
@@ -566,26 +558,26 @@ func (r *runner) waiting(known int64) {
 	r.progressWaiting = false
 }
 
-// inputSummary is what an epoch's decoded files add up to.
-type inputSummary struct {
-	rows, filtered int64
-	rejects        []rejectRecord
-	obs            []fileObs
+// InputSummary is what an epoch's decoded files add up to.
+type InputSummary struct {
+	Rows, Filtered int64
+	Rejects        []RejectRecord
+	Obs            []FileObs
 	wholeFiles     int64 // files no row of which was accepted
 }
 
-func summarize(results []*fileResult) inputSummary {
-	var in inputSummary
+func Summarize(results []*fileResult) InputSummary {
+	var in InputSummary
 	for _, res := range results {
-		in.rows += res.rows
-		in.filtered += res.filtered
+		in.Rows += res.rows
+		in.Filtered += res.filtered
 		for _, rj := range res.rejects {
-			in.rejects = append(in.rejects, rejectRecord{Reject: rj, WholeFile: res.wholeFile})
+			in.Rejects = append(in.Rejects, RejectRecord{Reject: rj, WholeFile: res.wholeFile})
 		}
 		if res.wholeFile {
 			in.wholeFiles++
 		}
-		in.obs = append(in.obs, fileObs{key: res.key, maxTS: res.maxTS})
+		in.Obs = append(in.Obs, FileObs{Key: res.key, MaxTS: res.maxTS})
 	}
 	return in
 }
@@ -595,12 +587,12 @@ func summarize(results []*fileResult) inputSummary {
 // (operators, writes), edit, commit, apply. drain advances the watermark to
 // +inf; idle commits only if the watermark moved. It returns how many of
 // files the epoch took (fewer than offered when max_rows_per_epoch cut it).
-func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drain, idle bool) (int, error) {
-	now := r.opts.now()
+func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drain, idle bool) (int, error) {
+	now := r.Opts.now()
 	t0 := time.Now()
-	req0 := r.st.requests()
+	req0 := r.St.Requests()
 	phase := func(name string) {
-		r.log.Debug("epoch phase", "phase", name, "elapsed", time.Since(t0))
+		r.Log.Debug("epoch phase", "phase", name, "elapsed", time.Since(t0))
 	}
 	results, err := r.decodeForCommit(ctx, files, pend)
 	if err != nil {
@@ -608,21 +600,21 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	phase("decode")
 	files = files[:len(results)]
-	in := summarize(results)
+	in := Summarize(results)
 	if err := r.checkRejected(in); err != nil {
 		return 0, err
 	}
-	d := r.dc.decide(r.inputs, r.wm, in.obs, now, pend, len(files), drain, idle)
-	if !d.commit {
+	d := r.Dc.Decide(r.inputs, r.wm, in.Obs, now, pend, len(files), drain, idle)
+	if !d.Commit {
 		return 0, nil
 	}
 	if err := r.lookupsFor(ctx, results); err != nil {
 		return 0, err
 	}
-	if !r.plan.Graph.Linear {
-		r.sourceWM = r.dc.inputWatermarks(d.inputs, r.wm, now, pend, len(files), drain, r.plan.Graph.SourceNames())
+	if !r.Plan.Graph.Linear {
+		r.sourceWM = r.Dc.inputWatermarks(d.Inputs, r.wm, now, pend, len(files), drain, r.Plan.Graph.SourceNames())
 	}
-	out, err := r.process(ctx, results, d.watermark)
+	out, err := r.Process(ctx, results, d.Watermark)
 	if err != nil {
 		return 0, err
 	}
@@ -630,14 +622,14 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	// Another state may have taken the sinks over since the last epoch
 	// (a --trigger worker of a moved pipeline's old state): stop before
 	// writing, and before this epoch's side-output cleanup.
-	if err := r.ident.checkOwner(ctx, r.st.sink); err != nil {
+	if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
 		return 0, err
 	}
 	att, err := r.attemptFor(ctx, results)
 	if err != nil {
 		return 0, err
 	}
-	w, err := r.write(ctx, att, out, in.rejects, files)
+	w, err := r.write(ctx, att, out, in.Rejects, files)
 	if err != nil {
 		return 0, err
 	}
@@ -658,8 +650,8 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		frontier = r.listing.next(nil)
 	}
 	r.listing.record(m, frontier)
-	req := r.st.requests().Sub(req0)
-	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)),
+	req := r.St.Requests().Sub(req0)
+	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.Rows + int64(len(in.Rejects)),
 		Gets: req.Requests.Get, Puts: req.Requests.Put, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
 	for _, f := range files {
 		m.Stats.BytesIn += f.Size
@@ -687,26 +679,26 @@ func (r *runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
 	}
 	if err := r.sides.Settle(ctx, m); err != nil {
-		r.log.Warn("side-output cleanup failed; the next run tries again", "error", err)
+		r.Log.Warn("side-output cleanup failed; the next run tries again", "error", err)
 	}
 	r.retain(ctx, true)
 	// The line says what the manifest records (floe history and status show
 	// the same figures: one definition), and then what the commit itself
 	// and the cleanup after it cost, which no manifest can record.
-	st, total := m.Stats, r.st.requests().Sub(req0).Requests
-	r.log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", st.FilesIn,
-		"rows_in", st.RowsIn, "rows_out", w.rowsOut, "late", out.late, "rejected", len(in.rejects), "watermark", fmtWM(d.watermark),
+	st, total := m.Stats, r.St.Requests().Sub(req0).Requests
+	r.Log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "files", st.FilesIn,
+		"rows_in", st.RowsIn, "rows_out", w.rowsOut, "late", out.Late, "rejected", len(in.Rejects), "watermark", FmtWM(d.Watermark),
 		"duration", (time.Duration(st.DurationMs) * time.Millisecond).String(), "bytes_in", st.BytesIn, "bytes_written", st.BytesWritten,
 		"gets", st.Gets, "puts", st.Puts, "lists", st.Lists, "deletes", st.Deletes, "retries", st.Retries,
 		"commit_gets", total.Get-st.Gets, "commit_puts", total.Put-st.Puts, "commit_lists", total.List-st.Lists, "commit_deletes", total.Delete-st.Deletes)
-	if msg := rejecting(in.rows+int64(len(in.rejects)), int64(len(in.rejects)), rejectedWhere(r.p)); msg != "" {
-		r.log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
+	if msg := Rejecting(in.Rows+int64(len(in.Rejects)), int64(len(in.Rejects)), RejectedWhere(r.P)); msg != "" {
+		r.Log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
 	}
 	return len(files), nil
 }
 
-// fmtWM renders a watermark in microseconds for people.
-func fmtWM(wm int64) string {
+// FmtWM renders a watermark in microseconds for people.
+func FmtWM(wm int64) string {
 	switch wm {
 	case math.MinInt64:
 		return "none"
@@ -717,4 +709,4 @@ func fmtWM(wm int64) string {
 }
 
 // FormatWatermark renders a watermark in microseconds for people.
-func FormatWatermark(wm int64) string { return fmtWM(wm) }
+func FormatWatermark(wm int64) string { return FmtWM(wm) }

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"bytes"
@@ -10,16 +10,16 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// rejectRecord is one line of a rejected-rows file: the row's file, line,
+// RejectRecord is one line of a rejected-rows file: the row's file, line,
 // reason and raw text, and whole_file when no row of that file was accepted
 // (every row rejected, or the file undecodable: then line is 0). `floe
 // reprocess --rejected` reads such files again.
-type rejectRecord struct {
+type RejectRecord struct {
 	formats.Reject
 	WholeFile bool `json:"whole_file,omitempty"`
 }
 
-func encodeRejects(rs []rejectRecord) ([]byte, error) {
+func EncodeRejects(rs []RejectRecord) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -31,11 +31,11 @@ func encodeRejects(rs []rejectRecord) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decodeRejects(data []byte) ([]rejectRecord, error) {
-	var out []rejectRecord
+func DecodeRejects(data []byte) ([]RejectRecord, error) {
+	var out []RejectRecord
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for dec.More() {
-		var r rejectRecord
+		var r RejectRecord
 		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("decode rejects: %w", err)
 		}
@@ -44,9 +44,9 @@ func decodeRejects(data []byte) ([]rejectRecord, error) {
 	return out, nil
 }
 
-// rejecting says, for people, that an epoch rejected a large share of its
+// Rejecting says, for people, that an epoch rejected a large share of its
 // rows, or "" when it did not.
-func rejecting(in, rejected int64, where string) string {
+func Rejecting(in, rejected int64, where string) string {
 	if in <= 0 || float64(rejected) < RejectingFraction*float64(in) {
 		return ""
 	}
@@ -54,12 +54,12 @@ func rejecting(in, rejected int64, where string) string {
 		100*float64(rejected)/float64(in), rejected, in, where)
 }
 
-// rejectedWhere names where p's rejected rows go.
-func rejectedWhere(p *spec.Pipeline) string {
+// RejectedWhere names where p's rejected rows go.
+func RejectedWhere(p *spec.Pipeline) string {
 	if u := p.Source.RejectedURL; u != "" {
 		return store.Redact(u)
 	}
-	return identityOf(p.Sink.URL) + "/" + rejectedDir + "/"
+	return IdentityOf(p.Sink.URL) + "/" + rejectedDir + "/"
 }
 
 // RejectingFraction is the share of an epoch's rows whose rejection makes

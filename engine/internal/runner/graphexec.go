@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 
 // graphState is the runtime state of a graph pipeline's stateful stages.
 type graphState struct {
-	subs  map[string][]operators.Stateful // per stateful stage, per subtask
-	state map[string][]subState           // per stateful stage, per subtask: committed base and deltas
+	Subs  map[string][]operators.Stateful // per stateful stage, per subtask
+	state map[string][]SubState           // per stateful stage, per subtask: committed base and deltas
 	late  map[string]store.Store          // per stage with a late_url
 	// pending is, per stage restored on demand (a window), per subtask,
 	// its restored state not decoded yet (lazyrestore.go).
@@ -32,35 +32,35 @@ type graphState struct {
 
 // graphOut is what a graph epoch produced besides the sink's rows.
 type graphOut struct {
-	late    map[string][][]arrow.RecordBatch // per stage and input ("stage" or "stage/input"), per subtask
+	Late    map[string][][]arrow.RecordBatch // per stage and input ("stage" or "stage/input"), per subtask
 	changed map[string][]bool                // per stateful stage, per subtask
 }
 
-// restoreGraph restores every stateful stage's subtasks from the plan's
+// RestoreGraph restores every stateful stage's subtasks from the plan's
 // head (base files then deltas, by key-group range): a window stage on
 // demand (lazyrestore.go), its state migrated to the stage's layout when
 // the plan evolved it (rp.stages); the other stages eagerly.
-func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
-	gp := r.plan.Graph
-	gs := &graphState{subs: map[string][]operators.Stateful{}, state: map[string][]subState{}, late: map[string]store.Store{},
+func (r *Runner) RestoreGraph(ctx context.Context, rp *RunPlan) error {
+	gp := r.Plan.Graph
+	gs := &graphState{Subs: map[string][]operators.Stateful{}, state: map[string][]SubState{}, late: map[string]store.Store{},
 		pending: map[string][]*pendingState{}}
-	r.graph = gs
-	from := rp.from
+	r.Graph = gs
+	from := rp.From
 	var m *manifest.Manifest
-	if from != nil && from.kind != manifest.RestoreReset {
-		m = from.manifest
+	if from != nil && from.Kind != manifest.RestoreReset {
+		m = from.Manifest
 	}
 	for _, n := range gp.State {
-		srs, emitted, nParent := restoreSources(m, n.Name, r.parallelism, r.k)
+		srs, emitted, nParent := RestoreSources(m, n.Name, r.Parallelism, r.K)
 		var ev *operators.Evolution
 		var chain []dataflow.StateMigration
-		if mig := rp.stages[n.Name]; mig != nil {
+		if mig := rp.Stages[n.Name]; mig != nil {
 			ev, chain = mig.Ev, mig.Chain
 		}
-		share := rp.share && nParent == r.parallelism && (ev == nil || ev.SameLayout()) && chain == nil
-		subs := make([]operators.Stateful, r.parallelism)
-		states := make([]subState, r.parallelism)
-		pend := make([]*pendingState, r.parallelism)
+		share := rp.share && nParent == r.Parallelism && (ev == nil || ev.SameLayout()) && chain == nil
+		subs := make([]operators.Stateful, r.Parallelism)
+		states := make([]SubState, r.Parallelism)
+		pend := make([]*pendingState, r.Parallelism)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for s, sr := range srs {
@@ -69,7 +69,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 				if err != nil {
 					return err
 				}
-				op.SetAllocator(r.mem)
+				op.SetAllocator(r.Mem)
 				if onDemand(op) {
 					ps, err := r.restoreOnDemand(gctx, from, op, s, sr, emitted, ev, chain)
 					if err != nil {
@@ -79,10 +79,10 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev != nil && !ev.SameLayout() || chain != nil); err != nil {
 					return err
 				}
-				if share && len(sr.files) == 1 {
-					st := subState{base: from.ref(sr.files[0])}
+				if share && len(sr.Files) == 1 {
+					st := SubState{Base: from.ref(sr.Files[0])}
 					for _, d := range sr.deltas {
-						st.deltas = append(st.deltas, from.ref(d))
+						st.Deltas = append(st.Deltas, from.ref(d))
 					}
 					states[s] = st
 				}
@@ -93,7 +93,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		gs.subs[n.Name], gs.state[n.Name] = subs, states
+		gs.Subs[n.Name], gs.state[n.Name] = subs, states
 		if anyPending(pend) {
 			gs.pending[n.Name] = pend
 		}
@@ -102,8 +102,8 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 		if n.LateURL == "" {
 			continue
 		}
-		if gp.Linear && r.st.late != nil {
-			gs.late[n.Name] = r.st.late // source.late_url, opened with the sources
+		if gp.Linear && r.St.Late != nil {
+			gs.late[n.Name] = r.St.Late // source.late_url, opened with the sources
 			continue
 		}
 		s, err := r.openSide(ctx, "late", "stages."+n.Name+".late_url", n.LateURL)
@@ -117,7 +117,7 @@ func (r *runner) restoreGraph(ctx context.Context, rp *runPlan) error {
 
 // restoreWhole restores subtask s of a stage that cannot restore on demand
 // (op, fresh): its base rows, then its deltas in order.
-func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *dataflow.Node, op operators.Stateful, s int, sr subtaskRestore, emitted int64, migrates bool) error {
+func (r *Runner) restoreWhole(ctx context.Context, from *RestoreSource, n *dataflow.Node, op operators.Stateful, s int, sr SubtaskRestore, emitted int64, migrates bool) error {
 	if migrates {
 		return fmt.Errorf("stage %s: its state layout evolves, but only a window's state can be migrated (internal error)", n.Name)
 	}
@@ -129,15 +129,15 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *dataf
 		return recs, nil
 	}
 	var base []arrow.RecordBatch
-	for _, f := range sr.files {
+	for _, f := range sr.Files {
 		recs, err := read(f)
 		if err != nil {
 			return err
 		}
 		base = append(base, recs...)
 	}
-	err := op.Restore(base, sr.lo, sr.hi, emitted)
-	releaseBatches(base)
+	err := op.Restore(base, sr.Lo, sr.Hi, emitted)
+	ReleaseBatches(base)
 	if err != nil {
 		return fmt.Errorf("stage %s: restore subtask %d: %w", n.Name, s, err)
 	}
@@ -146,8 +146,8 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *dataf
 		if err != nil {
 			return err
 		}
-		err = applyDelta(op, d.Kind, recs, sr.lo, sr.hi)
-		releaseBatches(recs)
+		err = applyDelta(op, d.Kind, recs, sr.Lo, sr.Hi)
+		ReleaseBatches(recs)
 		if err != nil {
 			return fmt.Errorf("stage %s: restore subtask %d: delta %s: %w", n.Name, s, d.Path, err)
 		}
@@ -162,14 +162,14 @@ func (r *runner) restoreWhole(ctx context.Context, from *restoreSource, n *dataf
 // stages after a keyed stage run per subtask and its sink writes one file
 // per subtask (the linear form's splitting); rows from the sources are
 // subtask 0's.
-func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
 	if out := r.streamedGraph(results); out != nil {
 		return out, nil // a graph without a keyed stage wrote its rows while decoding (graphstream.go)
 	}
-	gp := r.plan.Graph
-	n := r.parallelism
-	out := &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
-		graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}}
+	gp := r.Plan.Graph
+	n := r.Parallelism
+	out := &processed{Out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
+		Graph: &graphOut{Late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}}
 	rows := map[*dataflow.Node][][]arrow.RecordBatch{} // per node, per subtask
 	of := func(nd *dataflow.Node) [][]arrow.RecordBatch {
 		if rows[nd] == nil {
@@ -207,7 +207,7 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			}
 		case nd.Stateful:
 			swm := nd.InputWatermark(wm, r.sourceWM)
-			if v, ok := r.stageWM[nd.Name]; ok {
+			if v, ok := r.StageWM[nd.Name]; ok {
 				swm = v // a replay: the watermark the stage recorded
 			}
 			in := map[*dataflow.Node][]arrow.RecordBatch{}
@@ -223,7 +223,7 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if nd.FeedsKeyed {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
-				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.mem)
+				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.Mem)
 				if err != nil {
 					return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 				}
@@ -236,9 +236,9 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				}
 			}
 			for k, v := range late {
-				out.graph.late[k] = v
+				out.Graph.Late[k] = v
 			}
-			out.graph.changed[nd.Name] = changed
+			out.Graph.changed[nd.Name] = changed
 			lateN += nLate
 			if nd.Kind == "window" {
 				winN += emitted
@@ -246,13 +246,13 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 		}
 	}
 	for s, bs := range of(gp.Sink) {
-		out.out[s] = bs
+		out.Out[s] = bs
 		out.outRows[s] = countRows(bs)
 	}
 	for _, nd := range gp.Extra {
-		out.extra = append(out.extra, of(nd))
+		out.Extra = append(out.Extra, of(nd))
 	}
-	out.late, out.windows = lateN, winN
+	out.Late, out.Windows = lateN, winN
 	return out, nil
 }
 
@@ -260,15 +260,15 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 // group, processes them in parallel and advances every subtask to wm. It
 // returns each subtask's emitted rows, the late rows by side-output key,
 // which subtasks changed, and counts.
-func (r *runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, wm int64) (
+func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, wm int64) (
 	[][]arrow.RecordBatch, map[string][][]arrow.RecordBatch, []bool, int64, int64, error) {
-	p := r.parallelism
-	subs := r.graph.subs[nd.Name]
+	p := r.Parallelism
+	subs := r.Graph.Subs[nd.Name]
 	// sels[i][j][s]: input i, batch j, subtask s.
 	sels := make([][][][]int32, len(nd.Ins))
 	for i, in := range nd.Ins {
 		for _, b := range rows[in] {
-			sel, err := operators.PartitionIndices(b, nd.KeyCols[i], p, r.k)
+			sel, err := operators.PartitionIndices(b, nd.KeyCols[i], p, r.K)
 			if err != nil {
 				return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.Name, err)
 			}
@@ -352,14 +352,14 @@ func countSub(bs [][]arrow.RecordBatch) int64 {
 
 // writeGraph writes a graph epoch's late rows (to each stage's late_url)
 // and the changed state of every stateful stage, into w.
-func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *processed, w *written) error {
-	gp, gs := r.plan.Graph, r.graph
-	w.graph = map[string][]subState{}
+func (r *Runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *processed, w *written) error {
+	gp, gs := r.Plan.Graph, r.Graph
+	w.graph = map[string][]SubState{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4 * runtime.GOMAXPROCS(0))
-	for key, bySub := range out.graph.late {
-		stageName, dir, _ := cutLast(key)
+	for key, bySub := range out.Graph.Late {
+		stageName, dir, _ := CutLast(key)
 		st := gs.late[stageName]
 		if st == nil {
 			continue // counted only
@@ -374,7 +374,7 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 				continue
 			}
 			g.Go(func() error {
-				data, err := formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem})
+				data, err := formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.Mem})
 				if err != nil {
 					return err
 				}
@@ -392,12 +392,12 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		}
 	}
 	for _, nd := range gp.State {
-		states := append([]subState(nil), gs.state[nd.Name]...)
+		states := append([]SubState(nil), gs.state[nd.Name]...)
 		w.graph[nd.Name] = states
-		changed := out.graph.changed[nd.Name]
-		subs, pend := gs.subs[nd.Name], gs.pending[nd.Name]
-		writes := func(s int) bool { return changed != nil && changed[s] || states[s].base.Path == "" }
-		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+		changed := out.Graph.changed[nd.Name]
+		subs, pend := gs.Subs[nd.Name], gs.pending[nd.Name]
+		writes := func(s int) bool { return changed != nil && changed[s] || states[s].Base.Path == "" }
+		full := CompactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
 		for s, op := range subs {
 			if !writes(s) {
 				continue
@@ -424,8 +424,8 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 	return nil
 }
 
-// cutLast splits "stage/input" into its parts ("stage", "" without input).
-func cutLast(key string) (string, string, bool) {
+// CutLast splits "stage/input" into its parts ("stage", "" without input).
+func CutLast(key string) (string, string, bool) {
 	for i := len(key) - 1; i >= 0; i-- {
 		if key[i] == '/' {
 			return key[:i], key[i+1:], true
@@ -435,19 +435,19 @@ func cutLast(key string) (string, string, bool) {
 }
 
 // graphOperators returns the manifest's operator states of a graph epoch.
-func (r *runner) graphOperators(e *epochEdit) []manifest.OperatorState {
+func (r *Runner) graphOperators(e *epochEdit) []manifest.OperatorState {
 	var ops []manifest.OperatorState
-	for _, nd := range r.plan.Graph.State {
+	for _, nd := range r.Plan.Graph.State {
 		// A stage's own watermark (the pipeline's minus the delays before
 		// it) is what its restore must start from.
 		emitted := int64(manifest.NoWatermark)
-		for _, op := range r.graph.subs[nd.Name] {
+		for _, op := range r.Graph.Subs[nd.Name] {
 			emitted = max(emitted, op.Watermark())
 		}
 		os := manifest.OperatorState{ID: nd.Name, EmittedThrough: emitted}
 		for _, st := range e.out.graph[nd.Name] {
-			os.Files = append(os.Files, st.base)
-			os.Deltas = append(os.Deltas, st.deltas...)
+			os.Files = append(os.Files, st.Base)
+			os.Deltas = append(os.Deltas, st.Deltas...)
 		}
 		ops = append(ops, os)
 	}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 
 const inlineSeenMax = 512
 
-// newSeenLog is the processed-file set: up to inlineSeenMax names inline in
+// NewSeenLog is the processed-file set: up to inlineSeenMax names inline in
 // the manifest, then segments; every name read back is checked.
-func newSeenLog() *epoch.SegLog {
+func NewSeenLog() *epoch.SegLog {
 	l := epoch.NewSegLog("seen", inlineSeenMax)
 	l.Check = manifest.ValidateSourceKey
 	return l
@@ -46,64 +46,64 @@ func splitSize(e string) (string, int64, bool) {
 
 func sizeEntry(key string, size int64) string { return key + "\x00" + strconv.FormatInt(size, 10) }
 
-// newOutputLog is the committed-output log: sink-relative paths, checked
+// NewOutputLog is the committed-output log: sink-relative paths, checked
 // on read so an edited log can never name a file outside the sink.
-func newOutputLog() *epoch.SegLog {
+func NewOutputLog() *epoch.SegLog {
 	l := epoch.NewSegLog("outputs", 0)
 	l.Check = func(p string) error { return manifest.ValidateRef(p, false) }
 	return l
 }
 
-// restore loads source offsets, counters, watermark and keyed state from the
+// Restore loads source offsets, counters, watermark and keyed state from the
 // plan's head, re-partitioning state by key-group range when the
 // parallelism changed. It reads only.
-func (r *runner) restore(ctx context.Context, rp *runPlan) error {
-	r.seen = newSeenLog()
+func (r *Runner) Restore(ctx context.Context, rp *RunPlan) error {
+	r.Seen = NewSeenLog()
 	r.sizes, r.sizeOf = newSizeLog(), map[string]int64{}
-	r.outputs = newOutputLog()
+	r.outputs = NewOutputLog()
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
-	from := rp.from
+	from := rp.From
 	after, partial := r.listing.partialLoad(from)
-	r.seen.Ranged, r.sizes.Ranged = r.listing.isOrdered(), r.listing.isOrdered()
-	if m := from.manifest; m != nil && partial {
+	r.Seen.Ranged, r.sizes.Ranged = r.listing.isOrdered(), r.listing.isOrdered()
+	if m := from.Manifest; m != nil && partial {
 		// A run listing after the frontier (listing.go): the parts of
 		// the logs it can need.
-		if err := r.seen.LoadAfter(ctx, from.store, m.Source.Inline, m.Source.Segments, after); err != nil {
+		if err := r.Seen.LoadAfter(ctx, from.Store, m.Source.Inline, m.Source.Segments, after); err != nil {
 			return err
 		}
-		if err := r.outputs.LoadLazy(ctx, from.store, nil, m.OutputLog); err != nil {
+		if err := r.outputs.LoadLazy(ctx, from.Store, nil, m.OutputLog); err != nil {
 			return err
 		}
-		if err := r.sizes.LoadAfter(ctx, from.store, m.Source.SizesInline, m.Source.SizeSegments, after); err != nil {
+		if err := r.sizes.LoadAfter(ctx, from.Store, m.Source.SizesInline, m.Source.SizeSegments, after); err != nil {
 			return err
 		}
 	} else if m != nil {
-		if err := r.seen.LoadFrom(ctx, from.store, m.Source.Inline, m.Source.Segments, from.prefix); err != nil {
+		if err := r.Seen.LoadFrom(ctx, from.Store, m.Source.Inline, m.Source.Segments, from.prefix); err != nil {
 			return err
 		}
-		if err := r.outputs.LoadFrom(ctx, from.store, nil, m.OutputLog, from.prefix); err != nil {
+		if err := r.outputs.LoadFrom(ctx, from.Store, nil, m.OutputLog, from.prefix); err != nil {
 			return err
 		}
-		if !from.shared {
-			r.seen.Rebase()
+		if !from.Shared {
+			r.Seen.Rebase()
 			r.outputs.Rebase()
 		}
-		if err := r.sizes.LoadFrom(ctx, from.store, m.Source.SizesInline, m.Source.SizeSegments, from.prefix); err != nil {
+		if err := r.sizes.LoadFrom(ctx, from.Store, m.Source.SizesInline, m.Source.SizeSegments, from.prefix); err != nil {
 			return err
 		}
-		if !from.shared {
+		if !from.Shared {
 			r.sizes.Rebase()
 		}
 	}
-	if m := from.manifest; m != nil {
+	if m := from.Manifest; m != nil {
 		for _, e := range r.sizes.Entries() {
 			if k, n, ok := splitSize(e); ok {
 				r.sizeOf[k] = n
 			}
 		}
-		if n := r.seen.Remove(from.forget); n > 0 {
-			r.log.Info("reprocess: these input files will be read again", "files", n)
+		if n := r.Seen.Remove(from.Forget); n > 0 {
+			r.Log.Info("reprocess: these input files will be read again", "files", n)
 		}
 		for k, v := range m.Source.Inputs {
 			r.inputs[k] = v
@@ -111,10 +111,10 @@ func (r *runner) restore(ctx context.Context, rp *runPlan) error {
 		r.counters = m.Counters
 		r.wm = m.Watermark
 	}
-	r.ranges = make([][2]int, r.parallelism)
+	r.ranges = make([][2]int, r.Parallelism)
 	for s := range r.ranges {
-		lo, hi := keygroup.Range(s, r.parallelism, r.k)
+		lo, hi := keygroup.Range(s, r.Parallelism, r.K)
 		r.ranges[s] = [2]int{lo, hi}
 	}
-	return r.restoreGraph(ctx, rp)
+	return r.RestoreGraph(ctx, rp)
 }

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -51,7 +51,7 @@ import (
 
 // stateRowGroupRows is the row-group size of state files: the granularity
 // of restore on demand (a variable for tests).
-var stateRowGroupRows int64 = 16 << 10
+var StateRowGroupRows int64 = 16 << 10
 
 // pendingState is the part of one subtask's restored state not decoded yet.
 type pendingState struct {
@@ -88,7 +88,7 @@ type pendingDelta struct {
 
 func (ps *pendingState) release() {
 	for _, d := range ps.deltas {
-		releaseBatches(d.recs)
+		ReleaseBatches(d.recs)
 	}
 	ps.deltas, ps.units = nil, nil
 }
@@ -168,7 +168,7 @@ func (ps *pendingState) wantDue(want []bool, wm int64) bool {
 // into w: their base rows (the row groups that hold them are decoded, only
 // the wanted key groups' rows kept), then every delta's rows of those key
 // groups in order. It returns the base rows restored.
-func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runner, s int, want []bool) (int64, error) {
+func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *Runner, s int, want []bool) (int64, error) {
 	for _, u := range ps.units {
 		if !u.known {
 			// No statistics to select by: load everything at once.
@@ -205,7 +205,7 @@ func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runne
 	// sliced to the wanted key groups' rows (state rows are sorted by key
 	// group, so each is one run of rows: slicing copies nothing).
 	var batches, slices []arrow.RecordBatch
-	defer func() { releaseBatches(batches); releaseBatches(slices) }()
+	defer func() { ReleaseBatches(batches); ReleaseBatches(slices) }()
 	var groups []int
 	for i := 0; i < len(ps.units); {
 		j := i
@@ -216,7 +216,7 @@ func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runne
 			}
 		}
 		if len(groups) > 0 {
-			recs, err := formats.ReadParquetRowGroups(ps.units[i].data, r.mem, groups)
+			recs, err := formats.ReadParquetRowGroups(ps.units[i].data, r.Mem, groups)
 			if err != nil {
 				return 0, fmt.Errorf("restore subtask %d: %s: %w", s, ps.units[i].path, err)
 			}
@@ -302,7 +302,7 @@ func (ps *pendingState) load(ctx context.Context, w operators.Stateful, r *runne
 // RestoreWatermark when the layout evolves), the deltas are decoded and
 // migrated to op's layout, the base files only registered by row group.
 // The returned pendingState decodes the rest as epochs need it (load).
-func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op operators.Stateful, s int, sr subtaskRestore, emitted int64,
+func (r *Runner) restoreOnDemand(ctx context.Context, from *RestoreSource, op operators.Stateful, s int, sr SubtaskRestore, emitted int64,
 	ev *operators.Evolution, chain []dataflow.StateMigration) (*pendingState, error) {
 	read := func(f manifest.FileRef) ([]arrow.RecordBatch, error) { return r.readRange(ctx, from, f, sr) }
 	migrate := func(recs []arrow.RecordBatch, tombstones bool) ([]arrow.RecordBatch, error) {
@@ -340,15 +340,15 @@ func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op op
 	if ev != nil {
 		emitted = ev.RestoreWatermark(emitted)
 	}
-	if err := op.Restore(nil, sr.lo, sr.hi, emitted); err != nil {
+	if err := op.Restore(nil, sr.Lo, sr.Hi, emitted); err != nil {
 		return nil, fmt.Errorf("restore subtask %d: %w", s, err)
 	}
-	ps := &pendingState{lo: sr.lo, hi: sr.hi, emitted: emitted, loaded: make([]bool, sr.hi-sr.lo), dueAt: make([]int64, sr.hi-sr.lo), left: sr.hi - sr.lo,
+	ps := &pendingState{lo: sr.Lo, hi: sr.Hi, emitted: emitted, loaded: make([]bool, sr.Hi-sr.Lo), dueAt: make([]int64, sr.Hi-sr.Lo), left: sr.Hi - sr.Lo,
 		migrate: func(recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) { return migrate(recs, false) }}
 	for g := range ps.dueAt {
 		ps.dueAt[g] = math.MaxInt64
 	}
-	for _, f := range sr.files {
+	for _, f := range sr.Files {
 		data, err := from.read(ctx, f)
 		if err != nil {
 			return nil, err
@@ -380,12 +380,12 @@ func (r *runner) restoreOnDemand(ctx context.Context, from *restoreSource, op op
 
 // readRange reads state file f (verified) and decodes its rows of sr's
 // key-group range.
-func (r *runner) readRange(ctx context.Context, from *restoreSource, f manifest.FileRef, sr subtaskRestore) ([]arrow.RecordBatch, error) {
+func (r *Runner) readRange(ctx context.Context, from *RestoreSource, f manifest.FileRef, sr SubtaskRestore) ([]arrow.RecordBatch, error) {
 	data, err := from.read(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	_, recs, err := formats.ReadParquetFiltered(data, r.mem, operators.ColKeyGroup, int64(sr.lo), int64(sr.hi))
+	_, recs, err := formats.ReadParquetFiltered(data, r.Mem, operators.ColKeyGroup, int64(sr.Lo), int64(sr.Hi))
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: %w", f.Path, err)
 	}
@@ -407,16 +407,16 @@ func onDemand(op operators.Stateful) bool { return dataflow.WindowOf(op) != nil 
 // key groups of its pending state the epoch needs: those its input rows
 // touch (sels[i][j][s]: input i, batch j, subtask s, as runStateful routes
 // them) and those with windows due at wm, the stage's watermark.
-func (r *runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
-	pend := r.graph.pending[nd.Name]
+func (r *Runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
+	pend := r.Graph.pending[nd.Name]
 	if pend == nil {
 		return nil
 	}
-	subs := r.graph.subs[nd.Name]
+	subs := r.Graph.Subs[nd.Name]
 	err := r.loadNeeded(ctx, pend, func(s int) operators.Stateful { return subs[s] }, func(s int, ps *pendingState, want []bool) error {
 		for i, in := range nd.Ins {
 			for j, b := range rows[in] {
-				if _, err := operators.MarkKeyGroups(b, nd.KeyCols[i], r.k, sels[i][j][s], ps.lo, want); err != nil {
+				if _, err := operators.MarkKeyGroups(b, nd.KeyCols[i], r.K, sels[i][j][s], ps.lo, want); err != nil {
 					return err
 				}
 			}
@@ -432,7 +432,7 @@ func (r *runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dat
 // loadNeeded decodes, in every subtask of one operator in parallel, the
 // key groups of its pending state (pend, per subtask) that mark marks (an
 // epoch's input rows) and those with windows due at wm.
-func (r *runner) loadNeeded(ctx context.Context, pend []*pendingState, op func(s int) operators.Stateful,
+func (r *Runner) loadNeeded(ctx context.Context, pend []*pendingState, op func(s int) operators.Stateful,
 	mark func(s int, ps *pendingState, want []bool) error, wm int64) error {
 	if !anyPending(pend) {
 		return nil
@@ -470,14 +470,14 @@ func (r *runner) loadNeeded(ctx context.Context, pend []*pendingState, op func(s
 		}
 	}
 	if rows[0] > 0 || rows[1] > 0 {
-		r.log.Debug("state decoded on demand", "rows", rows[0], "rows_not_needed_yet", rows[1])
+		r.Log.Debug("state decoded on demand", "rows", rows[0], "rows_not_needed_yet", rows[1])
 	}
 	return nil
 }
 
 // loadRest decodes every key group of subtask s (op) of one operator's
 // pending state not loaded yet.
-func (r *runner) loadRest(ctx context.Context, pend []*pendingState, op operators.Stateful, s int) error {
+func (r *Runner) loadRest(ctx context.Context, pend []*pendingState, op operators.Stateful, s int) error {
 	ps := pend[s]
 	if ps == nil {
 		return nil
@@ -495,14 +495,14 @@ func (r *runner) loadRest(ctx context.Context, pend []*pendingState, op operator
 	return nil
 }
 
-// loadEverything decodes all pending state of every subtask of every
+// LoadEverything decodes all pending state of every subtask of every
 // stateful stage.
-func (r *runner) loadEverything(ctx context.Context) error {
+func (r *Runner) LoadEverything(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	if r.graph != nil {
-		for name, pend := range r.graph.pending {
-			subs := r.graph.subs[name]
+	if r.Graph != nil {
+		for name, pend := range r.Graph.pending {
+			subs := r.Graph.Subs[name]
 			for s := range pend {
 				g.Go(func() error {
 					if err := r.loadRest(gctx, pend, subs[s], s); err != nil {
@@ -535,10 +535,10 @@ func pendingRowsOf(pend []*pendingState, s int) int64 {
 
 // rowsNotDecoded is the number of restored base rows no epoch of the run
 // needed, over every operator.
-func (r *runner) rowsNotDecoded() int64 {
+func (r *Runner) rowsNotDecoded() int64 {
 	var n int64
-	if r.graph != nil {
-		for _, pend := range r.graph.pending {
+	if r.Graph != nil {
+		for _, pend := range r.Graph.pending {
 			for s := range pend {
 				n += pendingRowsOf(pend, s)
 			}
@@ -547,7 +547,7 @@ func (r *runner) rowsNotDecoded() int64 {
 	return n
 }
 
-func releaseBatches(bs []arrow.RecordBatch) {
+func ReleaseBatches(bs []arrow.RecordBatch) {
 	for _, b := range bs {
 		if b != nil {
 			b.Release()

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 // writes as one file.
 
 // streamSourceOf returns the source node a source file belongs to.
-func (r *runner) streamSourceOf(key string) (*dataflow.Node, error) {
-	src, _ := r.plan.Graph.SourceOf(key)
+func (r *Runner) streamSourceOf(key string) (*dataflow.Node, error) {
+	src, _ := r.Plan.Graph.SourceOf(key)
 	if src == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the graph (internal error)", key)
 	}
@@ -37,11 +37,11 @@ func (r *runner) streamSourceOf(key string) (*dataflow.Node, error) {
 // further ones in spec order). It returns how many batches it sent and how
 // many rows the filters of the source's decode chain dropped (the rows it
 // counts as filtered, as decodeGraphFile does).
-func (r *runner) routeGraph(from *dataflow.Node, b arrow.RecordBatch, send func(streamBatch) error) (int, int64, error) {
+func (r *Runner) routeGraph(from *dataflow.Node, b arrow.RecordBatch, send func(streamBatch) error) (int, int64, error) {
 	if from == nil || b.NumRows() == 0 {
 		return 0, 0, nil
 	}
-	gp := r.plan.Graph
+	gp := r.Plan.Graph
 	rows := map[*dataflow.Node]arrow.RecordBatch{from: b}
 	var filtered int64
 	for _, nd := range gp.Nodes {
@@ -78,9 +78,9 @@ func (r *runner) routeGraph(from *dataflow.Node, b arrow.RecordBatch, send func(
 }
 
 // mapNode runs a stateless node (filter, project, lookup) on one batch.
-func (r *runner) mapNode(nd *dataflow.Node, b arrow.RecordBatch) (arrow.RecordBatch, error) {
+func (r *Runner) mapNode(nd *dataflow.Node, b arrow.RecordBatch) (arrow.RecordBatch, error) {
 	if nd.Stage != nil {
-		o, _, err := nd.Stage.Apply(b, r.mem)
+		o, _, err := nd.Stage.Apply(b, r.Mem)
 		return o, err
 	}
 	if nd.Lookup == nil {
@@ -100,23 +100,23 @@ func (r *runner) mapNode(nd *dataflow.Node, b arrow.RecordBatch) (arrow.RecordBa
 // streamedGraph returns the processed epoch of a graph whose outputs were
 // streamed (nil when they were not): nothing is left to run or write but
 // the parts.
-func (r *runner) streamedGraph(results []*fileResult) *processed {
+func (r *Runner) streamedGraph(results []*fileResult) *processed {
 	for _, res := range results {
 		if res.streamed == nil {
 			continue
 		}
-		n := max(1, r.parallelism)
-		return &processed{out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
-			graph: &graphOut{late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}, streamed: res.streamed}
+		n := max(1, r.Parallelism)
+		return &processed{Out: make([][]arrow.RecordBatch, n), outRows: make([]int64, n), changed: make([]bool, n),
+			Graph: &graphOut{Late: map[string][][]arrow.RecordBatch{}, changed: map[string][]bool{}}, streamed: res.streamed}
 	}
 	return nil
 }
 
 // lookupsFor loads the lookup tables an epoch's rows go through: a
 // streamed epoch loaded them before it decoded (decodeForCommit).
-func (r *runner) lookupsFor(ctx context.Context, results []*fileResult) error {
+func (r *Runner) lookupsFor(ctx context.Context, results []*fileResult) error {
 	if r.streamsFiles(len(results)) {
 		return nil
 	}
-	return r.refreshLookups(ctx)
+	return r.RefreshLookups(ctx)
 }

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"bufio"
@@ -36,27 +36,27 @@ import (
 const (
 	// memoryFraction: the default budget is 1/memoryFraction of the machine.
 	memoryFraction = 4
-	// assumedMemory is the machine's memory where it cannot be read.
-	assumedMemory = 4 << 30
+	// AssumedMemory is the machine's memory where it cannot be read.
+	AssumedMemory = 4 << 30
 	// maxPartBytes and minPartBytes bound the size of one output part of a
 	// streamed epoch (a 16th of the budget in between).
 	maxPartBytes = 32 << 20
 	minPartBytes = 1 << 20
 )
 
-// memoryLimitOf returns the run's memory budget in bytes and where it came
+// MemoryLimitOf returns the run's memory budget in bytes and where it came
 // from ("state.memory_limit", "cgroup", "physical memory", "assumed").
-func memoryLimitOf(p *spec.Pipeline) (int64, string) {
+func MemoryLimitOf(p *spec.Pipeline) (int64, string) {
 	if p.State.MemoryLimit > 0 {
 		return p.State.MemoryLimit, "state.memory_limit"
 	}
-	n, from := machineMemory(os.ReadFile)
+	n, from := MachineMemory(os.ReadFile)
 	return max(n/memoryFraction, spec.MinMemoryLimit), "a quarter of the " + from
 }
 
-// machineMemory returns the memory the process may use and its origin,
+// MachineMemory returns the memory the process may use and its origin,
 // reading files with read (os.ReadFile; injected by tests).
-func machineMemory(read func(string) ([]byte, error)) (int64, string) {
+func MachineMemory(read func(string) ([]byte, error)) (int64, string) {
 	phys := int64(0)
 	if data, err := read("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(data))
@@ -86,13 +86,13 @@ func machineMemory(read func(string) ([]byte, error)) (int64, string) {
 	if phys > 0 {
 		return phys, "physical memory"
 	}
-	return assumedMemory, "assumed machine memory (4GiB; set state.memory_limit)"
+	return AssumedMemory, "assumed machine memory (4GiB; set state.memory_limit)"
 }
 
-// decodedEstimate estimates the memory decoding one source file takes: its
+// DecodedEstimate estimates the memory decoding one source file takes: its
 // bytes while read plus its decoded batches. Columnar and compressed files
 // grow the most when decoded.
-func decodedEstimate(format spec.Format, f store.ObjectInfo) int64 {
+func DecodedEstimate(format spec.Format, f store.ObjectInfo) int64 {
 	factor := int64(2) // JSON lines, CSV: the text plus about as much decoded
 	switch {
 	case format == spec.Parquet:
@@ -103,8 +103,8 @@ func decodedEstimate(format spec.Format, f store.ObjectInfo) int64 {
 	return max(f.Size, 1) * factor
 }
 
-// partBytes is the size at which a streamed epoch rolls to a new output
+// PartBytes is the size at which a streamed epoch rolls to a new output
 // part: a 16th of the budget, between 1 MiB and 32 MiB.
-func partBytes(limit int64) int64 {
+func PartBytes(limit int64) int64 {
 	return min(max(limit/16, minPartBytes), maxPartBytes)
 }

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type identityPlan struct {
 	recorded *manifest.Identity // in the head's generation; nil if none
 	markers  []sinkMarker       // one per sink: the root sink's first
 	refusal  error              // non-nil: the run must not write anything
-	warnings []string
+	Warnings []string
 	// restoring: the run restores a savepoint, an explicit move of the
 	// pipeline, which takes its sinks over from the state their markers
 	// name.
@@ -62,15 +62,15 @@ type sinkMarker struct {
 
 // planIdentity reads the sink marker and decides. It writes nothing.
 // restoring: the run restores a savepoint (it may take the sinks over).
-func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
+func planIdentity(ctx context.Context, p *spec.Pipeline, st *Stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
 	ip := &identityPlan{want: manifest.Identity{
-		State: identityOf(st.stateURL), Sink: identityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
-		Late: identityOf(p.Source.LateURL), Rejected: identityOf(p.Source.RejectedURL),
+		State: IdentityOf(st.StateURL), Sink: IdentityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
+		Late: IdentityOf(p.Source.LateURL), Rejected: IdentityOf(p.Source.RejectedURL),
 	}, restoring: restoring}
 	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
 	for _, sk := range dataflow.ExtraSinks(p) {
-		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: identityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
-		ip.markers = append(ip.markers, sinkMarker{key: extraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: identityOf(sk.Sink.URL)})
+		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: IdentityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
+		ip.markers = append(ip.markers, sinkMarker{key: extraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: IdentityOf(sk.Sink.URL)})
 	}
 	g := head.Generation
 	if g == nil || g.Identity == nil {
@@ -99,7 +99,7 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Co
 	}
 	for i := range ip.markers {
 		m := &ip.markers[i]
-		data, tag, err := st.sink.Get(ctx, m.key)
+		data, tag, err := st.Sink.Get(ctx, m.key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -131,7 +131,7 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 				// The sink was copied with its marker (a bucket migration
 				// that moved state and sink together): it is this
 				// pipeline's.
-				ip.warnings = append(ip.warnings, fmt.Sprintf("sink moved: %s → %s (its marker names this pipeline)", c.old, c.new))
+				ip.Warnings = append(ip.Warnings, fmt.Sprintf("sink moved: %s → %s (its marker names this pipeline)", c.old, c.new))
 				continue
 			}
 			if c.old != c.new {
@@ -180,7 +180,7 @@ func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m *sinkMarker
 				"or move it back by restoring a savepoint of that state (floe run --from-savepoint URL)",
 				m.url, mk.State, manifest.SinkMarkerName, want.State, strings.TrimSuffix(mk.State, "/"+name))
 		}
-		ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s: taking it over from state %s (%s); runs with state %s are refused from now on",
+		ip.Warnings = append(ip.Warnings, fmt.Sprintf("sink %s: taking it over from state %s (%s); runs with state %s are refused from now on",
 			m.url, mk.State, m.takeover, mk.State))
 		return nil
 	}
@@ -219,7 +219,7 @@ func (ip *identityPlan) checkSinks(head *epoch.Head) error {
 		case want.Sinks[i].URL != r.URL && ip.copiedWithMarker(want.Sinks[i].URL, rec.ID):
 			// Copied with its marker, as the first sink may be (check): a
 			// move of the whole pipeline.
-			ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s moved: %s → %s (its marker names this pipeline)", r.Name, r.URL, want.Sinks[i].URL))
+			ip.Warnings = append(ip.Warnings, fmt.Sprintf("sink %s moved: %s → %s (its marker names this pipeline)", r.Name, r.URL, want.Sinks[i].URL))
 		case want.Sinks[i].URL != r.URL:
 			return fmt.Errorf("sinks.%s.url changed: %s → %s, but %s with the old value; %s", r.Name, r.URL, want.Sinks[i].URL, committedWith(head), fix+movedHint)
 		case want.Sinks[i].Format != r.Format:
@@ -228,7 +228,7 @@ func (ip *identityPlan) checkSinks(head *epoch.Head) error {
 	}
 	for _, w := range want.Sinks {
 		if !slices.ContainsFunc(rec.Sinks, func(r manifest.SinkIdentity) bool { return r.Name == w.Name }) {
-			ip.warnings = append(ip.warnings, fmt.Sprintf("sink %s added (%s): it receives the outputs of epochs after %d", w.Name, w.URL, head.Epoch()))
+			ip.Warnings = append(ip.Warnings, fmt.Sprintf("sink %s added (%s): it receives the outputs of epochs after %d", w.Name, w.URL, head.Epoch()))
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"fmt"
@@ -52,7 +52,7 @@ func pipelineLocations(p *spec.Pipeline) ([]pipeLoc, error) {
 		kind       locKind
 	}
 	var rs []raw
-	if isGraph(p) {
+	if IsGraph(p) {
 		rejected := map[string]bool{}
 		for _, ns := range p.Sources {
 			rs = append(rs, raw{"sources." + ns.Name + ".url", ns.Source.URL, locSource})
@@ -101,7 +101,7 @@ func relation(a, b store.Location) string {
 	return "contains"
 }
 
-// checkLocations refuses locations a pipeline cannot run with, before
+// CheckLocations refuses locations a pipeline cannot run with, before
 // anything is opened for writing:
 //   - mem:// (it lives only inside this process, so committed state and
 //     outputs would vanish with it);
@@ -115,7 +115,7 @@ func relation(a, b store.Location) string {
 //
 // Locations are compared after normalisation (pipelineLocations), never as
 // URL text. Sinks against each other are checkSinks'.
-func checkLocations(p *spec.Pipeline) error {
+func CheckLocations(p *spec.Pipeline) error {
 	locs, err := pipelineLocations(p)
 	if err != nil {
 		return err

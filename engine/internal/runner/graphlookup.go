@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 // version used, a digest of that listing, is in the run's log at every
 // reload.
 
-// openLookupStore opens a lookup table's store (read only).
-func openLookupStore(ctx context.Context, opts *Options, stage, url string) (store.Store, error) {
+// OpenLookupStore opens a lookup table's store (read only).
+func OpenLookupStore(ctx context.Context, opts *Options, stage, url string) (store.Store, error) {
 	s, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: lookup.url: %w", stage, err)
@@ -45,8 +45,8 @@ func openLookupStore(ctx context.Context, opts *Options, stage, url string) (sto
 	return store.WithRetry(s, policy), nil
 }
 
-// listLookup lists a lookup table's files in key order.
-func listLookup(ctx context.Context, s store.Store, l *spec.Lookup) ([]store.ObjectInfo, error) {
+// ListLookup lists a lookup table's files in key order.
+func ListLookup(ctx context.Context, s store.Store, l *spec.Lookup) ([]store.ObjectInfo, error) {
 	objs, err := s.List(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list lookup table %s: %w", store.Redact(l.URL), err)
@@ -71,8 +71,8 @@ func listLookup(ctx context.Context, s store.Store, l *spec.Lookup) ([]store.Obj
 	return out, nil
 }
 
-// tableVersion digests a table's listing.
-func tableVersion(files []store.ObjectInfo) string {
+// TableVersion digests a table's listing.
+func TableVersion(files []store.ObjectInfo) string {
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%s\t%d\t%d\n", f.Key, f.Size, f.ModTime.UnixNano())
@@ -80,9 +80,9 @@ func tableVersion(files []store.ObjectInfo) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// refreshLookups reloads every lookup stage's table whose listing changed.
-func (r *runner) refreshLookups(ctx context.Context) error {
-	for _, nd := range r.plan.Graph.Lookups {
+// RefreshLookups reloads every lookup stage's table whose listing changed.
+func (r *Runner) RefreshLookups(ctx context.Context) error {
+	for _, nd := range r.Plan.Graph.Lookups {
 		if err := r.refreshLookup(ctx, nd); err != nil {
 			return fmt.Errorf("stage %s: %w", nd.Name, err)
 		}
@@ -90,30 +90,30 @@ func (r *runner) refreshLookups(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) refreshLookup(ctx context.Context, nd *dataflow.Node) error {
+func (r *Runner) refreshLookup(ctx context.Context, nd *dataflow.Node) error {
 	lk := nd.Lookup
-	s, err := openLookupStore(ctx, r.opts, nd.Name, lk.Cfg.URL)
+	s, err := OpenLookupStore(ctx, r.Opts, nd.Name, lk.Cfg.URL)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	files, err := listLookup(ctx, s, lk.Cfg)
+	files, err := ListLookup(ctx, s, lk.Cfg)
 	if err != nil {
 		return err
 	}
-	v := tableVersion(files)
+	v := TableVersion(files)
 	if lk.Op != nil && v == lk.Version {
 		return nil
 	}
 	var batches []arrow.RecordBatch
-	defer func() { releaseBatches(batches) }()
+	defer func() { ReleaseBatches(batches) }()
 	var rows int64
 	for _, f := range files {
 		data, err := store.Read(ctx, s, f.Key)
 		if err != nil {
 			return fmt.Errorf("lookup table file %s: %w", f.Key, err)
 		}
-		opts := formats.DecodeOptions{Schema: lk.Table, Mem: r.mem}
+		opts := formats.DecodeOptions{Schema: lk.Table, Mem: r.Mem}
 		if c := lk.Cfg.CSV; c != nil {
 			opts.CSV.NoHeader = !c.Header
 			if c.Delimiter != "" {
@@ -125,7 +125,7 @@ func (r *runner) refreshLookup(ctx context.Context, nd *dataflow.Node) error {
 			return fmt.Errorf("lookup table file %s: %w", f.Key, err)
 		}
 		if len(d.Rejects) > 0 {
-			releaseBatches(d.Batches)
+			ReleaseBatches(d.Batches)
 			rj := d.Rejects[0]
 			return fmt.Errorf("lookup table file %s line %d: %s (%d rows rejected; a table must decode cleanly)", f.Key, rj.Line, rj.Reason, len(d.Rejects))
 		}
@@ -141,7 +141,7 @@ func (r *runner) refreshLookup(ctx context.Context, nd *dataflow.Node) error {
 		return err
 	}
 	lk.Op, lk.Version, lk.Files, lk.Rows = op, v, len(files), rows
-	r.log.Info("lookup table loaded", "stage", nd.Name, "files", len(files), "rows", rows, "version", v)
+	r.Log.Info("lookup table loaded", "stage", nd.Name, "files", len(files), "rows", rows, "version", v)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -58,13 +58,13 @@ type streamOut struct {
 // files is a prefix of pend, the pending list. A plan without a keyed
 // stage streams its outputs while decoding (the results carry them);
 // others decode as decodeEpoch does.
-func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.ObjectInfo) ([]*fileResult, error) {
+func (r *Runner) decodeForCommit(ctx context.Context, files, pend []store.ObjectInfo) ([]*fileResult, error) {
 	r.noteMemorySplit(files, pend)
 	if !r.streamsFiles(len(files)) {
-		return r.decodeEpoch(ctx, files)
+		return r.DecodeEpoch(ctx, files)
 	}
 	// A graph's lookup tables are loaded before rows go through them.
-	if err := r.refreshLookups(ctx); err != nil {
+	if err := r.RefreshLookups(ctx); err != nil {
 		return nil, err
 	}
 	return r.streamEpoch(ctx, files)
@@ -72,18 +72,18 @@ func (r *runner) decodeForCommit(ctx context.Context, files, pend []store.Object
 
 // streamsEpochs reports whether the plan has no keyed stage: its epochs
 // stream (the decide config's streams says the same of the spec).
-func (r *runner) streamsEpochs() bool {
-	return len(r.plan.Graph.State) == 0
+func (r *Runner) streamsEpochs() bool {
+	return len(r.Plan.Graph.State) == 0
 }
 
 // streamsFiles reports whether an epoch of n files streams.
-func (r *runner) streamsFiles(n int) bool {
-	return r.streamsEpochs() && !r.skipRead && n > 0
+func (r *Runner) streamsFiles(n int) bool {
+	return r.streamsEpochs() && !r.SkipRead && n > 0
 }
 
 // attemptFor returns the attempt that writes an epoch: the one that
 // streamed its outputs, else a new one (after beginWriting).
-func (r *runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.Attempt, error) {
+func (r *Runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.Attempt, error) {
 	for _, res := range results {
 		if res.streamed != nil {
 			return res.streamed.att, nil
@@ -92,27 +92,27 @@ func (r *runner) attemptFor(ctx context.Context, results []*fileResult) (*epoch.
 	if err := r.beginWriting(ctx); err != nil {
 		return nil, err
 	}
-	return r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor), nil
+	return r.C.BeginAt(r.head, r.gen.Generation, r.epochFloor), nil
 }
 
 // noteMemorySplit says, once per run at info (then at debug), that the
 // memory budget cut the epoch's files.
-func (r *runner) noteMemorySplit(files, pend []store.ObjectInfo) {
-	cut := r.dc.memorySplit(pend[:r.dc.limit(pend)])
-	if !cut.split || cut.files != len(files) {
+func (r *Runner) noteMemorySplit(files, pend []store.ObjectInfo) {
+	cut := r.Dc.MemorySplit(pend[:r.Dc.Limit(pend)])
+	if !cut.Split || cut.Files != len(files) {
 		return
 	}
 	level := "debug"
-	if r.dc.splitNoted != nil && r.dc.splitNoted.CompareAndSwap(false, true) {
+	if r.Dc.SplitNoted != nil && r.Dc.SplitNoted.CompareAndSwap(false, true) {
 		level = "info"
 	}
-	args := []any{"files", cut.files, "offered", cut.offered, "estimated", spec.FormatSize(cut.estimate),
-		"budget", spec.FormatSize(cut.budget), "memory_limit", spec.FormatSize(r.dc.memLimit), "limit_from", r.dc.memFrom}
+	args := []any{"files", cut.Files, "offered", cut.Offered, "estimated", spec.FormatSize(cut.Estimate),
+		"budget", spec.FormatSize(cut.Budget), "memory_limit", spec.FormatSize(r.Dc.MemLimit), "limit_from", r.Dc.memFrom}
 	msg := "epoch split because of state.memory_limit: its files would decode to more than half the budget at once; the rest follow in the next epochs"
 	if level == "info" {
-		r.log.Info(msg, args...)
+		r.Log.Info(msg, args...)
 	} else {
-		r.log.Debug(msg, args...)
+		r.Log.Debug(msg, args...)
 	}
 }
 
@@ -131,14 +131,14 @@ func (e *midFileError) Unwrap() error { return e.err }
 
 // streamEpoch streams files into output parts, starting over with a file
 // rejected whole when it fails to decode midway.
-func (r *runner) streamEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
+func (r *Runner) streamEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	bad := map[string]error{}
 	for {
 		results, err := r.streamOnce(ctx, files, bad)
 		var mf *midFileError
 		if errors.As(err, &mf) && bad[mf.key] == nil {
 			bad[mf.key] = mf.err
-			r.log.Warn("a source file failed to decode after some of its rows were written; the epoch starts again with the file rejected whole (what was written is an orphan, removed by retention)",
+			r.Log.Warn("a source file failed to decode after some of its rows were written; the epoch starts again with the file rejected whole (what was written is an orphan, removed by retention)",
 				"file", mf.key, "error", mf.err)
 			continue
 		}
@@ -164,7 +164,7 @@ type decodeJob struct {
 // streamOnce runs one try of a streamed epoch under a new attempt, begun
 // (after beginWriting) when the first rows are about to be written: an
 // epoch that fails or keeps no row before then has written nothing.
-func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
+func (r *Runner) streamOnce(parent context.Context, files []store.ObjectInfo, bad map[string]error) ([]*fileResult, error) {
 	out := &streamOut{}
 	var sink *partSink
 	begin := func() error {
@@ -174,7 +174,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		if err := r.beginWriting(parent); err != nil {
 			return err
 		}
-		out.att = r.c.BeginAt(r.head, r.gen.Generation, r.epochFloor)
+		out.att = r.C.BeginAt(r.head, r.gen.Generation, r.epochFloor)
 		sink = newPartSink(parent, r, out.att)
 		return nil
 	}
@@ -186,8 +186,8 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	// budget (estimated) at once; the first file always fits.
 	ahead := max(2, runtime.GOMAXPROCS(0))
 	par := max(1, runtime.GOMAXPROCS(0)/min(ahead, len(files)))
-	capBytes := max(r.dc.memLimit/4, 1)
-	if r.dc.memLimit <= 0 {
+	capBytes := max(r.Dc.MemLimit/4, 1)
+	if r.Dc.MemLimit <= 0 {
 		capBytes = math.MaxInt64
 	}
 	mem := semaphore.NewWeighted(capBytes)
@@ -199,7 +199,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		defer wg.Done()
 		defer close(jobs)
 		for _, f := range files {
-			w := min(r.dc.estimate(f), capBytes)
+			w := min(r.Dc.Estimate(f), capBytes)
 			if mem.Acquire(ctx, w) != nil {
 				return
 			}
@@ -246,7 +246,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 		}
 		results = append(results, j.res)
 		total += j.res.rows
-		if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+		if lim := r.P.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
 			break // the row limit ends the epoch after this file
 		}
 	}
@@ -272,7 +272,7 @@ func (r *runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 
 // runDecodeJob decodes one file into j.batches (a prefetched result if
 // there is one), then sets j.res or j.err and closes j.batches.
-func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad map[string]error) {
+func (r *Runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad map[string]error) {
 	defer close(j.batches)
 	send := func(b streamBatch) error {
 		select {
@@ -287,7 +287,7 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 		return
 	}
 	if r.pf != nil {
-		if res, err, ok := r.pf.take(ctx, j.f.Key); ok {
+		if res, err, ok := r.pf.Take(ctx, j.f.Key); ok {
 			if err != nil {
 				j.err = err
 				return
@@ -310,7 +310,7 @@ func (r *runner) runDecodeJob(ctx context.Context, j *decodeJob, par int, bad ma
 
 // streamFile decodes one file batch by batch, runs the stateless stages
 // and sends what they keep: decodeFile's result without the batches.
-func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(streamBatch) error) (*fileResult, error) {
+func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, send func(streamBatch) error) (*fileResult, error) {
 	// The file is decoded by the source it belongs to.
 	node, err := r.streamSourceOf(f.Key)
 	if err != nil {
@@ -339,7 +339,7 @@ func (r *runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 		res.filtered += dropped
 		return err
 	}
-	d, err := formats.DecodeStream(string(src.Format), f.Key, data, decodeOptionsOf(src, schema, r.mem, par), func(b arrow.RecordBatch) error {
+	d, err := formats.DecodeStream(string(src.Format), f.Key, data, decodeOptionsOf(src, schema, r.Mem, par), func(b arrow.RecordBatch) error {
 		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
 		if kept {
 			cbErr = pass(b)
@@ -402,12 +402,12 @@ type sinkTarget struct {
 
 // streamTargets returns the sinks a streamed epoch writes: the root sink,
 // then a graph's further sinks in spec order (dataflow.GraphPlan.Extra).
-func (r *runner) streamTargets() []sinkTarget {
-	ts := []sinkTarget{{where: "sink", format: r.p.Sink.Format, schema: r.plan.SinkParts.Schema(r.plan.Output), parts: r.plan.SinkParts, table: r.table}}
-	for i, sk := range dataflow.ExtraSinks(r.p) {
-		h := r.plan.ExtraPartsOf(i)
+func (r *Runner) streamTargets() []sinkTarget {
+	ts := []sinkTarget{{where: "sink", format: r.P.Sink.Format, schema: r.Plan.SinkParts.Schema(r.Plan.Output), parts: r.Plan.SinkParts, table: r.table}}
+	for i, sk := range dataflow.ExtraSinks(r.P) {
+		h := r.Plan.ExtraPartsOf(i)
 		ts = append(ts, sinkTarget{dir: extraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,
-			schema: h.Schema(r.plan.Graph.Extra[i].Out), parts: h})
+			schema: h.Schema(r.Plan.Graph.Extra[i].Out), parts: h})
 	}
 	return ts
 }
@@ -442,7 +442,7 @@ func (t *sinkTarget) groups(o arrow.RecordBatch, mem memory.Allocator) (map[stri
 // the bound), and writes each finished part in the background, one at a
 // time.
 type partSink struct {
-	r       *runner
+	r       *Runner
 	att     *epoch.Attempt
 	limit   int64
 	targets []sinkTarget
@@ -457,8 +457,8 @@ type partSink struct {
 	inflight chan struct{}
 }
 
-func newPartSink(ctx context.Context, r *runner, att *epoch.Attempt) *partSink {
-	s := &partSink{r: r, att: att, limit: partBytes(r.dc.memLimit), targets: r.streamTargets(),
+func newPartSink(ctx context.Context, r *Runner, att *epoch.Attempt) *partSink {
+	s := &partSink{r: r, att: att, limit: PartBytes(r.Dc.MemLimit), targets: r.streamTargets(),
 		open: map[string]*formats.PartEncoder{}, ext: map[string]string{}, next: map[string]int{}}
 	s.up, s.upCtx = errgroup.WithContext(ctx)
 	s.up.SetLimit(1)
@@ -479,14 +479,14 @@ func (s *partSink) write(b streamBatch) error {
 	if o.NumRows() == 0 {
 		return nil
 	}
-	groups, err := t.groups(o, r.mem)
+	groups, err := t.groups(o, r.Mem)
 	if err != nil {
 		return err
 	}
-	for _, dir := range sortedKeys(groups) {
+	for _, dir := range SortedKeys(groups) {
 		enc := s.open[dir]
 		if enc == nil {
-			opts := formats.EncodeOptions{Mem: r.mem, Compression: "snappy"}
+			opts := formats.EncodeOptions{Mem: r.Mem, Compression: "snappy"}
 			format := "parquet"
 			if t.format == spec.JSONL {
 				format = "jsonl"
@@ -512,7 +512,7 @@ func (s *partSink) write(b streamBatch) error {
 	for {
 		var total, biggest int64
 		big, found := "", false
-		for _, dir := range sortedKeys(s.open) {
+		for _, dir := range SortedKeys(s.open) {
 			sz := s.open[dir].Size()
 			total += sz
 			if !found || sz > biggest {
@@ -572,7 +572,7 @@ func (s *partSink) roll(dir string) error {
 // finish writes the open parts and waits for every write; it returns the
 // parts' references.
 func (s *partSink) finish() ([]manifest.FileRef, error) {
-	for _, dir := range sortedKeys(s.open) {
+	for _, dir := range SortedKeys(s.open) {
 		if err := s.roll(dir); err != nil {
 			s.abort()
 			return nil, err
@@ -595,7 +595,7 @@ func (s *partSink) abort() {
 	_ = s.up.Wait()
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"testing"
@@ -7,7 +7,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/internal/datagen"
 	"github.com/floe-dev/floe/operators"
@@ -37,14 +36,14 @@ func TestDictKeysPlan(t *testing.T) {
 		p.ToFiles("file:///out", spec.Parquet).StateAt("file:///state", 2)
 		return p
 	}
-	decodeOf := func(pl *dataflow.Plan) *arrow.Schema { return pl.Graph.Nodes[0].Out } // the source node's decode schema
-	pl, err := dataflow.CompileLinear(build(spec.Parquet, false, "user_id"), src)
+	decodeOf := func(pl *Plan) *arrow.Schema { return pl.Graph.Nodes[0].Out } // the source node's decode schema
+	pl, err := CompileLinear(build(spec.Parquet, false, "user_id"), src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dec := decodeOf(pl)
 	ui := dec.FieldIndices("user_id")[0]
-	if !arrow.TypeEqual(dec.Field(ui).Type, dataflow.DictKeyType) {
+	if !arrow.TypeEqual(dec.Field(ui).Type, DictKeyType) {
 		t.Fatalf("a Parquet window on a string key decodes it as %v", dec.Field(ui).Type)
 	}
 	d, err := formats.Decode("parquet", "f.parquet", file, formats.DecodeOptions{Schema: dec, EventTime: "event_time", Mem: memory.DefaultAllocator})
@@ -56,17 +55,17 @@ func TestDictKeysPlan(t *testing.T) {
 			b.Release()
 		}
 	}()
-	if len(d.Batches) == 0 || !arrow.TypeEqual(d.Batches[0].Column(ui).DataType(), dataflow.DictKeyType) {
-		t.Fatalf("the Parquet decoder returned %v, want user_id as %v", d.Batches, dataflow.DictKeyType)
+	if len(d.Batches) == 0 || !arrow.TypeEqual(d.Batches[0].Column(ui).DataType(), DictKeyType) {
+		t.Fatalf("the Parquet decoder returned %v, want user_id as %v", d.Batches, DictKeyType)
 	}
-	lin, err := dataflow.Compile(build(spec.Parquet, false, "user_id"), src)
+	lin, err := Compile(build(spec.Parquet, false, "user_id"), src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lin.Hash != pl.Hash || lin.Ops[0].StateSchema != pl.Ops[0].StateSchema || lin.Ops[0].StatePlan != pl.Ops[0].StatePlan {
 		t.Fatal("dictionary keys changed the plan's identity")
 	}
-	if sp := dataflow.StatePlanOf(mustOp(t, pl.Graph.State[0])); sp != lin.Ops[0].StatePlan {
+	if sp := StatePlanOf(mustOp(t, pl.Graph.State[0])); sp != lin.Ops[0].StatePlan {
 		t.Fatalf("the window's state plan with dictionary keys:\n%s\nwant the plain one:\n%s", sp, lin.Ops[0].StatePlan)
 	}
 	for what, p := range map[string]*spec.Pipeline{
@@ -74,7 +73,7 @@ func TestDictKeysPlan(t *testing.T) {
 		"JSON lines":                 build(spec.JSONL, false, "user_id"),
 		"an int64 key":               build(spec.Parquet, false, "bytes"),
 	} {
-		pl, err := dataflow.CompileLinear(p, src)
+		pl, err := CompileLinear(p, src)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -86,7 +85,7 @@ func TestDictKeysPlan(t *testing.T) {
 	}
 }
 
-func mustOp(t *testing.T, n *dataflow.Node) operators.Stateful {
+func mustOp(t *testing.T, n *Node) operators.Stateful {
 	t.Helper()
 	op, err := n.NewOp()
 	if err != nil {

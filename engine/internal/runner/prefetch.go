@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 // memory budget (two output parts' worth for a streamed plan, one without
 // a keyed stage): files beyond that are decoded by their epoch.
 type prefetcher struct {
-	r      *runner
+	r      *Runner
 	ctx    context.Context
 	cancel context.CancelFunc
-	sem    chan struct{}
+	Sem    chan struct{}
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	m      map[string]*future
+	M      map[string]*future
 	limit  int64 // bound on held (0: none)
-	held   int64
+	Held   int64
 }
 
 type future struct {
@@ -35,60 +35,60 @@ type future struct {
 	size int64 // estimated decoded size, counted in held
 }
 
-func newPrefetcher(ctx context.Context, r *runner) *prefetcher {
+func NewPrefetcher(ctx context.Context, r *Runner) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	limit := r.dc.memLimit / 4
-	if r.streamsEpochs() && r.dc.memLimit > 0 {
+	limit := r.Dc.MemLimit / 4
+	if r.streamsEpochs() && r.Dc.MemLimit > 0 {
 		// A streamed epoch overlaps decoding and writing itself; decoded
 		// files held for it would undo its bound: only its first files.
-		limit = min(limit, 2*partBytes(r.dc.memLimit))
+		limit = min(limit, 2*PartBytes(r.Dc.MemLimit))
 	}
-	return &prefetcher{r: r, ctx: ctx, cancel: cancel, sem: make(chan struct{}, runtime.GOMAXPROCS(0)), m: map[string]*future{},
+	return &prefetcher{r: r, ctx: ctx, cancel: cancel, Sem: make(chan struct{}, runtime.GOMAXPROCS(0)), M: map[string]*future{},
 		limit: limit}
 }
 
-// start decodes files in the background (those not already started), in
+// Start decodes files in the background (those not already started), in
 // order, while they fit the prefetch bound.
-func (p *prefetcher) start(files []store.ObjectInfo) {
+func (p *prefetcher) Start(files []store.ObjectInfo) {
 	for _, f := range files {
-		size := p.r.dc.estimate(f)
+		size := p.r.Dc.Estimate(f)
 		p.mu.Lock()
-		if _, ok := p.m[f.Key]; ok {
+		if _, ok := p.M[f.Key]; ok {
 			p.mu.Unlock()
 			continue
 		}
-		if p.limit > 0 && p.held+size > p.limit {
+		if p.limit > 0 && p.Held+size > p.limit {
 			p.mu.Unlock()
 			return // the rest is decoded by its epoch
 		}
-		p.held += size
+		p.Held += size
 		fu := &future{done: make(chan struct{}), size: size}
-		p.m[f.Key] = fu
+		p.M[f.Key] = fu
 		p.mu.Unlock()
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer close(fu.done)
 			select {
-			case p.sem <- struct{}{}:
+			case p.Sem <- struct{}{}:
 			case <-p.ctx.Done():
 				fu.err = p.ctx.Err()
 				return
 			}
-			defer func() { <-p.sem }()
+			defer func() { <-p.Sem }()
 			fu.res, fu.err = p.r.decodeFile(p.ctx, f, 1)
 		}()
 	}
 }
 
-// take returns the prefetched result of key, waiting for it, or ok=false
+// Take returns the prefetched result of key, waiting for it, or ok=false
 // when it was never started (or failed on cancellation: decode it again).
-func (p *prefetcher) take(ctx context.Context, key string) (*fileResult, error, bool) {
+func (p *prefetcher) Take(ctx context.Context, key string) (*fileResult, error, bool) {
 	p.mu.Lock()
-	fu := p.m[key]
-	delete(p.m, key)
+	fu := p.M[key]
+	delete(p.M, key)
 	if fu != nil {
-		p.held -= fu.size
+		p.Held -= fu.size
 	}
 	p.mu.Unlock()
 	if fu == nil {
@@ -105,8 +105,8 @@ func (p *prefetcher) take(ctx context.Context, key string) (*fileResult, error, 
 	return fu.res, fu.err, true
 }
 
-// stop cancels what is in flight and waits for it.
-func (p *prefetcher) stop() {
+// Stop cancels what is in flight and waits for it.
+func (p *prefetcher) Stop() {
 	p.cancel()
 	p.wg.Wait()
 }

@@ -1,9 +1,8 @@
-package engine
+package dataflow
 
 import (
 	"testing"
 
-	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -29,11 +28,11 @@ state: {url: "st"}
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := dataflow.SourceSchema(p)
+		src, err := SourceSchema(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := dataflow.Compile(p, src)
+		pl, err := Compile(p, src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +48,7 @@ state: {url: "st"}
 				t.Fatalf("%s: decodes %v, want %v", tc.ops, got, tc.want)
 			}
 		}
-		full, _ := dataflow.CompileOn(p, src)
+		full, _ := CompileOn(p, src)
 		if pl.Hash != full.Hash {
 			t.Fatalf("%s: pruning changed the plan hash", tc.ops)
 		}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"math"
@@ -17,24 +17,27 @@ import (
 // store and no runner field, so the scenario tests in testdata/decide drive
 // them as data.
 
-// decideConfig is the part of the spec the decisions read.
-type decideConfig struct {
-	byDirectory bool // source.inputs: directory
-	maxFiles    int  // source.max_files_per_epoch (0: no limit)
-	// maxFilesOf is each input's own max_files_per_epoch (a graph's named
+// DecideConfig is the part of the spec the decisions read.
+type DecideConfig struct {
+	ByDirectory bool // source.inputs: directory
+	MaxFiles    int  // source.max_files_per_epoch (0: no limit)
+	// MaxFilesOf is each input's own max_files_per_epoch (a graph's named
 	// sources, one input each; 0: no limit). When set, maxFiles is not
 	// used: each source's limit applies to its own files.
-	maxFilesOf map[string]int
-	ooo        time.Duration // watermark.max_out_of_orderness
+	MaxFilesOf map[string]int
+	Ooo        time.Duration // watermark.max_out_of_orderness
 	// oooOf is each input's own max_out_of_orderness (a graph's named
 	// sources, one input each); inputs not in it use ooo.
 	oooOf map[string]time.Duration
-	idle  time.Duration // watermark.idle_timeout (0: never idle)
-	// memLimit is the run's memory budget in bytes (state.memory_limit or
+	Idle  time.Duration // watermark.idle_timeout (0: never idle)
+	// idleOf is each input's own idle_timeout (a graph's named sources);
+	// inputs not in it use idle.
+	idleOf map[string]time.Duration
+	// MemLimit is the run's memory budget in bytes (state.memory_limit or
 	// the machine's default; 0: none), memFrom where it came from.
-	memLimit int64
+	MemLimit int64
 	memFrom  string
-	format   spec.Format // the source format, for decoded-size estimates
+	Format   spec.Format // the source format, for decoded-size estimates
 	// formatOf is each input's own format (a graph's named sources); inputs
 	// not in it use format.
 	formatOf map[string]spec.Format
@@ -42,37 +45,43 @@ type decideConfig struct {
 	// only filter, project and lookup stages in the graph form), so an
 	// epoch streams its input in bounded memory and the budget does not
 	// split it (membudget.go).
-	streams bool
-	// splitNoted is set once the run said that the budget split an epoch
+	Streams bool
+	// SplitNoted is set once the run said that the budget split an epoch
 	// (shared by copies of the config; nil in scenario tests).
-	splitNoted *atomic.Bool
+	SplitNoted *atomic.Bool
 }
 
-func newDecideConfig(p *spec.Pipeline) decideConfig {
-	c := decideConfig{
-		byDirectory: p.Source.Inputs == spec.InputsDirectory,
-		maxFiles:    p.Source.MaxFilesPerEpoch,
-		ooo:         p.Source.Watermark.MaxOutOfOrderness,
-		idle:        p.Source.Watermark.IdleTimeout,
-		format:      p.Source.Format,
-		streams:     true,
-		splitNoted:  new(atomic.Bool),
+func NewDecideConfig(p *spec.Pipeline) DecideConfig {
+	c := DecideConfig{
+		ByDirectory: p.Source.Inputs == spec.InputsDirectory,
+		MaxFiles:    p.Source.MaxFilesPerEpoch,
+		Ooo:         p.Source.Watermark.MaxOutOfOrderness,
+		Idle:        p.Source.Watermark.IdleTimeout,
+		Format:      p.Source.Format,
+		Streams:     true,
+		SplitNoted:  new(atomic.Bool),
 	}
-	c.memLimit, c.memFrom = memoryLimitOf(p)
+	c.MemLimit, c.memFrom = MemoryLimitOf(p)
 	for _, op := range p.Operators {
 		if op.Window != nil {
-			c.streams = false
+			c.Streams = false
 		}
 	}
 	for _, st := range p.Stages {
 		if !statelessKind(st.Kind()) {
-			c.streams = false // a keyed stage sees the epoch's rows at once
+			c.Streams = false // a keyed stage sees the epoch's rows at once
 		}
 	}
 	if len(p.Sources) > 0 {
 		c.formatOf = map[string]spec.Format{}
+		c.oooOf = map[string]time.Duration{}
+		c.idleOf = map[string]time.Duration{}
+		c.MaxFilesOf = map[string]int{}
 		for _, ns := range p.Sources {
 			c.formatOf[ns.Name] = ns.Source.Format
+			c.oooOf[ns.Name] = ns.Source.Watermark.MaxOutOfOrderness
+			c.idleOf[ns.Name] = ns.Source.Watermark.IdleTimeout
+			c.MaxFilesOf[ns.Name] = ns.Source.MaxFilesPerEpoch
 		}
 	}
 	return c
@@ -84,21 +93,21 @@ func statelessKind(kind string) bool {
 	return kind == spec.KindFilter || kind == spec.KindProject || kind == spec.KindLookup
 }
 
-// estimate is decodedEstimate of f by its input's format.
-func (c decideConfig) estimate(f store.ObjectInfo) int64 {
-	format := c.format
+// Estimate is decodedEstimate of f by its input's format.
+func (c DecideConfig) Estimate(f store.ObjectInfo) int64 {
+	format := c.Format
 	if v, ok := c.formatOf[c.inputOf(f.Key)]; ok {
 		format = v
 	}
-	return decodedEstimate(format, f)
+	return DecodedEstimate(format, f)
 }
 
 const defaultInput = "default"
 
 // inputOf maps a source file to its watermark input: its top-level
 // directory with inputs: directory, else the one default input.
-func (c decideConfig) inputOf(key string) string {
-	if c.byDirectory {
+func (c DecideConfig) inputOf(key string) string {
+	if c.ByDirectory {
 		if i := strings.IndexByte(key, '/'); i > 0 {
 			return key[:i]
 		}
@@ -106,7 +115,7 @@ func (c decideConfig) inputOf(key string) string {
 	return defaultInput
 }
 
-// interleave orders pending files round-robin across inputs (the first
+// Interleave orders pending files round-robin across inputs (the first
 // file of every input, then the second, ...), so that with per-directory
 // inputs a catch-up advances every input together instead of one after the
 // other, which would hold the watermark back. Deterministic: by key within
@@ -115,8 +124,8 @@ func (c decideConfig) inputOf(key string) string {
 // (round-robin), then those of the epoch after, ...; so the files one
 // epoch may take are a prefix of the order (selectFiles), and an input
 // with a larger limit is not held to the pace of one with a smaller.
-func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
-	if !c.byDirectory {
+func (c DecideConfig) Interleave(pend []store.ObjectInfo) []store.ObjectInfo {
+	if !c.ByDirectory {
 		return pend
 	}
 	byInput := map[string][]store.ObjectInfo{}
@@ -132,7 +141,7 @@ func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 	// per is how many files of an input one round (an epoch) takes;
 	// without per-input limits, one round holds every file.
 	per := func(n string) int {
-		if l := c.maxFilesOf[n]; l > 0 {
+		if l := c.MaxFilesOf[n]; l > 0 {
 			return l
 		}
 		return len(pend)
@@ -159,20 +168,20 @@ func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 	return out
 }
 
-// limit returns how many files of pend (in interleave order) the next
+// Limit returns how many files of pend (in interleave order) the next
 // epoch may take by max_files_per_epoch: the longest prefix within the
 // limit, or with per-input limits within every input's own.
-func (c decideConfig) limit(pend []store.ObjectInfo) int {
-	if c.maxFilesOf == nil {
-		if c.maxFiles > 0 && len(pend) > c.maxFiles {
-			return c.maxFiles
+func (c DecideConfig) Limit(pend []store.ObjectInfo) int {
+	if c.MaxFilesOf == nil {
+		if c.MaxFiles > 0 && len(pend) > c.MaxFiles {
+			return c.MaxFiles
 		}
 		return len(pend)
 	}
 	taken := map[string]int{}
 	for i, f := range pend {
 		n := c.inputOf(f.Key)
-		if l := c.maxFilesOf[n]; l > 0 && taken[n] >= l {
+		if l := c.MaxFilesOf[n]; l > 0 && taken[n] >= l {
 			return i
 		}
 		taken[n]++
@@ -180,46 +189,46 @@ func (c decideConfig) limit(pend []store.ObjectInfo) int {
 	return len(pend)
 }
 
-// selectFiles picks the next epoch's files from the pending list: at most
+// SelectFiles picks the next epoch's files from the pending list: at most
 // max_files_per_epoch (limit), and for a plan that decodes its epoch at
 // once no more than fit the memory budget (at least one).
 // (max_rows_per_epoch is applied while decoding: the epoch ends after the
 // file that crosses it.)
-func (c decideConfig) selectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
-	n := c.limit(pend)
-	if cut := c.memorySplit(pend[:n]); cut.split {
-		n = cut.files
+func (c DecideConfig) SelectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
+	n := c.Limit(pend)
+	if cut := c.MemorySplit(pend[:n]); cut.Split {
+		n = cut.Files
 	}
 	return pend[:n]
 }
 
 // memoryCut is how the memory budget cuts a selection of files.
 type memoryCut struct {
-	split     bool  // the budget took fewer files than offered
-	files     int   // the files taken
-	offered   int   // the files offered
-	estimate  int64 // estimated decoded size of the files taken
-	remaining int64 // estimated decoded size of the files left over
-	budget    int64 // what an epoch may decode at once: half the limit
+	Split     bool  // the budget took fewer files than offered
+	Files     int   // the files taken
+	Offered   int   // the files offered
+	Estimate  int64 // estimated decoded size of the files taken
+	Remaining int64 // estimated decoded size of the files left over
+	Budget    int64 // what an epoch may decode at once: half the limit
 }
 
-// memorySplit applies the budget to files, the selection before it: it
+// MemorySplit applies the budget to files, the selection before it: it
 // takes files in order while their estimated decoded size fits half the
 // memory limit, and always the first. Plans that stream are not cut.
-func (c decideConfig) memorySplit(files []store.ObjectInfo) memoryCut {
-	cut := memoryCut{files: len(files), offered: len(files), budget: c.memLimit / 2}
-	if c.memLimit <= 0 || c.streams {
+func (c DecideConfig) MemorySplit(files []store.ObjectInfo) memoryCut {
+	cut := memoryCut{Files: len(files), Offered: len(files), Budget: c.MemLimit / 2}
+	if c.MemLimit <= 0 || c.Streams {
 		return cut
 	}
 	for i, f := range files {
-		e := c.estimate(f)
-		if i > 0 && cut.estimate+e > cut.budget && !cut.split {
-			cut.split, cut.files = true, i
+		e := c.Estimate(f)
+		if i > 0 && cut.Estimate+e > cut.Budget && !cut.Split {
+			cut.Split, cut.Files = true, i
 		}
-		if cut.split {
-			cut.remaining += e
+		if cut.Split {
+			cut.Remaining += e
 		} else {
-			cut.estimate += e
+			cut.Estimate += e
 		}
 	}
 	return cut
@@ -227,7 +236,7 @@ func (c decideConfig) memorySplit(files []store.ObjectInfo) memoryCut {
 
 // waiting returns the inputs that have listed files not taken by the epoch
 // in progress (pend[taken:]).
-func (c decideConfig) waiting(pend []store.ObjectInfo, taken int) map[string]bool {
+func (c DecideConfig) waiting(pend []store.ObjectInfo, taken int) map[string]bool {
 	w := map[string]bool{}
 	for _, f := range pend[min(taken, len(pend)):] {
 		w[c.inputOf(f.Key)] = true
@@ -235,27 +244,27 @@ func (c decideConfig) waiting(pend []store.ObjectInfo, taken int) map[string]boo
 	return w
 }
 
-// fileObs is what the decide step needs of one decoded file.
-type fileObs struct {
-	key   string
-	maxTS int64 // largest event time in the file, math.MinInt64 if none
+// FileObs is what the decide step needs of one decoded file.
+type FileObs struct {
+	Key   string
+	MaxTS int64 // largest event time in the file, math.MinInt64 if none
 }
 
-// observe returns the per-input progress after files were read at now: a
+// Observe returns the per-input progress after files were read at now: a
 // new map, prev is not modified.
-func (c decideConfig) observe(prev map[string]manifest.InputState, files []fileObs, now time.Time) map[string]manifest.InputState {
+func (c DecideConfig) Observe(prev map[string]manifest.InputState, files []FileObs, now time.Time) map[string]manifest.InputState {
 	next := make(map[string]manifest.InputState, len(prev)+1)
 	for k, v := range prev {
 		next[k] = v
 	}
 	for _, f := range files {
-		name := c.inputOf(f.key)
+		name := c.inputOf(f.Key)
 		st := next[name]
 		if st.LastActive.IsZero() {
 			st.MaxEventTime = math.MinInt64
 		}
 		st.LastActive = now
-		st.MaxEventTime = max(st.MaxEventTime, f.maxTS)
+		st.MaxEventTime = max(st.MaxEventTime, f.MaxTS)
 		next[name] = st
 	}
 	return next
@@ -266,20 +275,24 @@ func (c decideConfig) observe(prev map[string]manifest.InputState, files []fileO
 // timeout do not hold it back, unless files of theirs are waiting; an input
 // with files waiting whose event times are unknown holds it where it is
 // (prev). It never goes backwards.
-func (c decideConfig) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
+func (c DecideConfig) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
 	wm, active := int64(math.MaxInt64), false
 	maxAll := int64(math.MinInt64)
 	for name, in := range inputs {
 		if in.MaxEventTime == math.MinInt64 {
 			continue
 		}
-		ooo := c.ooo.Microseconds()
+		ooo := c.Ooo.Microseconds()
 		if d, ok := c.oooOf[name]; ok {
 			ooo = d.Microseconds() // a graph's named source
 		}
 		v := in.MaxEventTime - ooo
 		maxAll = max(maxAll, v)
-		if c.idle > 0 && now.Sub(in.LastActive) >= c.idle && !waiting[name] {
+		idle := c.Idle
+		if d, ok := c.idleOf[name]; ok {
+			idle = d // a graph's named source
+		}
+		if idle > 0 && now.Sub(in.LastActive) >= idle && !waiting[name] {
 			continue // idle: no files for a while, none waiting
 		}
 		active = true
@@ -299,24 +312,24 @@ func (c decideConfig) watermark(inputs map[string]manifest.InputState, prev int6
 // epochDecision is what the decide step says about one epoch once its files
 // are read.
 type epochDecision struct {
-	inputs    map[string]manifest.InputState
-	watermark int64
-	// commit is false for an idle epoch (no files) whose watermark did not
+	Inputs    map[string]manifest.InputState
+	Watermark int64
+	// Commit is false for an idle epoch (no files) whose watermark did not
 	// move: there is nothing to record.
-	commit bool
+	Commit bool
 }
 
-// decide returns the inputs, the watermark and whether to commit after an
+// Decide returns the inputs, the watermark and whether to commit after an
 // epoch that read files (none for an idle epoch) at now, with pend[taken:]
 // still waiting. drain advances the watermark to +inf.
-func (c decideConfig) decide(inputs map[string]manifest.InputState, prevWM int64, files []fileObs, now time.Time,
+func (c DecideConfig) Decide(inputs map[string]manifest.InputState, prevWM int64, files []FileObs, now time.Time,
 	pend []store.ObjectInfo, taken int, drain, idle bool) epochDecision {
-	d := epochDecision{inputs: c.observe(inputs, files, now)}
-	d.watermark = c.watermark(d.inputs, prevWM, now, c.waiting(pend, taken))
+	d := epochDecision{Inputs: c.Observe(inputs, files, now)}
+	d.Watermark = c.watermark(d.Inputs, prevWM, now, c.waiting(pend, taken))
 	if drain {
-		d.watermark = math.MaxInt64
+		d.Watermark = math.MaxInt64
 	}
-	d.commit = !idle || d.watermark != prevWM
+	d.Commit = !idle || d.Watermark != prevWM
 	return d
 }
 
@@ -324,7 +337,7 @@ func (c decideConfig) decide(inputs map[string]manifest.InputState, prevWM int64
 // watermark the inputs' own progress gives, by the same rule as the
 // combined one (prev, the combined previous watermark, as the floor): what
 // a stage that reads only some inputs may advance to. drain gives +inf.
-func (c decideConfig) inputWatermarks(inputs map[string]manifest.InputState, prev int64, now time.Time,
+func (c DecideConfig) inputWatermarks(inputs map[string]manifest.InputState, prev int64, now time.Time,
 	pend []store.ObjectInfo, taken int, drain bool, names []string) map[string]int64 {
 	waiting := c.waiting(pend, taken)
 	out := make(map[string]int64, len(names))

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -19,10 +19,10 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// listSource lists the source: every file that is not hidden or in
+// ListSource lists the source: every file that is not hidden or in
 // progress (names starting with "." or "_") and matches source.pattern, in
 // key order.
-func listSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
+func ListSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
 	return listSourceAfter(ctx, p, src, "")
 }
 
@@ -55,8 +55,8 @@ func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, aft
 	return out, nil
 }
 
-// pendingFiles returns the listed files not in seen, in listing order.
-func pendingFiles(files []store.ObjectInfo, seen func(string) bool) []store.ObjectInfo {
+// PendingFiles returns the listed files not in seen, in listing order.
+func PendingFiles(files []store.ObjectInfo, seen func(string) bool) []store.ObjectInfo {
 	var out []store.ObjectInfo
 	for _, f := range files {
 		if !seen(f.Key) {
@@ -66,8 +66,8 @@ func pendingFiles(files []store.ObjectInfo, seen func(string) bool) []store.Obje
 	return out
 }
 
-// inferSchema reads the footer of the first Parquet file of the listing.
-func inferSchema(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo) (*arrow.Schema, error) {
+// InferSchema reads the footer of the first Parquet file of the listing.
+func InferSchema(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo) (*arrow.Schema, error) {
 	if p.Source.Format != spec.Parquet {
 		return nil, fmt.Errorf("source.schema is required for %s sources", p.Source.Format)
 	}
@@ -107,11 +107,11 @@ type fileResult struct {
 
 // readSource reads one source file, or the copy an epoch captured of it
 // when it is gone from the source (replay).
-func (r *runner) readSource(ctx context.Context, key string) ([]byte, error) {
-	data, err := store.Read(ctx, r.st.source, key)
-	if ref, ok := r.captured[key]; ok && errors.Is(err, store.ErrNotFound) {
+func (r *Runner) readSource(ctx context.Context, key string) ([]byte, error) {
+	data, err := store.Read(ctx, r.St.Source, key)
+	if ref, ok := r.Captured[key]; ok && errors.Is(err, store.ErrNotFound) {
 		// Gone from the source; replay reads the copy the epoch captured.
-		data, err = r.c.ReadFile(ctx, ref)
+		data, err = r.C.ReadFile(ctx, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read source file %s: %w", key, err)
@@ -119,8 +119,8 @@ func (r *runner) readSource(ctx context.Context, key string) ([]byte, error) {
 	return data, nil
 }
 
-func (r *runner) decodeOptions(schema *arrow.Schema, parallel int) formats.DecodeOptions {
-	return decodeOptionsOf(&r.p.Source, schema, r.mem, parallel)
+func (r *Runner) decodeOptions(schema *arrow.Schema, parallel int) formats.DecodeOptions {
+	return decodeOptionsOf(&r.P.Source, schema, r.Mem, parallel)
 }
 
 // decodeOptionsOf returns the options files of src decode with into schema.
@@ -139,32 +139,32 @@ func decodeOptionsOf(src *spec.Source, schema *arrow.Schema, mem memory.Allocato
 // Parquet, a CSV header without a declared column): with on_error: fail an
 // error, else the whole file rejected as one record, so one bad file does
 // not stop the pipeline. (Store errors fail the epoch before this.)
-func (r *runner) undecodable(key string, err error) (*fileResult, error) {
+func (r *Runner) undecodable(key string, err error) (*fileResult, error) {
 	if r.onErrorOf(key) == spec.OnErrorFail {
 		return nil, fmt.Errorf("source file: %w (on_error: fail)", err)
 	}
-	r.log.Warn("rejecting an undecodable source file", "file", key, "error", err)
+	r.Log.Warn("rejecting an undecodable source file", "file", key, "error", err)
 	return &fileResult{key: key, maxTS: math.MinInt64,
 		rejects: []formats.Reject{{File: key, Line: 0, Reason: "whole file rejected: " + err.Error()}}, wholeFile: true}, nil
 }
 
 // onErrorOf is the on_error policy of the source file key belongs to: in a
 // graph pipeline its named source's, else the source's.
-func (r *runner) onErrorOf(key string) spec.OnError {
-	if ns, _ := namedSource(r.p, key); ns != nil {
+func (r *Runner) onErrorOf(key string) spec.OnError {
+	if ns, _ := namedSource(r.P, key); ns != nil {
 		return ns.Source.OnError
 	}
-	return r.p.Source.OnError
+	return r.P.Source.OnError
 }
 
 // checkDecoded fills res's rows and rejects from a decoded file, warns when
 // no row of it was accepted, and fails on a rejected row with on_error:
 // fail.
-func (r *runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
+func (r *Runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
 	res.rows, res.rejects = d.Rows, d.Rejects
 	res.wholeFile = d.Rows == 0 && len(d.Rejects) > 0 // no row of it was accepted
 	if res.wholeFile {
-		r.log.Warn("every row of a source file was rejected (a wrong column type?); fix the spec, then `floe reprocess --rejected` reads it again",
+		r.Log.Warn("every row of a source file was rejected (a wrong column type?); fix the spec, then `floe reprocess --rejected` reads it again",
 			"file", res.key, "rows", len(d.Rejects), "first_reason", d.Rejects[0].Reason)
 	}
 	if r.onErrorOf(res.key) == spec.OnErrorFail && len(d.Rejects) > 0 {
@@ -176,17 +176,17 @@ func (r *runner) checkDecoded(res *fileResult, d *formats.Decoded) error {
 
 // decodeFile decodes one source file and runs its source's decode chain
 // (decodeGraphFile).
-func (r *runner) decodeFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
+func (r *Runner) decodeFile(ctx context.Context, f store.ObjectInfo, parallel int) (*fileResult, error) {
 	return r.decodeGraphFile(ctx, f, parallel)
 }
 
-// decodeEpoch decodes files in parallel (taking prefetched results). With
+// DecodeEpoch decodes files in parallel (taking prefetched results). With
 // max_rows_per_epoch it decodes in waves and stops after the file that
 // crosses the limit, deterministically by file order; it returns the
 // results of the files the epoch takes.
-func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
+func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	results := make([]*fileResult, 0, len(files))
-	if r.skipRead {
+	if r.SkipRead {
 		// start_from: latest: the files present at the start are marked
 		// read without reading them.
 		for _, f := range files {
@@ -195,7 +195,7 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 		return results, nil
 	}
 	wave := len(files)
-	if r.p.Source.MaxRowsPerEpoch > 0 {
+	if r.P.Source.MaxRowsPerEpoch > 0 {
 		wave = runtime.GOMAXPROCS(0)
 	}
 	var total int64
@@ -208,7 +208,7 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 		for i, f := range chunk {
 			g.Go(func() error {
 				if r.pf != nil {
-					if res, err, ok := r.pf.take(ctx, f.Key); ok {
+					if res, err, ok := r.pf.Take(ctx, f.Key); ok {
 						out[i], errs[i] = res, err
 						return nil
 					}
@@ -227,7 +227,7 @@ func (r *runner) decodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 			}
 			results = append(results, res)
 			total += res.rows
-			if lim := r.p.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+			if lim := r.P.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
 				return results, nil
 			}
 		}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -14,64 +14,64 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// restoreSource is the committed epoch a run restores from: normally the
+// RestoreSource is the committed epoch a run restores from: normally the
 // head; with Options.FromSavepoint a savepoint, with Options.RollbackTo a
 // retained epoch, with Options.ResetState the head without operator state.
-type restoreSource struct {
-	kind       string // "" (the head), or a manifest.Restore* kind
+type RestoreSource struct {
+	Kind       string // "" (the head), or a manifest.Restore* kind
 	savepoint  string // name or URL
 	claim      bool
-	manifest   *manifest.Manifest
-	generation *manifest.Generation
-	// store is where the manifest's references resolve; prefix is prepended
+	Manifest   *manifest.Manifest
+	Generation *manifest.Generation
+	// Store is where the manifest's references resolve; prefix is prepended
 	// to them to make them state-root relative (claimed named savepoints),
 	// "" when they cannot be shared (a savepoint elsewhere, not claimed).
-	store  store.Store
+	Store  store.Store
 	prefix string
-	shared bool // references resolve in the state root (with prefix)
-	owned  store.Store
-	// forget are input files to read again (reprocess).
-	forget []string
+	Shared bool // references resolve in the state root (with prefix)
+	Owned  store.Store
+	// Forget are input files to read again (reprocess).
+	Forget []string
 }
 
-func (f *restoreSource) describe() string {
-	switch f.kind {
+func (f *RestoreSource) describe() string {
+	switch f.Kind {
 	case manifest.RestoreSavepoint:
 		if f.claim {
-			return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d, claimed)", f.savepoint, f.manifest.Generation, f.manifest.Epoch)
+			return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d, claimed)", f.savepoint, f.Manifest.Generation, f.Manifest.Epoch)
 		}
-		return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d)", f.savepoint, f.manifest.Generation, f.manifest.Epoch)
+		return fmt.Sprintf("restore from savepoint %s (gen %d epoch %d)", f.savepoint, f.Manifest.Generation, f.Manifest.Epoch)
 	case manifest.RestoreRollback:
-		return fmt.Sprintf("rollback to epoch %d", f.manifest.Epoch)
+		return fmt.Sprintf("rollback to epoch %d", f.Manifest.Epoch)
 	case manifest.RestoreReset:
 		return "reset state"
 	case manifest.RestoreReprocess:
-		return fmt.Sprintf("reprocess %d files", len(f.forget))
+		return fmt.Sprintf("reprocess %d files", len(f.Forget))
 	}
 	return ""
 }
 
-func (f *restoreSource) close() {
-	if f != nil && f.owned != nil {
-		f.owned.Close()
+func (f *RestoreSource) Close() {
+	if f != nil && f.Owned != nil {
+		f.Owned.Close()
 	}
 }
 
 // ref makes a reference of the source's manifest usable in the new
 // generation's manifests (state-root relative).
-func (f *restoreSource) ref(r manifest.FileRef) manifest.FileRef {
+func (f *RestoreSource) ref(r manifest.FileRef) manifest.FileRef {
 	r.Path = f.prefix + r.Path
 	return r
 }
 
 // read reads a file the source's manifest references.
-func (f *restoreSource) read(ctx context.Context, r manifest.FileRef) ([]byte, error) {
-	return epoch.ReadFileFrom(ctx, f.store, r)
+func (f *RestoreSource) read(ctx context.Context, r manifest.FileRef) ([]byte, error) {
+	return epoch.ReadFileFrom(ctx, f.Store, r)
 }
 
 // savepointURL returns where a savepoint NAME or URL lives and, for a
 // name, its folder relative to the state root.
-func savepointURL(p *spec.Pipeline, st *stores, nameOrURL string) (u, rel string, err error) {
+func savepointURL(p *spec.Pipeline, st *Stores, nameOrURL string) (u, rel string, err error) {
 	if strings.Contains(nameOrURL, "://") {
 		return nameOrURL, "", nil
 	}
@@ -88,7 +88,7 @@ func savepointURL(p *spec.Pipeline, st *stores, nameOrURL string) (u, rel string
 	if err := manifest.ValidateSavepointName(nameOrURL); err != nil {
 		return "", "", err
 	}
-	base, err := url.Parse(st.stateURL)
+	base, err := url.Parse(st.StateURL)
 	if err != nil {
 		return "", "", err
 	}
@@ -102,12 +102,12 @@ func SavepointURL(p *spec.Pipeline, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u, _, err := savepointURL(p, &stores{stateURL: stateURL}, name)
+	u, _, err := savepointURL(p, &Stores{StateURL: stateURL}, name)
 	return u, err
 }
 
-// resolveRestore reads what the run restores from, per the options.
-func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) (*restoreSource, error) {
+// ResolveRestore reads what the run restores from, per the options.
+func ResolveRestore(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, head *epoch.Head) (*RestoreSource, error) {
 	n := 0
 	for _, set := range []bool{opts.FromSavepoint != "", opts.RollbackTo > 0, opts.ResetState, opts.ReprocessRejected || opts.ReprocessFiles != ""} {
 		if set {
@@ -120,7 +120,7 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 	if opts.Claim && opts.FromSavepoint == "" {
 		return nil, fmt.Errorf("--claim applies to --from-savepoint only")
 	}
-	head0 := &restoreSource{manifest: head.Manifest, generation: head.Generation, store: st.state, shared: true}
+	head0 := &RestoreSource{Manifest: head.Manifest, Generation: head.Generation, Store: st.State, Shared: true}
 	switch {
 	case opts.FromSavepoint != "":
 		u, rel, err := savepointURL(p, st, opts.FromSavepoint)
@@ -156,10 +156,10 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 			}
 			return head0, nil
 		}
-		f := &restoreSource{kind: manifest.RestoreSavepoint, savepoint: store.Redact(opts.FromSavepoint), claim: opts.Claim,
-			manifest: r.Manifest, generation: r.Generation, store: s, owned: s}
+		f := &RestoreSource{Kind: manifest.RestoreSavepoint, savepoint: store.Redact(opts.FromSavepoint), claim: opts.Claim,
+			Manifest: r.Manifest, Generation: r.Generation, Store: s, Owned: s}
 		if opts.Claim {
-			f.prefix, f.shared = rel, true
+			f.prefix, f.Shared = rel, true
 		}
 		return f, nil
 	case opts.RollbackTo > 0:
@@ -172,7 +172,7 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 		// Only an epoch of the head's lineage can be restored: one a
 		// rollback or restore abandoned has lost its outputs (they are not in
 		// the output log any more and sink cleanup deleted them).
-		c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+		c := epoch.NewCommitter(st.State, nil, p.Name, nil)
 		m, _, err := c.LineageAt(ctx, head, opts.RollbackTo)
 		if err != nil {
 			return nil, fmt.Errorf("rollback to epoch %d: %w", opts.RollbackTo, err)
@@ -181,7 +181,7 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 		if err != nil {
 			return nil, fmt.Errorf("rollback to epoch %d: %w", opts.RollbackTo, err)
 		}
-		return &restoreSource{kind: manifest.RestoreRollback, manifest: m, generation: g, store: st.state, shared: true}, nil
+		return &RestoreSource{Kind: manifest.RestoreRollback, Manifest: m, Generation: g, Store: st.State, Shared: true}, nil
 	case opts.ReprocessRejected || opts.ReprocessFiles != "":
 		if head.Manifest == nil {
 			return head0, nil // nothing was read yet
@@ -193,13 +193,13 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 		if len(forget) == 0 {
 			return nil, fmt.Errorf("reprocess: no processed input file matches (nothing rejected whole in the retained epochs, or no file matches %q)", opts.ReprocessFiles)
 		}
-		head0.kind, head0.forget = manifest.RestoreReprocess, forget
+		head0.Kind, head0.Forget = manifest.RestoreReprocess, forget
 		return head0, nil
 	case opts.ResetState:
 		if head.Manifest == nil {
 			return head0, nil // nothing to reset
 		}
-		head0.kind = manifest.RestoreReset
+		head0.Kind = manifest.RestoreReset
 		return head0, nil
 	}
 	return head0, nil
@@ -207,9 +207,9 @@ func resolveRestore(ctx context.Context, p *spec.Pipeline, st *stores, opts *Opt
 
 // filesToReprocess returns the processed input files to read again: those
 // rejected whole in the retained epochs and/or those matching the glob.
-func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, head *epoch.Head) ([]string, error) {
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
-	seen := newSeenLog()
+func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, head *epoch.Head) ([]string, error) {
+	c := epoch.NewCommitter(st.State, st.Sink, p.Name, nil)
+	seen := NewSeenLog()
 	if err := seen.Load(ctx, c, head.Manifest.Source.Inline, head.Manifest.Source.Segments); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *O
 		}
 	}
 	if opts.ReprocessRejected {
-		chain, err := c.Chain(ctx, head, keepOf(p))
+		chain, err := c.Chain(ctx, head, KeepOf(p))
 		if err != nil {
 			return nil, err
 		}
@@ -236,18 +236,18 @@ func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *O
 				if f.Kind != manifest.SideOutputRejected {
 					continue
 				}
-				s, key := st.sink, f.Path
+				s, key := st.Sink, f.Path
 				if strings.Contains(f.Path, "://") {
-					if st.rejected == nil {
+					if st.Rejected == nil {
 						continue // rejected_url was removed from the spec
 					}
-					s, key = st.rejected, path.Base(f.Path)
+					s, key = st.Rejected, path.Base(f.Path)
 				}
 				data, err := epoch.ReadFileFrom(ctx, s, manifest.FileRef{Path: key, Size: f.Size, Checksum: f.Checksum})
 				if err != nil {
 					return nil, fmt.Errorf("reprocess: rejected rows of epoch %d: %w", m.Epoch, err)
 				}
-				rejects, err := decodeRejects(data)
+				rejects, err := DecodeRejects(data)
 				if err != nil {
 					return nil, fmt.Errorf("reprocess: rejected rows %s: %w", f.Path, err)
 				}
@@ -268,22 +268,22 @@ func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *stores, opts *O
 	return out, nil
 }
 
-// openHead opens a pipeline's state and sink (not its source) for a
+// OpenHead opens a pipeline's state and sink (not its source) for a
 // read-only command and peeks at the head (no roll-forward write). The
 // caller closes the stores.
-func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
+func OpenHead(ctx context.Context, p *spec.Pipeline) (*Stores, *epoch.Committer, *epoch.Head, error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := GraphFacade(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	st, err := openStores(ctx, p, &Options{}, false)
+	st, err := OpenStores(ctx, p, &Options{}, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	c := epoch.NewCommitter(st.State, st.Sink, p.Name, nil)
 	head, err := c.Peek(ctx)
 	if err != nil {
 		st.Close()
@@ -292,7 +292,7 @@ func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer,
 	return st, c, head, nil
 }
 
-func keepOf(p *spec.Pipeline) int {
+func KeepOf(p *spec.Pipeline) int {
 	if p.State.RetainEpochs > 0 {
 		return p.State.RetainEpochs
 	}

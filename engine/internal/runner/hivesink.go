@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // split groups the rows of bs by partition directory
 // ("dt=2015-07-15/hm=08%3A00"), each group's batches holding the files'
 // columns only.
-func hiveSplit(h *dataflow.HiveParts, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+func HiveSplit(h *dataflow.HiveParts, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
 	var seg strings.Builder
 	return groupRows(bs, h.Keep, h.File, mem, func(b arrow.RecordBatch, i int) (string, error) {
 		seg.Reset()
@@ -167,7 +167,7 @@ func sinkGroups(h *dataflow.HiveParts, dir string, bs []arrow.RecordBatch, mem m
 	if h == nil {
 		return map[string][]arrow.RecordBatch{dir: bs}, nil
 	}
-	parts, err := hiveSplit(h, bs, mem)
+	parts, err := HiveSplit(h, bs, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -181,14 +181,14 @@ func sinkGroups(h *dataflow.HiveParts, dir string, bs []arrow.RecordBatch, mem m
 	return out, nil
 }
 
-// hivePartitionOf returns the partition directory of committed output path
+// HivePartitionOf returns the partition directory of committed output path
 // p ("" when its sink is not Hive-partitioned).
-func hivePartitionOf(pl *dataflow.Plan, sp *spec.Pipeline, p string) string {
+func HivePartitionOf(pl *dataflow.Plan, sp *spec.Pipeline, p string) string {
 	info, ok := manifest.ParseOutputName(p)
 	if !ok || info.Partition == "" {
 		return ""
 	}
-	name, _ := splitSinkPath(p)
+	name, _ := SplitSinkPath(p)
 	if name == "" {
 		if pl.SinkParts == nil || info.Dir != "" {
 			return ""

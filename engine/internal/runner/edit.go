@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -31,16 +31,16 @@ type epochEdit struct {
 // prepareEdit builds the epoch's edit: it writes the processed-file and
 // output-log segments (attempt-tagged, like every file of the attempt) and
 // computes the counters. The runner is not changed.
-func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []store.ObjectInfo, in inputSummary,
+func (r *Runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []store.ObjectInfo, in InputSummary,
 	d epochDecision, out *processed, w *written) (*epochEdit, error) {
-	e := &epochEdit{files: files, inputs: d.inputs, watermark: d.watermark, out: w,
-		rows: in.rows, late: out.late, rejected: int64(len(in.rejects)), windows: out.windows}
+	e := &epochEdit{files: files, inputs: d.Inputs, watermark: d.Watermark, out: w,
+		rows: in.Rows, late: out.Late, rejected: int64(len(in.Rejects)), windows: out.Windows}
 	keys := make([]string, len(files))
 	for i, f := range files {
 		keys[i] = f.Key
 	}
 	var err error
-	if e.seen, err = r.seen.Prepare(ctx, att, keys); err != nil {
+	if e.seen, err = r.Seen.Prepare(ctx, att, keys); err != nil {
 		return nil, err
 	}
 	sizes := make([]string, 0, len(files)+len(r.changed))
@@ -63,12 +63,12 @@ func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	}
 	c := r.counters
 	c.FilesIn += int64(len(files))
-	c.RowsIn += in.rows + e.rejected
+	c.RowsIn += in.Rows + e.rejected
 	c.RowsOut += w.rowsOut
-	c.RowsLate += out.late
+	c.RowsLate += out.Late
 	c.RowsRejected += e.rejected
-	c.RowsFiltered += in.filtered
-	c.Windows += out.windows
+	c.RowsFiltered += in.Filtered
+	c.Windows += out.Windows
 	c.FilesRejectedWhole += in.wholeFiles
 	c.FilesChanged += int64(len(r.changed))
 	if r.wm == math.MaxInt64 {
@@ -80,7 +80,7 @@ func (r *runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 
 // manifest returns the manifest that commits the edit. The attempt fills
 // in the identity fields.
-func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
+func (r *Runner) manifest(e *epochEdit) *manifest.Manifest {
 	m := &manifest.Manifest{
 		Watermark:   e.watermark,
 		Counters:    e.counters,
@@ -91,13 +91,13 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 	m.Source.Inline, m.Source.Segments = e.seen.Inline, e.seen.Segments
 	m.Source.Captured = e.out.captured
 	m.Source.SizesInline, m.Source.SizeSegments = e.sizes.Inline, e.sizes.Segments
-	m.Source.Count = int64(r.seen.Len() + len(e.seen.Added))
+	m.Source.Count = int64(r.Seen.Len() + len(e.seen.Added))
 	m.Source.Inputs = make(map[string]manifest.InputState, len(e.inputs))
 	for k, v := range e.inputs {
 		m.Source.Inputs[k] = v
 	}
 	m.Operators = r.graphOperators(e)
-	for _, nd := range r.plan.Graph.Lookups {
+	for _, nd := range r.Plan.Graph.Lookups {
 		lk := nd.Lookup
 		m.Lookups = append(m.Lookups, manifest.LookupVersion{Stage: nd.Name, Version: lk.Version, Files: lk.Files, Rows: lk.Rows})
 	}
@@ -105,10 +105,10 @@ func (r *runner) manifest(e *epochEdit) *manifest.Manifest {
 }
 
 // apply folds a committed edit into the runner and the run's result.
-func (r *runner) apply(e *epochEdit, head *epoch.Head) {
+func (r *Runner) apply(e *epochEdit, head *epoch.Head) {
 	r.head, r.wm = head, e.watermark
 	r.res.Watermark = e.watermark
-	r.seen.Apply(e.seen)
+	r.Seen.Apply(e.seen)
 	r.sizes.Apply(e.sizes)
 	for _, x := range e.sizes.Added {
 		if k, n, ok := splitSize(x); ok {
@@ -121,8 +121,8 @@ func (r *runner) apply(e *epochEdit, head *epoch.Head) {
 	r.outputs.Apply(e.outputs)
 	r.inputs = e.inputs
 	r.counters = e.counters
-	if r.graph != nil {
-		r.graph.state = e.out.graph
+	if r.Graph != nil {
+		r.Graph.state = e.out.graph
 	}
 
 	r.res.Epochs++

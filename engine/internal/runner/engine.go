@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -164,18 +164,18 @@ type Requests = store.Requests
 // Store is the object-store interface, for Options.WrapStore.
 type Store = store.Store
 
-// stores are the opened stores of one pipeline.
-type stores struct {
-	state, sink, source store.Store
-	late, rejected      store.Store   // nil unless late_url / rejected_url
+// Stores are the opened stores of one pipeline.
+type Stores struct {
+	State, Sink, Source store.Store
+	Late, Rejected      store.Store   // nil unless late_url / rejected_url
 	extra               []store.Store // opened later (graph stages' late_url), closed with the rest
-	stateURL            string
+	StateURL            string
 	retrying            []*store.Retrying
 }
 
-// requests returns the object-store requests (and retries) of every store
+// Requests returns the object-store requests (and retries) of every store
 // so far; an epoch's cost is the difference of two calls.
-func (s *stores) requests() store.RetryStats {
+func (s *Stores) Requests() store.RetryStats {
 	var t store.RetryStats
 	add := func(a *store.OpStats, b store.OpStats) { a.Calls += b.Calls; a.Attempts += b.Attempts }
 	for _, r := range s.retrying {
@@ -193,8 +193,8 @@ func (s *stores) requests() store.RetryStats {
 	return t
 }
 
-func (s *stores) Close() {
-	for _, x := range append([]store.Store{s.state, s.sink, s.source, s.late, s.rejected}, s.extra...) {
+func (s *Stores) Close() {
+	for _, x := range append([]store.Store{s.State, s.Sink, s.Source, s.Late, s.Rejected}, s.extra...) {
 		if x != nil {
 			x.Close()
 		}
@@ -227,10 +227,10 @@ func refURL(base, key string) string {
 	return strings.TrimSuffix(base, "/") + "/" + key
 }
 
-func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*stores, error) {
-	st := &stores{}
+func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*Stores, error) {
+	st := &Stores{}
 	var err error
-	if st.stateURL, err = PipelineStateURL(p); err != nil {
+	if st.StateURL, err = PipelineStateURL(p); err != nil {
 		return nil, err
 	}
 	// Each store the run needs: its name (for WrapStore and messages), the
@@ -258,22 +258,22 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		st.retrying = append(st.retrying, rs)
 		return rs, nil
 	}
-	targets := []target{{"state", "state.url", st.stateURL, &st.state}, {"sink", "sink.url", p.Sink.URL, &st.sink}}
-	if withSource && isGraph(p) {
+	targets := []target{{"state", "state.url", st.StateURL, &st.State}, {"sink", "sink.url", p.Sink.URL, &st.Sink}}
+	if withSource && IsGraph(p) {
 		// The named sources, combined (graphsrc.go); the graph form has
 		// no pipeline-wide late_url (each stage may have one).
-		targets = append(targets, target{"rejected", "sources.*.rejected_url", p.Source.RejectedURL, &st.rejected})
+		targets = append(targets, target{"rejected", "sources.*.rejected_url", p.Source.RejectedURL, &st.Rejected})
 		mux, err := openGraphSources(ctx, p, open)
 		if err != nil {
 			return nil, err
 		}
-		st.source = mux
+		st.Source = mux
 		withSource = false
 	}
 	if withSource {
-		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.source},
-			target{"late", "source.late_url", p.Source.LateURL, &st.late},
-			target{"rejected", "source.rejected_url", p.Source.RejectedURL, &st.rejected})
+		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.Source},
+			target{"late", "source.late_url", p.Source.LateURL, &st.Late},
+			target{"rejected", "source.rejected_url", p.Source.RejectedURL, &st.Rejected})
 	}
 	for _, t := range targets {
 		if t.url == "" {
@@ -288,8 +288,8 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 	}
 	if extras := dataflow.ExtraSinks(p); len(extras) > 0 {
 		// Further sinks: reached through the combined sink (sinks.go).
-		mux := &sinkMux{root: st.sink, extras: map[string]store.Store{}}
-		st.sink = mux
+		mux := &sinkMux{root: st.Sink, extras: map[string]store.Store{}}
+		st.Sink = mux
 		for _, sk := range extras {
 			s, err := open("sink", "sinks."+sk.Name+".url", sk.Sink.URL)
 			if err != nil {
@@ -326,20 +326,20 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	log := opts.log().With("pipeline", p.Name)
-	p, err := graphFacade(p)
+	p, err := GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkLocalSource(p); err != nil {
 		return nil, err
 	}
-	if err := checkLocations(p); err != nil {
+	if err := CheckLocations(p); err != nil {
 		return nil, err
 	}
 	if opts.UntilEpoch < 0 {
 		return nil, fmt.Errorf("until-epoch %d: must be a positive epoch number", opts.UntilEpoch)
 	}
-	st, err := openStores(ctx, p, &opts, true)
+	st, err := OpenStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 // typo in source.url would otherwise look like a pipeline with nothing new,
 // forever. (An empty S3 prefix is normal and is not checked.)
 func checkLocalSource(p *spec.Pipeline) error {
-	if isGraph(p) {
+	if IsGraph(p) {
 		for _, ns := range p.Sources {
 			if err := checkLocalSource(&spec.Pipeline{Source: ns.Source}); err != nil {
 				return fmt.Errorf("sources.%s: %w", ns.Name, err)
@@ -379,10 +379,10 @@ func checkLocalSource(p *spec.Pipeline) error {
 	return nil
 }
 
-// identityOf is the location a pipeline identity records for a store URL:
+// IdentityOf is the location a pipeline identity records for a store URL:
 // the normalised location without connection settings (the endpoint may
 // change, the bucket and prefix may not) or credentials; "" for "".
-func identityOf(raw string) string {
+func IdentityOf(raw string) string {
 	if raw == "" {
 		return ""
 	}
@@ -417,7 +417,7 @@ func droppedState(m *manifest.Manifest) []DroppedState {
 // Outputs returns the sink-relative paths of every committed output file,
 // in commit order, and the sink URL they are relative to.
 func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -425,15 +425,15 @@ func Outputs(ctx context.Context, p *spec.Pipeline) ([]string, error) {
 	if head.Manifest == nil {
 		return nil, nil
 	}
-	log := newOutputLog()
+	log := NewOutputLog()
 	if err := log.Load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
 		return nil, err
 	}
 	return log.Entries(), nil
 }
 
-// exprOptions are the expression compilers' options of a run.
-func (o *Options) exprOptions() []expr.Option {
+// ExprOptions are the expression compilers' options of a run.
+func (o *Options) ExprOptions() []expr.Option {
 	if o == nil || o.Functions == nil {
 		return nil
 	}

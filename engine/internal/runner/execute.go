@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -29,13 +29,13 @@ import (
 
 // processed is an epoch's output before it is written.
 type processed struct {
-	out     [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
+	Out     [][]arrow.RecordBatch // per subtask (subtask 0 without a window)
 	outRows []int64
-	extra   [][][]arrow.RecordBatch // graph pipelines: per further sink, per subtask
-	late    int64
-	windows int64
+	Extra   [][][]arrow.RecordBatch // graph pipelines: per further sink, per subtask
+	Late    int64
+	Windows int64
 	changed []bool    // per subtask: its state changed and must be written
-	graph   *graphOut // graph pipelines: late rows and changes per stage
+	Graph   *graphOut // graph pipelines: late rows and changes per stage
 	// streamed: the outputs a streamed epoch already wrote (stream.go).
 	streamed *streamOut
 }
@@ -46,18 +46,18 @@ type written struct {
 	outRefs  []manifest.FileRef // sink outputs, by subtask
 	sideRefs []manifest.FileRef // late and rejected rows, by path
 	rowsOut  int64
-	graph    map[string][]subState // graph pipelines: per stateful stage, per subtask
+	graph    map[string][]SubState // graph pipelines: per stateful stage, per subtask
 }
 
-// process runs an epoch's rows through the plan (processGraph).
-func (r *runner) process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
+// Process runs an epoch's rows through the plan (processGraph).
+func (r *Runner) Process(ctx context.Context, results []*fileResult, wm int64) (*processed, error) {
 	return r.processGraph(ctx, results, wm)
 }
 
 // write puts the epoch's outputs, side outputs and changed state files, all
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
-func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []rejectRecord, files []store.ObjectInfo) (*written, error) {
+func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []RejectRecord, files []store.ObjectInfo) (*written, error) {
 	w := &written{}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
@@ -73,7 +73,7 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	}
 	wg, wctx := errgroup.WithContext(ctx)
 	wg.SetLimit(4 * runtime.GOMAXPROCS(0))
-	for s, bs := range out.out {
+	for s, bs := range out.Out {
 		if len(bs) == 0 {
 			continue
 		}
@@ -83,7 +83,7 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			// each in a day-partitioned table.
 			groups = map[string][]arrow.RecordBatch{"data": bs}
 			if r.table.partCol >= 0 {
-				byDay, err := splitByPartition(bs, r.table.partCol, r.table.transform, r.mem)
+				byDay, err := splitByPartition(bs, r.table.partCol, r.table.transform, r.Mem)
 				if err != nil {
 					return nil, err
 				}
@@ -92,27 +92,27 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 					groups["data/"+dir] = g
 				}
 			}
-		} else if h := r.plan.SinkParts; h != nil {
+		} else if h := r.Plan.SinkParts; h != nil {
 			var err error
-			if groups, err = sinkGroups(h, "", bs, r.mem); err != nil {
+			if groups, err = sinkGroups(h, "", bs, r.Mem); err != nil {
 				return nil, fmt.Errorf("sink: %w", err)
 			}
 		}
-		schema := r.plan.SinkParts.Schema(r.plan.Output)
+		schema := r.Plan.SinkParts.Schema(r.Plan.Output)
 		for dir, g := range groups {
 			wg.Go(func() error {
-				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.p.Sink.Format, schema, g)
+				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.P.Sink.Format, schema, g)
 			})
 		}
 	}
-	for i, perSub := range out.extra {
-		sk, nd := dataflow.ExtraSinks(r.p)[i], r.plan.Graph.Extra[i]
-		h := r.plan.ExtraPartsOf(i)
+	for i, perSub := range out.Extra {
+		sk, nd := dataflow.ExtraSinks(r.P)[i], r.Plan.Graph.Extra[i]
+		h := r.Plan.ExtraPartsOf(i)
 		for s, bs := range perSub {
 			if len(bs) == 0 {
 				continue
 			}
-			groups, err := sinkGroups(h, extraSinkDir(sk.Name), bs, r.mem)
+			groups, err := sinkGroups(h, extraSinkDir(sk.Name), bs, r.Mem)
 			if err != nil {
 				return nil, fmt.Errorf("sinks.%s: %w", sk.Name, err)
 			}
@@ -125,14 +125,14 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	}
 	if len(rejects) > 0 {
 		wg.Go(func() error {
-			data, err := encodeRejects(rejects)
+			data, err := EncodeRejects(rejects)
 			if err != nil {
 				return err
 			}
 			var ref manifest.FileRef
-			if r.st.rejected != nil {
-				ref, err = att.WriteSide(wctx, r.st.rejected, "", 0, "jsonl", data, int64(len(rejects)))
-				ref.Path = refURL(r.p.Source.RejectedURL, ref.Path)
+			if r.St.Rejected != nil {
+				ref, err = att.WriteSide(wctx, r.St.Rejected, "", 0, "jsonl", data, int64(len(rejects)))
+				ref.Path = refURL(r.P.Source.RejectedURL, ref.Path)
 			} else {
 				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(rejects)))
 			}
@@ -144,7 +144,7 @@ func (r *runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			return nil
 		})
 	}
-	if r.p.Source.Capture {
+	if r.P.Source.Capture {
 		w.captured = make([]manifest.FileRef, len(files))
 		for i, f := range files {
 			wg.Go(func() error {
@@ -180,7 +180,7 @@ func countRows(bs []arrow.RecordBatch) int64 {
 
 // writeSinkFile encodes one output file of subtask s in format and writes
 // it under dir of the (combined) sink.
-func (r *runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func(manifest.FileRef), dir string, s int, format spec.Format, schema *arrow.Schema, bs []arrow.RecordBatch) error {
+func (r *Runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func(manifest.FileRef), dir string, s int, format spec.Format, schema *arrow.Schema, bs []arrow.RecordBatch) error {
 	var data []byte
 	var err error
 	ext := "parquet"
@@ -188,7 +188,7 @@ func (r *runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func
 		data, err = formats.EncodeJSONL(schema, bs)
 		ext = "jsonl"
 	} else {
-		data, err = formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, Compression: "snappy"})
+		data, err = formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.Mem, Compression: "snappy"})
 	}
 	if err != nil {
 		return err
@@ -201,11 +201,11 @@ func (r *runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func
 	return nil
 }
 
-// subState is one subtask's committed state: a base (a full snapshot of its
+// SubState is one subtask's committed state: a base (a full snapshot of its
 // key-group range) and the deltas written since, in order.
-type subState struct {
-	base   manifest.FileRef
-	deltas []manifest.FileRef
+type SubState struct {
+	Base   manifest.FileRef
+	Deltas []manifest.FileRef
 }
 
 // Compaction policy: a subtask writes a new base instead of a delta when it
@@ -221,11 +221,11 @@ type subState struct {
 // several epochs down instead of one.
 const maxDeltas = 8
 
-// compactPlan decides which subtasks of one operator write a base this
+// CompactPlan decides which subtasks of one operator write a base this
 // epoch (see maxDeltas). prev are the subtasks' committed states, writes
 // reports whether subtask s writes state this epoch, and size its changed
 // and removed windows, its windows, and its base rows not restored yet.
-func compactPlan(prev []subState, writes func(s int) bool, size func(s int) (changed, live int64)) []bool {
+func CompactPlan(prev []SubState, writes func(s int) bool, size func(s int) (changed, live int64)) []bool {
 	full := make([]bool, len(prev))
 	var deltaBytes, baseBytes, changed, live int64
 	all := false
@@ -233,14 +233,14 @@ func compactPlan(prev []subState, writes func(s int) bool, size func(s int) (cha
 		if !writes(s) {
 			continue
 		}
-		if st.base.Path == "" {
+		if st.Base.Path == "" {
 			full[s] = true
 		}
-		if len(st.deltas) >= maxDeltas {
+		if len(st.Deltas) >= maxDeltas {
 			all = true
 		}
 		deltaBytes += st.deltaBytes()
-		baseBytes += st.base.Size
+		baseBytes += st.Base.Size
 		c, l := size(s)
 		changed += c
 		live += l
@@ -271,9 +271,9 @@ func applyDelta(op operators.Stateful, kind string, recs []arrow.RecordBatch, lo
 	}
 }
 
-func (st subState) deltaBytes() int64 {
+func (st SubState) deltaBytes() int64 {
 	var n int64
-	for _, d := range st.deltas {
+	for _, d := range st.Deltas {
 		n += d.Size
 	}
 	return n
@@ -297,30 +297,30 @@ func dirtySize(sub operators.Stateful, pending int64) (changed, live int64) {
 // base when full (compactPlan; loadRest first decodes the state rows
 // restored but not decoded yet), else a delta (tombstones, then upserts)
 // on top of prev. The operator's change tracking is reset either way.
-func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev subState, full bool, loadRest func() error) (subState, error) {
+func (r *Runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev SubState, full bool, loadRest func() error) (SubState, error) {
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
 	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
-		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.mem, RowGroupRows: stateRowGroupRows,
+		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.Mem, RowGroupRows: StateRowGroupRows,
 			Compression: "snappy", NoDictionary: true, IntStatsOnly: true})
 	}
 	if full {
 		// A base holds every window: decode what this run has not needed yet.
 		if err := loadRest(); err != nil {
-			return subState{}, err
+			return SubState{}, err
 		}
 		snap, err := sub.Snapshot()
 		if err != nil {
-			return subState{}, err
+			return SubState{}, err
 		}
 		data, err := encode(sub.StateSchema(), snap)
 		if err != nil {
-			return subState{}, fmt.Errorf("encode state of subtask %d: %w", s, err)
+			return SubState{}, fmt.Errorf("encode state of subtask %d: %w", s, err)
 		}
 		ref, err := att.WriteState(ctx, opID, s, lo, hi, data, countRows(snap))
 		if err != nil {
-			return subState{}, err
+			return SubState{}, err
 		}
-		return subState{base: ref}, nil
+		return SubState{Base: ref}, nil
 	}
 	var ups, merges, tombs []arrow.RecordBatch
 	var err error
@@ -330,9 +330,9 @@ func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 		ups, tombs, err = sub.SnapshotDelta()
 	}
 	if err != nil {
-		return subState{}, err
+		return SubState{}, err
 	}
-	next := subState{base: prev.base, deltas: append([]manifest.FileRef(nil), prev.deltas...)}
+	next := SubState{Base: prev.Base, Deltas: append([]manifest.FileRef(nil), prev.Deltas...)}
 	// In the order a restore applies them (applyDelta).
 	for _, part := range []struct {
 		kind   string
@@ -344,13 +344,13 @@ func (r *runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 		}
 		data, err := encode(part.schema, part.bs)
 		if err != nil {
-			return subState{}, fmt.Errorf("encode state %s of subtask %d: %w", part.kind, s, err)
+			return SubState{}, fmt.Errorf("encode state %s of subtask %d: %w", part.kind, s, err)
 		}
 		ref, err := att.WriteDelta(ctx, opID, s, lo, hi, part.kind, data, countRows(part.bs))
 		if err != nil {
-			return subState{}, err
+			return SubState{}, err
 		}
-		next.deltas = append(next.deltas, ref)
+		next.Deltas = append(next.Deltas, ref)
 	}
 	return next, nil
 }
@@ -360,19 +360,19 @@ const captureDir = "input/"
 
 // capture copies one consumed input file into the attempt's folder
 // (source.capture): read again from the source, written attempt-tagged.
-func (r *runner) capture(ctx context.Context, att *epoch.Attempt, key string) (manifest.FileRef, error) {
+func (r *Runner) capture(ctx context.Context, att *epoch.Attempt, key string) (manifest.FileRef, error) {
 	if err := manifest.ValidateRef(captureDir+key, false); err != nil {
 		return manifest.FileRef{}, fmt.Errorf("source.capture: input file %q cannot be kept under a clean name: %w", key, err)
 	}
-	data, err := store.Read(ctx, r.st.source, key)
+	data, err := store.Read(ctx, r.St.Source, key)
 	if err != nil {
 		return manifest.FileRef{}, fmt.Errorf("source.capture: read %s: %w", key, err)
 	}
 	return att.WriteSource(ctx, captureDir+key, data, 0)
 }
 
-// capturedKey returns the source key a captured copy keeps, or "".
-func capturedKey(ref manifest.FileRef) string {
+// CapturedKey returns the source key a captured copy keeps, or "".
+func CapturedKey(ref manifest.FileRef) string {
 	_, after, ok := strings.Cut(ref.Path, "/source/"+captureDir)
 	if !ok {
 		return ""

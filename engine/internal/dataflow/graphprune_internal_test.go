@@ -1,4 +1,4 @@
-package engine
+package dataflow
 
 import (
 	"strings"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -55,13 +54,13 @@ func TestGraphPruningRules(t *testing.T) {
 			}
 			schemas := map[string]*arrow.Schema{}
 			for _, ns := range p.Sources {
-				sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
+				sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
 				if err != nil {
 					t.Fatal(err)
 				}
 				schemas[ns.Name] = sc
 			}
-			pl, err := dataflow.CompileGraph(p, schemas, nil)
+			pl, err := CompileGraph(p, schemas, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +76,7 @@ func TestGraphPruningRules(t *testing.T) {
 			if got := strings.Join(cols, ","); got != c.srcB {
 				t.Errorf("source b decodes %s, want %s", got, c.srcB)
 			}
-			full, err := dataflow.CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
+			full, err := CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,23 +130,23 @@ state: {url: st}
 	}
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range p.Sources {
-		sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
+		sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
 		if err != nil {
 			t.Fatal(err)
 		}
 		schemas[ns.Name] = sc
 	}
-	pl, err := dataflow.CompileGraph(p, schemas, nil)
+	pl, err := CompileGraph(p, schemas, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := dataflow.CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
+	full, err := CompileGraphOn(p, mustGraph(t, p), schemas, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gp := pl.Graph
-	if got := gp.Sources["a"].Out.Field(0).Type; !arrow.TypeEqual(got, dataflow.DictKeyType) {
-		t.Errorf("source a decodes user as %s, want %s", got, dataflow.DictKeyType)
+	if got := gp.Sources["a"].Out.Field(0).Type; !arrow.TypeEqual(got, DictKeyType) {
+		t.Errorf("source a decodes user as %s, want %s", got, DictKeyType)
 	}
 	if got := gp.Sources["b"].Out.Field(0).Type; got.ID() != arrow.STRING {
 		t.Errorf("source b (read by a filter) decodes user as %s, want plain", got)
