@@ -207,19 +207,22 @@ func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	if node == nil {
 		return nil, fmt.Errorf("source file %s belongs to no source of the pipeline", f.Key)
 	}
-	data, err := r.readSource(ctx, f.Key)
+	src := &node.Src.Source
+	opts := decodeOptionsOf(src, node.Out, r.Mem, parallel)
+	var d *formats.Decoded
+	sparse, err := r.readColumns(ctx, f, src.Format, node.Out)
 	if err != nil {
 		return nil, err
 	}
-	src := &node.Src.Source
-	opts := formats.DecodeOptions{Schema: node.Out, EventTime: src.EventTime, Mem: r.Mem, Parallelism: parallel}
-	if c := src.CSV; c != nil {
-		opts.CSV.NoHeader = !c.Header
-		if c.Delimiter != "" {
-			opts.CSV.Delimiter = []rune(c.Delimiter)[0]
+	if sparse != nil {
+		d, err = formats.DecodeParquetAt(f.Key, sparse, opts)
+	} else {
+		data, rerr := r.readSource(ctx, f.Key)
+		if rerr != nil {
+			return nil, rerr
 		}
+		d, err = formats.Decode(string(src.Format), f.Key, data, opts)
 	}
-	d, err := formats.Decode(string(src.Format), f.Key, data, opts)
 	if err != nil {
 		return r.undecodable(f.Key, err)
 	}

@@ -317,9 +317,15 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 		return nil, err
 	}
 	src, schema, tsSchema := &node.Src.Source, node.Out, node.Out
-	data, err := r.readSource(ctx, f.Key)
+	sparse, err := r.readColumns(ctx, f, src.Format, schema)
 	if err != nil {
 		return nil, err
+	}
+	var data []byte
+	if sparse == nil {
+		if data, err = r.readSource(ctx, f.Key); err != nil {
+			return nil, err
+		}
 	}
 	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
 	startAt := int64(math.MinInt64)
@@ -339,7 +345,14 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 		res.filtered += dropped
 		return err
 	}
-	d, err := formats.DecodeStream(string(src.Format), f.Key, data, decodeOptionsOf(src, schema, r.Mem, par), func(b arrow.RecordBatch) error {
+	decode := func(each func(arrow.RecordBatch) error) (*formats.Decoded, error) {
+		opts := decodeOptionsOf(src, schema, r.Mem, par)
+		if sparse != nil {
+			return formats.DecodeParquetStreamAt(f.Key, sparse, opts, each)
+		}
+		return formats.DecodeStream(string(src.Format), f.Key, data, opts, each)
+	}
+	d, err := decode(func(b arrow.RecordBatch) error {
 		res.maxTS = max(res.maxTS, maxEventTime(b, tsCol))
 		if kept {
 			cbErr = pass(b)
