@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
@@ -431,7 +432,7 @@ func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *
 		return nil, nil, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
 	}
 	r := &runner.Runner{P: p, Opts: &runner.Options{}, Log: log, St: &runner.Stores{Source: srcStore, State: stStore}, Mem: memory.DefaultAllocator,
-		Dc: runner.NewDecideConfig(p), Plan: pl, Parallelism: par, K: k, SkipRead: b.SkipRead}
+		Dc: decide.NewConfig(p), Plan: pl, Parallelism: par, K: k, SkipRead: b.SkipRead}
 	return r, &runner.RunPlan{Plan: pl, Parallelism: par, K: k, From: &from}, nil
 }
 

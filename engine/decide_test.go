@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/manifest"
@@ -43,7 +44,7 @@ func TestDecideScenarios(t *testing.T) {
 }
 
 type decideScenario struct {
-	cfg    runner.DecideConfig
+	cfg    decide.Config
 	seen   map[string]bool
 	list   []store.ObjectInfo
 	pend   []store.ObjectInfo
@@ -90,7 +91,7 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 		_, dir := a["directory"]
 		n, _ := strconv.Atoi(a["max_files"])
 		_, stream := a["stream"]
-		s.cfg = runner.DecideConfig{ByDirectory: dir, MaxFiles: n, Ooo: dur("ooo"), Idle: dur("idle"),
+		s.cfg = decide.Config{ByDirectory: dir, MaxFiles: n, Ooo: dur("ooo"), Idle: dur("idle"),
 			MemLimit: size(t, a["memory"]), Format: spec.Format(a["format"]), Streams: stream}
 		if v, ok := a["max_files_of"]; ok {
 			s.cfg.MaxFilesOf = map[string]int{}
@@ -121,7 +122,7 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 		return out
 	case "read", "idle", "drain":
 		now := clock(t, a["now"])
-		var obs []runner.FileObs
+		var obs []decide.FileObs
 		taken := 0
 		if fields[0] == "read" {
 			sel := s.cfg.SelectFiles(s.pend)
@@ -139,7 +140,7 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 				if !ok {
 					t.Fatalf("%s: no maxts given for selected file %s", b.Cmd, f.Key)
 				}
-				obs = append(obs, runner.FileObs{Key: f.Key, MaxTS: ts})
+				obs = append(obs, decide.FileObs{Key: f.Key, MaxTS: ts})
 			}
 			taken = len(sel)
 		}

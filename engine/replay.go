@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
@@ -373,7 +374,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		res.Parent = &ref
 	}
 	// Restore N-1 exactly as a run that continued from it restores.
-	r := &runner.Runner{P: x.p, Opts: &runner.Options{}, Log: y.log, St: x.st, C: x.c, Mem: memory.DefaultAllocator, Dc: runner.NewDecideConfig(x.p),
+	r := &runner.Runner{P: x.p, Opts: &runner.Options{}, Log: y.log, St: x.st, C: x.c, Mem: memory.DefaultAllocator, Dc: decide.NewConfig(x.p),
 		Plan: x.pl, Parallelism: par, K: k}
 	rp := &runner.RunPlan{Plan: x.pl, Parallelism: par, K: k}
 	from := runner.RestoreSource{Store: x.st.State, Shared: true}
@@ -584,7 +585,7 @@ func (y *replayer) checkInputs(res *ReplayResult, in runner.InputSummary) {
 	if y.parent != nil {
 		prev = y.parent.Source.Inputs
 	}
-	next := runner.NewDecideConfig(y.x.p).Observe(prev, in.Obs, time.Time{})
+	next := decide.NewConfig(y.x.p).Observe(prev, in.Obs, time.Time{})
 	for name, st := range next {
 		rec, ok := y.m.Source.Inputs[name]
 		if !ok || rec.MaxEventTime != st.MaxEventTime {

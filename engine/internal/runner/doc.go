@@ -6,9 +6,10 @@
 // The files, by concern:
 //
 //   - the run loop: engine.go (Run, Options), run.go (start, epochs,
-//     retention), decide.go (watermarks, which files an epoch takes),
-//     edit.go (the epoch's manifest), membudget.go, planner.go (what a run
-//     of a plan will do: restores, generations, evolution);
+//     retention), edit.go (the epoch's manifest), planner.go (what a run
+//     of a plan will do: restores, generations, evolution); the decide
+//     step (watermarks, which files an epoch takes, the memory budget) is
+//     package engine/internal/decide;
 //   - execution: graphexec.go (an epoch through the nodes: stateless nodes
 //     map batches, keyed nodes take their inputs routed by key group over
 //     shuffle edges), graphstream.go and stream.go (plans without a keyed

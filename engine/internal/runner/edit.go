@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/store"
@@ -32,7 +33,7 @@ type epochEdit struct {
 // output-log segments (attempt-tagged, like every file of the attempt) and
 // computes the counters. The runner is not changed.
 func (r *Runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []store.ObjectInfo, in InputSummary,
-	d epochDecision, out *processed, w *written) (*epochEdit, error) {
+	d decide.EpochDecision, out *processed, w *written) (*epochEdit, error) {
 	e := &epochEdit{files: files, inputs: d.Inputs, watermark: d.Watermark, out: w,
 		rows: in.Rows, late: out.Late, rejected: int64(len(in.Rejects)), windows: out.Windows}
 	keys := make([]string, len(files))

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/store"
 )
 
@@ -41,7 +42,7 @@ func NewPrefetcher(ctx context.Context, r *Runner) *prefetcher {
 	if r.streamsEpochs() && r.Dc.MemLimit > 0 {
 		// A streamed epoch overlaps decoding and writing itself; decoded
 		// files held for it would undo its bound: only its first files.
-		limit = min(limit, 2*PartBytes(r.Dc.MemLimit))
+		limit = min(limit, 2*decide.PartBytes(r.Dc.MemLimit))
 	}
 	return &prefetcher{r: r, ctx: ctx, cancel: cancel, Sem: make(chan struct{}, runtime.GOMAXPROCS(0)), M: map[string]*future{},
 		limit: limit}

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -31,7 +32,7 @@ type Runner struct {
 	St   *Stores
 	C    *epoch.Committer
 	Mem  memory.Allocator
-	Dc   DecideConfig
+	Dc   decide.Config
 
 	Plan        *dataflow.Plan
 	head        *epoch.Head
@@ -99,7 +100,7 @@ type Runner struct {
 }
 
 func newRunner(p *spec.Pipeline, st *Stores, opts *Options, log *slog.Logger) (*Runner, error) {
-	r := &Runner{P: p, Opts: opts, Log: log, St: st, Mem: memory.DefaultAllocator, started: opts.now(), Dc: NewDecideConfig(p)}
+	r := &Runner{P: p, Opts: opts, Log: log, St: st, Mem: memory.DefaultAllocator, started: opts.now(), Dc: decide.NewConfig(p)}
 	r.C = epoch.NewCommitter(st.State, st.Sink, p.Name, log)
 	r.C.Now = opts.Now
 	var err error
@@ -562,7 +563,7 @@ func (r *Runner) waiting(known int64) {
 type InputSummary struct {
 	Rows, Filtered int64
 	Rejects        []RejectRecord
-	Obs            []FileObs
+	Obs            []decide.FileObs
 	wholeFiles     int64 // files no row of which was accepted
 }
 
@@ -577,7 +578,7 @@ func Summarize(results []*fileResult) InputSummary {
 		if res.wholeFile {
 			in.wholeFiles++
 		}
-		in.Obs = append(in.Obs, FileObs{Key: res.key, MaxTS: res.maxTS})
+		in.Obs = append(in.Obs, decide.FileObs{Key: res.key, MaxTS: res.maxTS})
 	}
 	return in
 }
@@ -612,7 +613,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		return 0, err
 	}
 	if !r.Plan.Graph.Linear {
-		r.sourceWM = r.Dc.inputWatermarks(d.Inputs, r.wm, now, pend, len(files), drain, r.Plan.Graph.SourceNames())
+		r.sourceWM = r.Dc.InputWatermarks(d.Inputs, r.wm, now, pend, len(files), drain, r.Plan.Graph.SourceNames())
 	}
 	out, err := r.Process(ctx, results, d.Watermark)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -107,7 +108,7 @@ func (r *Runner) noteMemorySplit(files, pend []store.ObjectInfo) {
 		level = "info"
 	}
 	args := []any{"files", cut.Files, "offered", cut.Offered, "estimated", spec.FormatSize(cut.Estimate),
-		"budget", spec.FormatSize(cut.Budget), "memory_limit", spec.FormatSize(r.Dc.MemLimit), "limit_from", r.Dc.memFrom}
+		"budget", spec.FormatSize(cut.Budget), "memory_limit", spec.FormatSize(r.Dc.MemLimit), "limit_from", r.Dc.MemFrom}
 	msg := "epoch split because of state.memory_limit: its files would decode to more than half the budget at once; the rest follow in the next epochs"
 	if level == "info" {
 		r.Log.Info(msg, args...)
@@ -471,7 +472,7 @@ type partSink struct {
 }
 
 func newPartSink(ctx context.Context, r *Runner, att *epoch.Attempt) *partSink {
-	s := &partSink{r: r, att: att, limit: PartBytes(r.Dc.MemLimit), targets: r.streamTargets(),
+	s := &partSink{r: r, att: att, limit: decide.PartBytes(r.Dc.MemLimit), targets: r.streamTargets(),
 		open: map[string]*formats.PartEncoder{}, ext: map[string]string{}, next: map[string]int{}}
 	s.up, s.upCtx = errgroup.WithContext(ctx)
 	s.up.SetLimit(1)

@@ -1,4 +1,4 @@
-package runner
+package decide
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func TestWatermarkPerSourceIdleTimeout(t *testing.T) {
 		{Name: "bids", Source: spec.Source{Watermark: spec.Watermark{IdleTimeout: time.Minute}}},
 		{Name: "people", Source: spec.Source{}},
 	}}
-	c := NewDecideConfig(p)
+	c := NewConfig(p)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	long := now.Add(-time.Hour)
 	in := func(maxTS int64, last time.Time) manifest.InputState {

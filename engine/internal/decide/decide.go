@@ -1,4 +1,4 @@
-package runner
+package decide
 
 import (
 	"math"
@@ -17,8 +17,8 @@ import (
 // store and no runner field, so the scenario tests in testdata/decide drive
 // them as data.
 
-// DecideConfig is the part of the spec the decisions read.
-type DecideConfig struct {
+// Config is the part of the spec the decisions read.
+type Config struct {
 	ByDirectory bool // source.inputs: directory
 	MaxFiles    int  // source.max_files_per_epoch (0: no limit)
 	// MaxFilesOf is each input's own max_files_per_epoch (a graph's named
@@ -36,7 +36,7 @@ type DecideConfig struct {
 	// MemLimit is the run's memory budget in bytes (state.memory_limit or
 	// the machine's default; 0: none), memFrom where it came from.
 	MemLimit int64
-	memFrom  string
+	MemFrom  string
 	Format   spec.Format // the source format, for decoded-size estimates
 	// formatOf is each input's own format (a graph's named sources); inputs
 	// not in it use format.
@@ -51,8 +51,8 @@ type DecideConfig struct {
 	SplitNoted *atomic.Bool
 }
 
-func NewDecideConfig(p *spec.Pipeline) DecideConfig {
-	c := DecideConfig{
+func NewConfig(p *spec.Pipeline) Config {
+	c := Config{
 		ByDirectory: p.Source.Inputs == spec.InputsDirectory,
 		MaxFiles:    p.Source.MaxFilesPerEpoch,
 		Ooo:         p.Source.Watermark.MaxOutOfOrderness,
@@ -61,7 +61,7 @@ func NewDecideConfig(p *spec.Pipeline) DecideConfig {
 		Streams:     true,
 		SplitNoted:  new(atomic.Bool),
 	}
-	c.MemLimit, c.memFrom = MemoryLimitOf(p)
+	c.MemLimit, c.MemFrom = MemoryLimitOf(p)
 	for _, op := range p.Operators {
 		if op.Window != nil {
 			c.Streams = false
@@ -94,7 +94,7 @@ func statelessKind(kind string) bool {
 }
 
 // Estimate is decodedEstimate of f by its input's format.
-func (c DecideConfig) Estimate(f store.ObjectInfo) int64 {
+func (c Config) Estimate(f store.ObjectInfo) int64 {
 	format := c.Format
 	if v, ok := c.formatOf[c.inputOf(f.Key)]; ok {
 		format = v
@@ -106,7 +106,7 @@ const defaultInput = "default"
 
 // inputOf maps a source file to its watermark input: its top-level
 // directory with inputs: directory, else the one default input.
-func (c DecideConfig) inputOf(key string) string {
+func (c Config) inputOf(key string) string {
 	if c.ByDirectory {
 		if i := strings.IndexByte(key, '/'); i > 0 {
 			return key[:i]
@@ -124,7 +124,7 @@ func (c DecideConfig) inputOf(key string) string {
 // (round-robin), then those of the epoch after, ...; so the files one
 // epoch may take are a prefix of the order (selectFiles), and an input
 // with a larger limit is not held to the pace of one with a smaller.
-func (c DecideConfig) Interleave(pend []store.ObjectInfo) []store.ObjectInfo {
+func (c Config) Interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 	if !c.ByDirectory {
 		return pend
 	}
@@ -171,7 +171,7 @@ func (c DecideConfig) Interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 // Limit returns how many files of pend (in interleave order) the next
 // epoch may take by max_files_per_epoch: the longest prefix within the
 // limit, or with per-input limits within every input's own.
-func (c DecideConfig) Limit(pend []store.ObjectInfo) int {
+func (c Config) Limit(pend []store.ObjectInfo) int {
 	if c.MaxFilesOf == nil {
 		if c.MaxFiles > 0 && len(pend) > c.MaxFiles {
 			return c.MaxFiles
@@ -194,7 +194,7 @@ func (c DecideConfig) Limit(pend []store.ObjectInfo) int {
 // once no more than fit the memory budget (at least one).
 // (max_rows_per_epoch is applied while decoding: the epoch ends after the
 // file that crosses it.)
-func (c DecideConfig) SelectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
+func (c Config) SelectFiles(pend []store.ObjectInfo) []store.ObjectInfo {
 	n := c.Limit(pend)
 	if cut := c.MemorySplit(pend[:n]); cut.Split {
 		n = cut.Files
@@ -215,7 +215,7 @@ type memoryCut struct {
 // MemorySplit applies the budget to files, the selection before it: it
 // takes files in order while their estimated decoded size fits half the
 // memory limit, and always the first. Plans that stream are not cut.
-func (c DecideConfig) MemorySplit(files []store.ObjectInfo) memoryCut {
+func (c Config) MemorySplit(files []store.ObjectInfo) memoryCut {
 	cut := memoryCut{Files: len(files), Offered: len(files), Budget: c.MemLimit / 2}
 	if c.MemLimit <= 0 || c.Streams {
 		return cut
@@ -236,7 +236,7 @@ func (c DecideConfig) MemorySplit(files []store.ObjectInfo) memoryCut {
 
 // waiting returns the inputs that have listed files not taken by the epoch
 // in progress (pend[taken:]).
-func (c DecideConfig) waiting(pend []store.ObjectInfo, taken int) map[string]bool {
+func (c Config) waiting(pend []store.ObjectInfo, taken int) map[string]bool {
 	w := map[string]bool{}
 	for _, f := range pend[min(taken, len(pend)):] {
 		w[c.inputOf(f.Key)] = true
@@ -252,7 +252,7 @@ type FileObs struct {
 
 // Observe returns the per-input progress after files were read at now: a
 // new map, prev is not modified.
-func (c DecideConfig) Observe(prev map[string]manifest.InputState, files []FileObs, now time.Time) map[string]manifest.InputState {
+func (c Config) Observe(prev map[string]manifest.InputState, files []FileObs, now time.Time) map[string]manifest.InputState {
 	next := make(map[string]manifest.InputState, len(prev)+1)
 	for k, v := range prev {
 		next[k] = v
@@ -275,7 +275,7 @@ func (c DecideConfig) Observe(prev map[string]manifest.InputState, files []FileO
 // timeout do not hold it back, unless files of theirs are waiting; an input
 // with files waiting whose event times are unknown holds it where it is
 // (prev). It never goes backwards.
-func (c DecideConfig) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
+func (c Config) watermark(inputs map[string]manifest.InputState, prev int64, now time.Time, waiting map[string]bool) int64 {
 	wm, active := int64(math.MaxInt64), false
 	maxAll := int64(math.MinInt64)
 	for name, in := range inputs {
@@ -311,7 +311,7 @@ func (c DecideConfig) watermark(inputs map[string]manifest.InputState, prev int6
 
 // epochDecision is what the decide step says about one epoch once its files
 // are read.
-type epochDecision struct {
+type EpochDecision struct {
 	Inputs    map[string]manifest.InputState
 	Watermark int64
 	// Commit is false for an idle epoch (no files) whose watermark did not
@@ -322,9 +322,9 @@ type epochDecision struct {
 // Decide returns the inputs, the watermark and whether to commit after an
 // epoch that read files (none for an idle epoch) at now, with pend[taken:]
 // still waiting. drain advances the watermark to +inf.
-func (c DecideConfig) Decide(inputs map[string]manifest.InputState, prevWM int64, files []FileObs, now time.Time,
-	pend []store.ObjectInfo, taken int, drain, idle bool) epochDecision {
-	d := epochDecision{Inputs: c.Observe(inputs, files, now)}
+func (c Config) Decide(inputs map[string]manifest.InputState, prevWM int64, files []FileObs, now time.Time,
+	pend []store.ObjectInfo, taken int, drain, idle bool) EpochDecision {
+	d := EpochDecision{Inputs: c.Observe(inputs, files, now)}
 	d.Watermark = c.watermark(d.Inputs, prevWM, now, c.waiting(pend, taken))
 	if drain {
 		d.Watermark = math.MaxInt64
@@ -337,7 +337,7 @@ func (c DecideConfig) Decide(inputs map[string]manifest.InputState, prevWM int64
 // watermark the inputs' own progress gives, by the same rule as the
 // combined one (prev, the combined previous watermark, as the floor): what
 // a stage that reads only some inputs may advance to. drain gives +inf.
-func (c DecideConfig) inputWatermarks(inputs map[string]manifest.InputState, prev int64, now time.Time,
+func (c Config) InputWatermarks(inputs map[string]manifest.InputState, prev int64, now time.Time,
 	pend []store.ObjectInfo, taken int, drain bool, names []string) map[string]int64 {
 	waiting := c.waiting(pend, taken)
 	out := make(map[string]int64, len(names))
