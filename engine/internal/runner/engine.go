@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -201,22 +200,6 @@ func (s *Stores) Close() {
 	}
 }
 
-// PipelineStateURL returns <state-url>/<pipeline>.
-func PipelineStateURL(p *spec.Pipeline) (string, error) {
-	u, err := url.Parse(p.State.URL)
-	if err != nil {
-		return "", fmt.Errorf("state.url: %w", err)
-	}
-	u.Path = path.Join("/", u.Path, p.Name)
-	if u.Scheme == "s3" || u.Scheme == "mem" {
-		u.Path = strings.TrimPrefix(u.Path, "/")
-		if u.Path != "" {
-			u.Path = "/" + u.Path
-		}
-	}
-	return u.String(), nil
-}
-
 // refURL names a file in another store for a manifest: the store URL
 // without its query (connection settings such as an endpoint do not belong
 // in a reference) joined with the key.
@@ -377,21 +360,6 @@ func checkLocalSource(p *spec.Pipeline) error {
 		return fmt.Errorf("source.url: %s is a file; give the directory files land in", u.Path)
 	}
 	return nil
-}
-
-// IdentityOf is the location a pipeline identity records for a store URL:
-// the normalised location without connection settings (the endpoint may
-// change, the bucket and prefix may not) or credentials; "" for "".
-func IdentityOf(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	l, err := store.ParseLocation(raw)
-	if err != nil {
-		return store.Redact(raw)
-	}
-	l.Endpoint = ""
-	return l.String()
 }
 
 // DroppedState is one operator's state a reset dropped.

@@ -62,9 +62,9 @@ type sinkMarker struct {
 
 // planIdentity reads the sink marker and decides. It writes nothing.
 // restoring: the run restores a savepoint (it may take the sinks over).
-func planIdentity(ctx context.Context, p *spec.Pipeline, st *Stores, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
+func planIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink store.Store, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
 	ip := &identityPlan{want: manifest.Identity{
-		State: IdentityOf(st.StateURL), Sink: IdentityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
+		State: IdentityOf(stateURL), Sink: IdentityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
 		Late: IdentityOf(p.Source.LateURL), Rejected: IdentityOf(p.Source.RejectedURL),
 	}, restoring: restoring}
 	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
@@ -99,7 +99,7 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, st *Stores, c *epoch.Co
 	}
 	for i := range ip.markers {
 		m := &ip.markers[i]
-		data, tag, err := st.Sink.Get(ctx, m.key)
+		data, tag, err := sink.Get(ctx, m.key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -374,3 +374,22 @@ func (ip *identityPlan) checkOwner(ctx context.Context, sink store.Store) error 
 	}
 	return nil
 }
+
+// IdentityOf is the location a pipeline identity records for a store URL:
+// the normalised location without connection settings (the endpoint may
+// change, the bucket and prefix may not) or credentials; "" for "".
+func IdentityOf(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	l, err := store.ParseLocation(raw)
+	if err != nil {
+		return store.Redact(raw)
+	}
+	l.Endpoint = ""
+	return l.String()
+}
+
+// extraSinkDir is the output directory of further sink name in the
+// pipeline's combined sink: "@<name>".
+func extraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }

@@ -2,7 +2,10 @@ package runner
 
 import (
 	"fmt"
+	"net/url"
+	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -52,7 +55,7 @@ func pipelineLocations(p *spec.Pipeline) ([]pipeLoc, error) {
 		kind       locKind
 	}
 	var rs []raw
-	if IsGraph(p) {
+	if len(p.Sources) > 0 { // the graph form
 		rejected := map[string]bool{}
 		for _, ns := range p.Sources {
 			rs = append(rs, raw{"sources." + ns.Name + ".url", ns.Source.URL, locSource})
@@ -198,4 +201,20 @@ func CheckOutputPath(p *spec.Pipeline, flag, path string, dir bool) error {
 		}
 	}
 	return nil
+}
+
+// PipelineStateURL returns <state-url>/<pipeline>.
+func PipelineStateURL(p *spec.Pipeline) (string, error) {
+	u, err := url.Parse(p.State.URL)
+	if err != nil {
+		return "", fmt.Errorf("state.url: %w", err)
+	}
+	u.Path = path.Join("/", u.Path, p.Name)
+	if u.Scheme == "s3" || u.Scheme == "mem" {
+		u.Path = strings.TrimPrefix(u.Path, "/")
+		if u.Path != "" {
+			u.Path = "/" + u.Path
+		}
+	}
+	return u.String(), nil
 }

@@ -110,7 +110,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 			return nil, err
 		}
 	}
-	if rp.Identity, err = planIdentity(ctx, p, st, epoch.NewCommitter(st.State, nil, p.Name, nil), head, from.Generation, from.Kind == manifest.RestoreSavepoint); err != nil {
+	if rp.Identity, err = planIdentity(ctx, p, st.StateURL, st.Sink, epoch.NewCommitter(st.State, nil, p.Name, nil), head, from.Generation, from.Kind == manifest.RestoreSavepoint); err != nil {
 		return nil, err
 	}
 	hg := from.Generation

@@ -24,10 +24,6 @@ import (
 // committed outputs, clean orphans) is the same for one sink or several,
 // and one manifest commits every sink's outputs of an epoch at once.
 
-// extraSinkDir is the output directory of further sink name in the
-// pipeline's combined sink: "@<name>".
-func extraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }
-
 // SplitSinkPath splits a combined output path into its sink's name ("" for
 // the root sink) and the path relative to that sink.
 func SplitSinkPath(p string) (sink, rel string) {
