@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/spec"
 )
@@ -70,7 +71,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 func Redact(rawURL string) string { return runner.Redact(rawURL) }
 
 // PipelineStateURL returns <state-url>/<pipeline>.
-func PipelineStateURL(p *spec.Pipeline) (string, error) { return runner.PipelineStateURL(p) }
+func PipelineStateURL(p *spec.Pipeline) (string, error) { return owner.PipelineStateURL(p) }
 
 // Outputs returns the sink-relative paths of every committed output file,
 // in commit order, and the sink URL they are relative to.
@@ -96,5 +97,5 @@ func OutputURLs(ctx context.Context, p *spec.Pipeline, sink string) ([]string, e
 // --emit-test, floe run --metrics-file) that lies inside one of p's
 // locations; flag names the flag in the error.
 func CheckOutputPath(p *spec.Pipeline, flag, path string, dir bool) error {
-	return runner.CheckOutputPath(p, flag, path, dir)
+	return owner.CheckOutputPath(p, flag, path, dir)
 }

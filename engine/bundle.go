@@ -21,6 +21,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
@@ -164,7 +165,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	if err != nil {
 		return nil, fmt.Errorf("emit-test: %w", err)
 	}
-	if err := runner.CheckOutputPath(p, "emit-test", opts.Dir, true); err != nil {
+	if err := owner.CheckOutputPath(p, "emit-test", opts.Dir, true); err != nil {
 		return nil, err
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {

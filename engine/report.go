@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/iceberg"
@@ -463,7 +464,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 // tableStatus reads an Iceberg sink's published epoch and current snapshot;
 // a failure is shown, not returned.
 func tableStatus(ctx context.Context, p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *TableStatus {
-	ts := &TableStatus{Location: runner.IdentityOf(p.Sink.URL)}
+	ts := &TableStatus{Location: owner.IdentityOf(p.Sink.URL)}
 	t, err := iceberg.Open(ctx, st.Sink, ts.Location, iceberg.Options{Renames: runner.RenamedColumns(p)})
 	if err == nil {
 		id := p.Name
@@ -700,7 +701,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 	if err != nil {
 		return nil, err
 	}
-	if err := runner.CheckLocations(p); err != nil {
+	if err := owner.CheckLocations(p); err != nil {
 		return nil, err
 	}
 	st, err := runner.OpenStores(ctx, p, &opts, true)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -44,7 +45,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 	if err != nil {
 		return problem(err), nil
 	}
-	if err := runner.CheckLocations(q); err != nil {
+	if err := owner.CheckLocations(q); err != nil {
 		return problem(err), nil
 	}
 	var (

@@ -18,8 +18,8 @@
 //   - state restore: restore.go, lazyrestore.go (only the key groups an
 //     epoch touches), restoresrc.go (savepoints, rollback, reset, reprocess);
 //   - sources: graphsrc.go, source.go, listing.go, prefetch.go, rejects.go;
-//   - sinks: sinks.go, hivesink.go, tablesink.go (Iceberg), identity.go and
-//     locations.go (who owns which location).
+//   - sinks: sinks.go, hivesink.go, tablesink.go (Iceberg); who owns which
+//     location is package engine/internal/owner.
 //
 // Every epoch commits through package epoch: state and outputs first, the
 // manifest last, then the head.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/manifest"
@@ -213,7 +214,7 @@ func refURL(base, key string) string {
 func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource bool) (*Stores, error) {
 	st := &Stores{}
 	var err error
-	if st.StateURL, err = PipelineStateURL(p); err != nil {
+	if st.StateURL, err = owner.PipelineStateURL(p); err != nil {
 		return nil, err
 	}
 	// Each store the run needs: its name (for WrapStore and messages), the
@@ -316,7 +317,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if err := checkLocalSource(p); err != nil {
 		return nil, err
 	}
-	if err := CheckLocations(p); err != nil {
+	if err := owner.CheckLocations(p); err != nil {
 		return nil, err
 	}
 	if opts.UntilEpoch < 0 {

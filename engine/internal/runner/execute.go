@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -112,7 +113,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			if len(bs) == 0 {
 				continue
 			}
-			groups, err := sinkGroups(h, extraSinkDir(sk.Name), bs, r.Mem)
+			groups, err := sinkGroups(h, owner.ExtraSinkDir(sk.Name), bs, r.Mem)
 			if err != nil {
 				return nil, fmt.Errorf("sinks.%s: %w", sk.Name, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -196,7 +197,7 @@ func HivePartitionOf(pl *dataflow.Plan, sp *spec.Pipeline, p string) string {
 		return info.Partition
 	}
 	i := slices.IndexFunc(dataflow.ExtraSinks(sp), func(s spec.NamedSink) bool { return s.Name == name })
-	if i < 0 || pl.ExtraPartsOf(i) == nil || info.Dir != extraSinkDir(name) {
+	if i < 0 || pl.ExtraPartsOf(i) == nil || info.Dir != owner.ExtraSinkDir(name) {
 		return ""
 	}
 	return info.Partition

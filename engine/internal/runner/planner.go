@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
@@ -29,7 +30,7 @@ type RunPlan struct {
 	Reason        string
 	// refusal, when set, is why the run must not start; it writes nothing.
 	Refusal  error
-	Identity *identityPlan
+	Identity *owner.IdentityPlan
 	// share tells whether unchanged parent state files can be reused
 	// (same layout, same generation); each stateful stage restores the
 	// key-group ranges restoreSources gives it.
@@ -110,7 +111,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 			return nil, err
 		}
 	}
-	if rp.Identity, err = planIdentity(ctx, p, st.StateURL, st.Sink, epoch.NewCommitter(st.State, nil, p.Name, nil), head, from.Generation, from.Kind == manifest.RestoreSavepoint); err != nil {
+	if rp.Identity, err = owner.PlanIdentity(ctx, p, st.StateURL, st.Sink, epoch.NewCommitter(st.State, nil, p.Name, nil), head, from.Generation, from.Kind == manifest.RestoreSavepoint); err != nil {
 		return nil, err
 	}
 	hg := from.Generation
@@ -128,7 +129,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 		rp.Stages = stages
 	}
 	if rp.Refusal == nil {
-		rp.Refusal = rp.Identity.refusal
+		rp.Refusal = rp.Identity.Refusal
 	}
 	if rp.Refusal == nil && p.Sink.Type == spec.SinkIceberg {
 		changes, err := tableSchemaChanges(ctx, p, st, rp.Plan.Output)
@@ -200,7 +201,7 @@ func RestoreSources(m *manifest.Manifest, opID string, p, k int) ([]SubtaskResto
 
 // generationRecord is the _generation.json the plan starts.
 func (rp *RunPlan) generationRecord() manifest.Generation {
-	id := rp.Identity.want
+	id := rp.Identity.Want
 	g := manifest.Generation{Parallelism: rp.Parallelism, MaxParallelism: rp.K, Plan: rp.Plan.Ops,
 		PlanHash: rp.Plan.Hash, Identity: &id}
 	if f := rp.From; f.Kind != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -59,7 +60,7 @@ func RejectedWhere(p *spec.Pipeline) string {
 	if u := p.Source.RejectedURL; u != "" {
 		return store.Redact(u)
 	}
-	return IdentityOf(p.Sink.URL) + "/" + rejectedDir + "/"
+	return owner.IdentityOf(p.Sink.URL) + "/" + rejectedDir + "/"
 }
 
 // RejectingFraction is the share of an epoch's rows whose rejection makes

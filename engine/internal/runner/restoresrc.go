@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -98,7 +99,7 @@ func savepointURL(p *spec.Pipeline, st *Stores, nameOrURL string) (u, rel string
 
 // SavepointURL returns the URL of the named savepoint's folder.
 func SavepointURL(p *spec.Pipeline, name string) (string, error) {
-	stateURL, err := PipelineStateURL(p)
+	stateURL, err := owner.PipelineStateURL(p)
 	if err != nil {
 		return "", err
 	}

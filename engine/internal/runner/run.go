@@ -15,6 +15,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -95,7 +96,7 @@ type Runner struct {
 	newGenReason string
 	// ident is the run plan's identity verdict; claimed: beginWriting ran
 	// (generation started, sinks claimed).
-	ident   *identityPlan
+	ident   *owner.IdentityPlan
 	claimed bool
 }
 
@@ -181,7 +182,7 @@ func (r *Runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	}
 	// The sinks are still this state's (a takeover may have come after
 	// planIdentity read the markers): only then clean them.
-	if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
+	if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
 		return nil, err
 	}
 	if r.sides, err = r.C.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
@@ -195,7 +196,7 @@ func (r *Runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	}
 	// Sink cleanup judges outputs by the restored output log; while a
 	// restore is not committed the head's log is the truth, so it waits.
-	_, err = r.C.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.takeoverPending()))
+	_, err = r.C.Retain(ctx, head, r.gcOptions(r.mustCommit || r.ident.TakeoverPending()))
 	phase("cleanup")
 	return rp.Files, err
 }
@@ -335,7 +336,7 @@ func (r *Runner) run(ctx context.Context) (*Result, error) {
 	// Final cleanup of orphans of the epochs this run committed, if the
 	// sinks are still this state's.
 	if r.res.Epochs > 0 {
-		if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
+		if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
 			return &r.res, err
 		}
 		r.retainEnd(ctx)
@@ -380,7 +381,7 @@ func (r *Runner) beginWriting(ctx context.Context) error {
 	if note := ParallelismNote(r.P, r.Opts); note != "" {
 		r.Log.Warn(note)
 	}
-	if err := r.ident.claimSink(ctx, r.St.Sink, r.P.Name, r.gen.Identity, r.Log); err != nil {
+	if err := r.ident.ClaimSink(ctx, r.St.Sink, r.P.Name, r.gen.Identity, r.Log); err != nil {
 		return err
 	}
 	r.claimed = true
@@ -623,7 +624,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	// Another state may have taken the sinks over since the last epoch
 	// (a --trigger worker of a moved pipeline's old state): stop before
 	// writing, and before this epoch's side-output cleanup.
-	if err := r.ident.checkOwner(ctx, r.St.Sink); err != nil {
+	if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
 		return 0, err
 	}
 	att, err := r.attemptFor(ctx, results)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -46,9 +47,9 @@ func checkSinks(p *spec.Pipeline) error {
 		if i > 0 && a.Sink.Type == spec.SinkIceberg {
 			return fmt.Errorf("sinks.%s: an iceberg sink must be the pipeline's first sink (one table per pipeline for now); move it first, or write this one as files", a.Name)
 		}
-		ua := strings.TrimSuffix(IdentityOf(a.Sink.URL), "/") + "/"
+		ua := strings.TrimSuffix(owner.IdentityOf(a.Sink.URL), "/") + "/"
 		for _, b := range p.Sinks[:i] {
-			ub := strings.TrimSuffix(IdentityOf(b.Sink.URL), "/") + "/"
+			ub := strings.TrimSuffix(owner.IdentityOf(b.Sink.URL), "/") + "/"
 			switch {
 			case ua == ub:
 				return fmt.Errorf("sinks.%s.url: the same location as sinks.%s (%s); give each sink its own url", a.Name, b.Name, store.Redact(a.Sink.URL))
@@ -130,7 +131,7 @@ func (m *sinkMux) List(ctx context.Context, prefix string) ([]store.ObjectInfo, 
 		}
 	}
 	for _, name := range m.names {
-		dir := extraSinkDir(name) + "/"
+		dir := owner.ExtraSinkDir(name) + "/"
 		if !strings.HasPrefix(dir, prefix) && !strings.HasPrefix(prefix, dir) {
 			continue
 		}

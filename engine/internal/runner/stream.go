@@ -17,6 +17,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -420,7 +421,7 @@ func (r *Runner) streamTargets() []sinkTarget {
 	ts := []sinkTarget{{where: "sink", format: r.P.Sink.Format, schema: r.Plan.SinkParts.Schema(r.Plan.Output), parts: r.Plan.SinkParts, table: r.table}}
 	for i, sk := range dataflow.ExtraSinks(r.P) {
 		h := r.Plan.ExtraPartsOf(i)
-		ts = append(ts, sinkTarget{dir: extraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,
+		ts = append(ts, sinkTarget{dir: owner.ExtraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,
 			schema: h.Schema(r.Plan.Graph.Extra[i].Out), parts: h})
 	}
 	return ts

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -78,9 +79,9 @@ func isUnsigned(t arrow.DataType) bool {
 // openIceberg opens the table of p's iceberg sink for data files of schema
 // out.
 func openIceberg(ctx context.Context, p *spec.Pipeline, st *Stores, partitionBy string, out *arrow.Schema, log *slog.Logger) (*iceberg.Table, error) {
-	t, err := iceberg.Open(ctx, st.Sink, IdentityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: RenamedColumns(p), Logger: log})
+	t, err := iceberg.Open(ctx, st.Sink, owner.IdentityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: RenamedColumns(p), Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", IdentityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.Sink.URL), err)
 	}
 	return t, nil
 }
@@ -101,7 +102,7 @@ func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *Stores, out *
 	}
 	changes, err := t.CheckSchema(ctx, out)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", IdentityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.Sink.URL), err)
 	}
 	return changes, nil
 }

@@ -1,4 +1,4 @@
-package runner
+package owner
 
 import (
 	"context"
@@ -22,12 +22,12 @@ import (
 // recorded in every generation it starts and in the sink's marker, and every
 // run checks the spec against both before it writes anything.
 
-// identityPlan is the identity check's verdict.
-type identityPlan struct {
-	want     manifest.Identity  // what the spec says (ID: the recorded one, or new)
+// IdentityPlan is the identity check's verdict.
+type IdentityPlan struct {
+	Want     manifest.Identity  // what the spec says (ID: the recorded one, or new)
 	recorded *manifest.Identity // in the head's generation; nil if none
 	markers  []sinkMarker       // one per sink: the root sink's first
-	refusal  error              // non-nil: the run must not write anything
+	Refusal  error              // non-nil: the run must not write anything
 	Warnings []string
 	// restoring: the run restores a savepoint, an explicit move of the
 	// pipeline, which takes its sinks over from the state their markers
@@ -60,17 +60,17 @@ type sinkMarker struct {
 // end and before each epoch writes (checkOwner), so one that was running
 // during a takeover stops too (a --trigger worker of the old state).
 
-// planIdentity reads the sink marker and decides. It writes nothing.
+// PlanIdentity reads the sink marker and decides. It writes nothing.
 // restoring: the run restores a savepoint (it may take the sinks over).
-func planIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink store.Store, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*identityPlan, error) {
-	ip := &identityPlan{want: manifest.Identity{
+func PlanIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink store.Store, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*IdentityPlan, error) {
+	ip := &IdentityPlan{Want: manifest.Identity{
 		State: IdentityOf(stateURL), Sink: IdentityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
 		Late: IdentityOf(p.Source.LateURL), Rejected: IdentityOf(p.Source.RejectedURL),
 	}, restoring: restoring}
-	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.want.Sink}}
+	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.Want.Sink}}
 	for _, sk := range dataflow.ExtraSinks(p) {
-		ip.want.Sinks = append(ip.want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: IdentityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
-		ip.markers = append(ip.markers, sinkMarker{key: extraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: IdentityOf(sk.Sink.URL)})
+		ip.Want.Sinks = append(ip.Want.Sinks, manifest.SinkIdentity{Name: sk.Name, URL: IdentityOf(sk.Sink.URL), Format: string(sk.Sink.Format)})
+		ip.markers = append(ip.markers, sinkMarker{key: ExtraSinkDir(sk.Name) + "/" + manifest.SinkMarkerName, url: IdentityOf(sk.Sink.URL)})
 	}
 	g := head.Generation
 	if g == nil || g.Identity == nil {
@@ -78,9 +78,9 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink s
 	}
 	if g != nil && g.Identity != nil {
 		ip.recorded = g.Identity
-		ip.want.ID = g.Identity.ID
+		ip.Want.ID = g.Identity.ID
 	} else {
-		ip.want.ID = uuid.NewString()
+		ip.Want.ID = uuid.NewString()
 	}
 	// A run that crashed after starting a generation and claiming the sink,
 	// before its first commit, left that generation for the next run to
@@ -94,8 +94,8 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink s
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		return nil, err
-	case next.Identity != nil && next.Identity.SameExceptID(&ip.want) && (ip.recorded == nil || next.Identity.ID == ip.recorded.ID):
-		ip.want.ID = next.Identity.ID
+	case next.Identity != nil && next.Identity.SameExceptID(&ip.Want) && (ip.recorded == nil || next.Identity.ID == ip.recorded.ID):
+		ip.Want.ID = next.Identity.ID
 	}
 	for i := range ip.markers {
 		m := &ip.markers[i]
@@ -111,13 +111,13 @@ func planIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink s
 			m.tag = tag
 		}
 	}
-	ip.refusal = ip.check(p.Name, head)
+	ip.Refusal = ip.check(p.Name, head)
 	return ip, nil
 }
 
 // check compares the spec with the recorded identity and the marker.
-func (ip *identityPlan) check(name string, head *epoch.Head) error {
-	want, rec, mk := &ip.want, ip.recorded, ip.markers[0].marker
+func (ip *IdentityPlan) check(name string, head *epoch.Head) error {
+	want, rec, mk := &ip.Want, ip.recorded, ip.markers[0].marker
 	const fix = "revert the spec, or pick a new pipeline name and a new sink to start over"
 	if rec != nil {
 		if err := ip.checkSinks(head); err != nil {
@@ -154,8 +154,8 @@ func (ip *identityPlan) check(name string, head *epoch.Head) error {
 
 // checkMarker checks one sink's marker: the sink must be this pipeline's or
 // nobody's.
-func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m *sinkMarker, root bool) error {
-	want, mk := &ip.want, m.marker
+func (ip *IdentityPlan) checkMarker(name string, head *epoch.Head, m *sinkMarker, root bool) error {
+	want, mk := &ip.Want, m.marker
 	if mk == nil {
 		return nil
 	}
@@ -197,8 +197,8 @@ func (ip *identityPlan) checkMarker(name string, head *epoch.Head, m *sinkMarker
 // committed outputs keeps its name, location and format (its outputs are
 // listed under its name), and the first sink stays first; a new sink may
 // be added (it receives the outputs of the epochs from now on).
-func (ip *identityPlan) checkSinks(head *epoch.Head) error {
-	want, rec := &ip.want, ip.recorded
+func (ip *IdentityPlan) checkSinks(head *epoch.Head) error {
+	want, rec := &ip.Want, ip.recorded
 	const fix = "revert the spec, or pick a new pipeline name and new sinks to start over"
 	if rec.Sink != want.Sink {
 		for _, w := range want.Sinks {
@@ -249,7 +249,7 @@ func committedWith(head *epoch.Head) string {
 
 // copiedWithMarker reports whether the sink at url holds a marker of the
 // pipeline id: it was copied with the pipeline's other files.
-func (ip *identityPlan) copiedWithMarker(url, id string) bool {
+func (ip *IdentityPlan) copiedWithMarker(url, id string) bool {
 	for _, m := range ip.markers {
 		if m.url == url && m.marker != nil && !m.marker.Legacy && m.marker.ID == id {
 			return true
@@ -265,32 +265,32 @@ func orNone(s string) string {
 	return s
 }
 
-// claimSink creates each sink's marker, or upgrades a legacy one, for the
+// ClaimSink creates each sink's marker, or upgrades a legacy one, for the
 // identity id (the generation's, once it exists). Called only after every
 // check of the run passed and the generation is known.
 // The marker names the run's state (want.State), which after a move is not
 // the one the continued generation recorded. A takeover is logged.
-func (ip *identityPlan) claimSink(ctx context.Context, sink store.Store, name string, id *manifest.Identity, log *slog.Logger) error {
+func (ip *IdentityPlan) ClaimSink(ctx context.Context, sink store.Store, name string, id *manifest.Identity, log *slog.Logger) error {
 	if id == nil {
 		return nil // a legacy generation: the marker stays as it is until the next generation
 	}
 	ip.claimed = true
 	for _, m := range ip.markers {
-		if err := claimMarker(ctx, sink, name, id.ID, ip.want.State, m); err != nil {
+		if err := claimMarker(ctx, sink, name, id.ID, ip.Want.State, m); err != nil {
 			return err
 		}
 		if m.takeover != "" {
 			log.Warn("sink taken over: its marker now names this run's state; runs with the old state are refused",
-				"sink", m.url, "old_state", m.marker.State, "state", ip.want.State, "reason", m.takeover)
+				"sink", m.url, "old_state", m.marker.State, "state", ip.Want.State, "reason", m.takeover)
 		}
 	}
 	return nil
 }
 
-// takeoverPending reports whether a sink's marker names another state
+// TakeoverPending reports whether a sink's marker names another state
 // that this run is to take over and has not yet: until its claim the run
 // must not clean that sink (its orphans are judged by the owner's log).
-func (ip *identityPlan) takeoverPending() bool {
+func (ip *IdentityPlan) TakeoverPending() bool {
 	if ip == nil || ip.claimed {
 		return false
 	}
@@ -334,7 +334,7 @@ func claimMarker(ctx context.Context, sink store.Store, name, id, state string, 
 	return fmt.Errorf("sink %s: another pipeline claimed the sink at the same time (%s changed under this run); run again to see which one owns it", m.url, manifest.SinkMarkerName)
 }
 
-// checkOwner reads each sink's marker again and refuses when it no longer
+// CheckOwner reads each sink's marker again and refuses when it no longer
 // names this run's state: another state took the sink over while this run
 // was running (a restore of a savepoint elsewhere), so this run must not
 // clean the sink, whose other outputs are now the new owner's. A marker
@@ -344,8 +344,8 @@ func claimMarker(ctx context.Context, sink store.Store, name, id, state string, 
 // a marker is checked against the owner planIdentity read, which must be
 // this state; a marker this run is to take over is not checked (the run
 // does not clean that sink before its claim: takeoverPending).
-func (ip *identityPlan) checkOwner(ctx context.Context, sink store.Store) error {
-	if ip == nil || ip.want.ID == "" {
+func (ip *IdentityPlan) CheckOwner(ctx context.Context, sink store.Store) error {
+	if ip == nil || ip.Want.ID == "" {
 		return nil
 	}
 	for _, m := range ip.markers {
@@ -363,13 +363,13 @@ func (ip *identityPlan) checkOwner(ctx context.Context, sink store.Store) error 
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", m.url, err)
 		}
-		if cur.Legacy || cur.ID != ip.want.ID || cur.State != ip.want.State {
+		if cur.Legacy || cur.ID != ip.Want.ID || cur.State != ip.Want.State {
 			owner := "state " + cur.State
-			if cur.ID != ip.want.ID || cur.Legacy {
+			if cur.ID != ip.Want.ID || cur.Legacy {
 				owner = fmt.Sprintf("another pipeline (%q, id %s)", cur.Pipeline, cur.ID)
 			}
 			return fmt.Errorf("sink %s was taken over by %s while this run was running; the run stops before it writes to or cleans the sink again (its cleanup would delete the new owner's outputs): "+
-				"what it committed stays in state %s, whose later runs are refused", m.url, owner, ip.want.State)
+				"what it committed stays in state %s, whose later runs are refused", m.url, owner, ip.Want.State)
 		}
 	}
 	return nil
@@ -390,6 +390,6 @@ func IdentityOf(raw string) string {
 	return l.String()
 }
 
-// extraSinkDir is the output directory of further sink name in the
+// ExtraSinkDir is the output directory of further sink name in the
 // pipeline's combined sink: "@<name>".
-func extraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }
+func ExtraSinkDir(name string) string { return manifest.ExtraSinkPrefix + name }
