@@ -378,17 +378,9 @@ func releaseAll(bs []arrow.RecordBatch) {
 // decodeParquet reads the declared columns of a Parquet input file, casting
 // them to the declared types.
 func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
-	var batches []arrow.RecordBatch
-	d, err := decodeParquetStream(fileName, bytes.NewReader(data), opts, func(b arrow.RecordBatch) error {
-		batches = append(batches, b)
-		return nil
+	return collectBatches(func(each func(arrow.RecordBatch) error) (*Decoded, error) {
+		return decodeParquetStream(fileName, bytes.NewReader(data), opts, each)
 	})
-	if err != nil {
-		releaseAll(batches)
-		return nil, err
-	}
-	d.Batches = batches
-	return d, nil
 }
 
 // badUTF8Rows calls bad with the row and value of every non-null value of a

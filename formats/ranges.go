@@ -213,35 +213,34 @@ func (f *SparseFile) Seek(offset int64, whence int) (int64, error) {
 // file, or a SparseFile holding the chunks of opts.Schema's columns).
 func DecodeParquetAt(file string, r parquet.ReaderAtSeeker, opts DecodeOptions) (*Decoded, error) {
 	opts = withDecodeDefaults(opts)
-	var batches []arrow.RecordBatch
-	d, err := decodeParquetStream(file, r, opts, func(b arrow.RecordBatch) error {
-		batches = append(batches, b)
-		return nil
+	return collectBatches(func(each func(arrow.RecordBatch) error) (*Decoded, error) {
+		return decodeParquetStream(file, r, opts, each)
 	})
-	if err != nil {
-		releaseAll(batches)
-		return nil, err
-	}
-	d.Batches = batches
-	return d, nil
 }
 
 // DecodeParquetStreamAt is DecodeStream for a Parquet file read through r.
 func DecodeParquetStreamAt(file string, r parquet.ReaderAtSeeker, opts DecodeOptions, each func(arrow.RecordBatch) error) (*Decoded, error) {
 	opts = withDecodeDefaults(opts)
+	emit, cbErr := guardEach(each)
+	d, err := decodeParquetStream(file, r, opts, emit)
+	if *cbErr != nil {
+		return nil, *cbErr
+	}
+	return d, err
+}
+
+// guardEach wraps a caller's batch callback: once it failed, later batches
+// are released unseen and the same error returned; *err is its error.
+func guardEach(each func(arrow.RecordBatch) error) (emit func(arrow.RecordBatch) error, err *error) {
 	var cbErr error
-	d, err := decodeParquetStream(file, r, opts, func(b arrow.RecordBatch) error {
+	return func(b arrow.RecordBatch) error {
 		if cbErr != nil {
 			b.Release()
 			return cbErr
 		}
 		cbErr = each(b)
 		return cbErr
-	})
-	if cbErr != nil {
-		return nil, cbErr
-	}
-	return d, err
+	}, &cbErr
 }
 
 func withDecodeDefaults(opts DecodeOptions) DecodeOptions {
