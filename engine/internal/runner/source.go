@@ -39,10 +39,10 @@ func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, aft
 		if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
 			continue // hidden and in-progress files (Spark/Hive convention)
 		}
-		if pat := p.Source.Pattern; pat != "" {
-			ok, err := path.Match(pat, o.Key)
+		if pat, rel, field := patternOf(p, o.Key); pat != "" {
+			ok, err := path.Match(pat, rel)
 			if err != nil {
-				return nil, fmt.Errorf("source.pattern %q: %w", pat, err)
+				return nil, fmt.Errorf("%s %q: %w", field, pat, err)
 			}
 			if !ok {
 				if ok2, _ := path.Match(pat, base); !ok2 {
@@ -53,6 +53,23 @@ func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, aft
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// patternOf returns the pattern that selects listed key: source.pattern,
+// or in the graph form the pattern of the named source the key's first
+// segment names, matched against the key below that source (rel); field
+// names it for errors.
+func patternOf(p *spec.Pipeline, key string) (pat, rel, field string) {
+	if !IsGraph(p) {
+		return p.Source.Pattern, key, "source.pattern"
+	}
+	name, rest, _ := strings.Cut(key, "/")
+	for _, ns := range p.Sources {
+		if ns.Name == name {
+			return ns.Source.Pattern, rest, "sources." + name + ".pattern"
+		}
+	}
+	return "", key, ""
 }
 
 // PendingFiles returns the listed files not in seen, in listing order.
