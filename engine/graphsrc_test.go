@@ -80,3 +80,26 @@ func TestGraphSourcePattern(t *testing.T) {
 		t.Fatalf("without a pattern: %d rows rejected, %d files read; want 1 and %d", res2.RowsRejected, res2.Files, res.Files+1)
 	}
 }
+
+// TestGraphSourceStartLatest: start_from: latest on one source of a graph
+// marks that source's files present at the first run read without reading
+// them, and only that source's (it was ignored in the graph form: every
+// file was read); files landing later are read from every source.
+func TestGraphSourceStartLatest(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 4) // 4 files a stream: 5 auctions and 40 bids each
+	tmpl := strings.Replace(auctionGraph, "    format: jsonl\n    schema: {auction:", "    format: jsonl\n    start_from: latest\n    schema: {auction:", 1)
+	if tmpl == auctionGraph {
+		t.Fatal("the bids source block of auctionGraph changed")
+	}
+	p := e.pipelineFrom(t, tmpl)
+	res := run(t, p, engine.Options{Drain: true})
+	if res.Rows != 4*5 || res.Files != 8 {
+		t.Fatalf("first run: %d rows from %d files; want the 20 auctions only (the 4 bids files marked read unread)", res.Rows, res.Files)
+	}
+	e.putAuctions(t, 6) // files 4 and 5 of each stream land (0-3 rewritten unchanged)
+	res = run(t, p, engine.Options{Drain: true})
+	if res.Rows != 2*5+2*40 || res.Files != 4 {
+		t.Fatalf("second run: %d rows from %d files; want 90 from the 4 new files", res.Rows, res.Files)
+	}
+}

@@ -436,7 +436,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 	if s := m.Stats; s != nil && s.BytesIn != size {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the epoch's input files add up to %d bytes now, but epoch %d read %d bytes: an input file changed since (input files must be immutable)", size, m.Epoch, s.BytesIn))
 	}
-	if _, latest, _ := x.p.Source.StartTime(); latest && y.parent == nil && m.Counters.RowsIn == 0 && m.Watermark == manifest.NoWatermark {
+	if runner.StartsLatest(x.p) && y.parent == nil && m.Counters.RowsIn == 0 && m.Watermark == manifest.NoWatermark {
 		r.SkipRead = true // start_from: latest marked the files present at the start read without reading them
 		y.skipRead = true
 	}

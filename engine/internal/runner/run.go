@@ -256,9 +256,12 @@ func (r *Runner) run(ctx context.Context) (*Result, error) {
 	known := int64(len(pend))
 	r.warnAfterDrain(pend)
 	r.noteChanged(files)
-	if _, latest, _ := r.P.Source.StartTime(); latest && r.head.Manifest == nil && !r.mustCommit && len(pend) > 0 {
+	if skip, rest := SplitStartLatest(r.P, pend); len(skip) > 0 && r.head.Manifest == nil && !r.mustCommit {
+		// The skip epoch takes exactly the files start_from: latest marks
+		// read: put first, so they are the prefix the epoch consumes.
+		pend = append(skip, rest...)
 		r.SkipRead = true
-		n, err := r.epoch(ctx, pend, pend, false, false)
+		n, err := r.epoch(ctx, skip, pend, false, false)
 		r.SkipRead = false
 		if err != nil {
 			return &r.res, err
@@ -712,3 +715,49 @@ func FmtWM(wm int64) string {
 
 // FormatWatermark renders a watermark in microseconds for people.
 func FormatWatermark(wm int64) string { return FmtWM(wm) }
+
+// StartsLatest reports whether a source of p has start_from: latest (in
+// the graph form, any of its named sources).
+func StartsLatest(p *spec.Pipeline) bool {
+	if !IsGraph(p) {
+		_, latest, _ := p.Source.StartTime()
+		return latest
+	}
+	for _, ns := range p.Sources {
+		if _, latest, _ := ns.Source.StartTime(); latest {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitStartLatest splits pending files into those start_from: latest marks
+// read at a pipeline's first run (every file in the linear form; in the
+// graph form the files of the named sources that set it) and the rest,
+// each in its order.
+func SplitStartLatest(p *spec.Pipeline, pend []store.ObjectInfo) (skip, rest []store.ObjectInfo) {
+	if !IsGraph(p) {
+		if StartsLatest(p) {
+			return pend, nil
+		}
+		return nil, pend
+	}
+	latest := map[string]bool{}
+	for _, ns := range p.Sources {
+		if _, l, _ := ns.Source.StartTime(); l {
+			latest[ns.Name] = true
+		}
+	}
+	if len(latest) == 0 {
+		return nil, pend
+	}
+	for _, f := range pend {
+		name, _, _ := strings.Cut(f.Key, "/")
+		if latest[name] {
+			skip = append(skip, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	return skip, rest
+}
