@@ -480,7 +480,7 @@ func TestGraphRefusesOrder(t *testing.T) {
 	p.State.URL = fileURL(filepath.Join(d, "state"))
 	p.Sources[0].Source.Order = spec.OrderLexical
 	_, err = engine.Run(context.Background(), p, engine.Options{})
-	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+": order is not supported in the graph form") {
+	if err == nil || !strings.Contains(err.Error(), "sources."+p.Sources[0].Name+".order: order is not supported in the graph form") {
 		t.Fatalf("graph source with order: %v", err)
 	}
 }

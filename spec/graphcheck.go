@@ -443,6 +443,13 @@ func (p *Pipeline) validateGraph(c *collector) {
 		if s.Source.Inputs == InputsDirectory {
 			c.add(sp+".inputs", "inputs: directory is not supported in the graph form: each source is one watermark input; declare each directory as a source of its own")
 		}
+		if s.Source.Order != "" {
+			c.add(sp+".order", "order is not supported in the graph form yet (its sources are listed whole every run); leave it out")
+		}
+		if first := p.Sources[0]; s.Source.RejectedURL != first.Source.RejectedURL {
+			c.add(sp+".rejected_url", "differs from sources.%s's: the sources of one pipeline share one rejected-rows location for now; give every source the same rejected_url, or none (rows go to the sink's _rejected/)",
+				first.Name)
+		}
 	}
 	for i := range p.Stages {
 		p.validateStage(c, i)

@@ -50,14 +50,7 @@ func GraphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
 	src := spec.Source{Type: spec.SourceFiles, URL: graphSourceURL(p), Format: first.Format, Inputs: spec.InputsDirectory,
 		OnError: first.OnError, RejectedURL: first.RejectedURL, EventTime: first.EventTime}
 	for _, ns := range p.Sources {
-		s := ns.Source
-		if s.Order != "" {
-			return nil, fmt.Errorf("sources.%s: order is not supported in the graph form yet (its sources are listed whole every run); leave it out", ns.Name)
-		}
-		if s.RejectedURL != src.RejectedURL {
-			return nil, fmt.Errorf("sources.%s.rejected_url: the sources of one pipeline share one rejected-rows location for now (%s has %q); give every source the same rejected_url, or none (rows go to the sink's _rejected/)",
-				ns.Name, p.Sources[0].Name, store.Redact(src.RejectedURL))
-		}
+		s := ns.Source // order and one rejected_url: spec validation (graphcheck.go)
 		src.Watermark.MaxOutOfOrderness = max(src.Watermark.MaxOutOfOrderness, s.Watermark.MaxOutOfOrderness)
 		if s.Watermark.IdleTimeout > 0 && (src.Watermark.IdleTimeout == 0 || s.Watermark.IdleTimeout < src.Watermark.IdleTimeout) {
 			src.Watermark.IdleTimeout = s.Watermark.IdleTimeout
