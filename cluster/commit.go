@@ -138,8 +138,9 @@ const (
 // Commit waits for the epoch's manifest to exist, creating it when it is
 // this worker's turn: worker 0 gathers all parts (Parts), builds the
 // manifest and creates it with create-if-absent; the others wait for it
-// and do the same themselves after TakeOver, so a dead worker 0 delays a
-// commit but never stops it. An existing manifest must be exactly the
+// (one GET per poll) and do the same themselves after their take-over
+// delay (TakeOver times their index: worker 1 first), so a dead worker 0
+// delays a commit but never stops it. An existing manifest must be exactly the
 // bytes this worker builds from the same parts (else ErrNotDeterministic,
 // or ErrFenced when another attempt wrote it). It returns the manifest's
 // bytes; the engine then moves _latest.json (compare-and-swap), which any
@@ -208,8 +209,8 @@ func sameManifest(key string, got, want []byte, attempt string) error {
 	return fmt.Errorf("%w: %s", ErrNotDeterministic, key)
 }
 
-// waitManifest polls for the manifest for up to TakeOver (ok false when it
-// is still absent then).
+// waitManifest polls for the manifest for up to the take-over delay (ok
+// false when it is still absent then).
 func (e *Epoch) waitManifest(ctx context.Context) ([]byte, bool, error) {
 	d := e.Decision
 	key := manifest.ManifestPath(d.Generation, d.Epoch)
@@ -223,7 +224,7 @@ func (e *Epoch) waitManifest(ctx context.Context) ([]byte, bool, error) {
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, false, fmt.Errorf("gen %d epoch %d: read manifest: %w", d.Generation, d.Epoch, err)
 		}
-		if e.w.cfg.Now().Sub(start) >= e.w.cfg.TakeOver {
+		if e.w.cfg.Now().Sub(start) >= e.w.takeOver() {
 			return nil, false, nil
 		}
 		if err := sleep(ctx, delay); err != nil {

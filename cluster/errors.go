@@ -32,6 +32,10 @@ var (
 	// manifest builder depends on something besides the decision and the
 	// parts. A bug, never retried.
 	ErrNotDeterministic = errors.New("manifest is not a function of the decision and the parts")
+	// ErrIdle: the epoch's proposer found no new input and decided
+	// nothing. With --once every worker stops; with --trigger it joins again
+	// at the next tick.
+	ErrIdle = errors.New("no new input")
 	// ErrCorrupt: an exchange object or part record that does not parse,
 	// fails its checksum or names another epoch, attempt or sender.
 	ErrCorrupt = errors.New("corrupt exchange object")

@@ -385,3 +385,107 @@ func TestRequestsMatchCostModel(t *testing.T) {
 		})
 	}
 }
+
+// stepClock is a clock that moves by step at every reading.
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// TestIdle: a proposer that finds no input leaves an idle note, and the
+// workers waiting for the decision stop with ErrIdle without looking
+// themselves; the next Join with input decides as usual.
+func TestIdle(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, "file://"+t.TempDir())
+	topo := cluster.Topology{Workers: 3, Parallelism: 3, MaxParallelism: 12}
+	var proposals sync.Map
+	counting := func(i int) cluster.Proposer {
+		return func(context.Context) (*manifest.Decision, error) {
+			proposals.Store(i, true)
+			return nil, nil
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := 1; i < 3; i++ {
+		// A frozen clock a minute behind: they started waiting before
+		// worker 0 looked, and never take over.
+		frozen := (&stepClock{t: time.Now().Add(-time.Minute)}).Now
+		w := newWorker(t, st, i, topo, func(c *cluster.Config) { c.TakeOver, c.Timeout, c.Now = time.Minute, time.Hour, frozen })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = w.Join(ctx, 1, 1, nil, counting(i))
+		}()
+	}
+	_, errs[0] = newWorker(t, st, 0, topo).Join(ctx, 1, 1, nil, counting(0))
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, cluster.ErrIdle) {
+			t.Errorf("worker %d: %v, want ErrIdle", i, err)
+		}
+	}
+	for i := 1; i < 3; i++ {
+		if _, ok := proposals.Load(i); ok {
+			t.Errorf("worker %d looked for input itself", i)
+		}
+	}
+	if _, ok := proposals.Load(0); !ok {
+		t.Error("worker 0 did not look")
+	}
+	// Input arrived: the next look decides.
+	ep := join(t, newWorker(t, st, 0, topo), 1)
+	if !ep.Won {
+		t.Fatal("worker 0 did not decide")
+	}
+	if got := join(t, newWorker(t, st, 2, topo), 1); got.Decision.Attempt != ep.Decision.Attempt {
+		t.Fatal("worker 2 follows another decision")
+	}
+}
+
+// TestTakeOverOrder: with worker 0 gone, worker 1 decides after its
+// take-over delay while worker 2, whose delay is twice as long, waits
+// and follows it.
+func TestTakeOverOrder(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, "file://"+t.TempDir())
+	topo := cluster.Topology{Workers: 3, Parallelism: 3, MaxParallelism: 12}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w1 := newWorker(t, st, 1, topo, func(c *cluster.Config) {
+		c.TakeOver, c.Timeout = time.Minute, time.Hour
+		c.Now = (&stepClock{t: base, step: 40 * time.Second}).Now // passes one minute at its third reading
+	})
+	w2 := newWorker(t, st, 2, topo, func(c *cluster.Config) {
+		c.TakeOver, c.Timeout = time.Minute, time.Hour
+		c.Now = (&stepClock{t: base, step: 0}).Now // never reaches its two minutes
+	})
+	var wg sync.WaitGroup
+	var e2 *cluster.Epoch
+	var err2 error
+	called2 := false
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e2, err2 = w2.Join(ctx, 1, 1, nil, func(context.Context) (*manifest.Decision, error) {
+			called2 = true
+			return &manifest.Decision{}, nil
+		})
+	}()
+	e1, err := w1.Join(ctx, 1, 1, nil, proposal("a"))
+	wg.Wait()
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	if !e1.Won || e1.Decision.Proposer != 1 || called2 || e2.Decision.Attempt != e1.Decision.Attempt {
+		t.Fatalf("worker 1 won %v (proposer %d); worker 2 proposed %v", e1.Won, e1.Decision.Proposer, called2)
+	}
+}

@@ -36,10 +36,11 @@ type Config struct {
 	// progress: a barrier that sees no new peer object for this long fails
 	// with a *MissingError. Default DefaultTimeout.
 	Timeout time.Duration
-	// TakeOver is how long the other workers wait for worker 0, which
-	// decides and commits epochs, before doing it themselves (any worker
-	// can: the documents are created once whoever writes them). Default
-	// DefaultTakeOver, at most Timeout.
+	// TakeOver is how long worker 1 waits for worker 0, which decides and
+	// commits epochs, before doing it itself; worker w waits w times as
+	// long (at most Timeout), so one stand-in does the work. Any worker
+	// can: the documents are created once whoever writes them. Default
+	// DefaultTakeOver.
 	TakeOver time.Duration
 	// PollMin and PollMax bound the delay between two polls of a barrier
 	// (doubling from PollMin). Defaults DefaultPollMin, DefaultPollMax.
@@ -116,16 +117,29 @@ type Epoch struct {
 // optionally Drain, CreatedAt and Attempt. Join fills the rest (format,
 // pipeline, generation, epoch, parent, topology, proposer; a new attempt
 // UUID and the clock when unset). It is called at most once per Join, and
-// only when no decision exists yet.
+// only when no decision exists yet. A nil decision (and nil error) means
+// there is no input for the epoch: Join then leaves an idle note instead
+// and returns ErrIdle.
 type Proposer func(ctx context.Context) (*manifest.Decision, error)
+
+// takeOver is how long worker waits for worker 0 before doing its job:
+// TakeOver times its index, so that when worker 0 is gone worker 1 steps
+// in first and the others only if it is gone too (W listings of the
+// source, or W workers reading every part, would cost W times as much).
+func (w *Worker) takeOver() time.Duration {
+	return min(w.cfg.TakeOver*time.Duration(w.cfg.Worker), w.cfg.Timeout)
+}
 
 // Join returns the decision of epoch (gen, epoch), whose parent is parent
 // (nil for the first). If none exists, worker 0 proposes one at once; the
-// others poll for it and propose themselves after TakeOver. A proposal is
-// created with create-if-absent, so exactly one exists; the losers adopt
-// the winner's. A decision of another topology is ErrTopology; one with
-// another parent means another writer decided this epoch on another head
-// (ErrFenced).
+// others poll for it and propose themselves after their take-over delay
+// (TakeOver times their index). A proposal is created with
+// create-if-absent, so exactly one exists; the losers adopt the winner's.
+// A decision of another topology is ErrTopology; one with another parent
+// means another writer decided this epoch on another head (ErrFenced).
+// ErrIdle when the proposer found no input: by this worker's proposal, or
+// by an idle note written since this Join started (one GET per poll while
+// the decision is absent).
 func (w *Worker) Join(ctx context.Context, gen, epoch int64, parent *manifest.Ref, propose Proposer) (*Epoch, error) {
 	key := manifest.DecisionPath(gen, epoch)
 	start := w.cfg.Now()
@@ -142,17 +156,42 @@ func (w *Worker) Join(ctx context.Context, gen, epoch int64, parent *manifest.Re
 			return nil, err
 		}
 		waited := w.cfg.Now().Sub(start)
-		if w.cfg.Worker == 0 || waited >= w.cfg.TakeOver {
+		if waited >= w.takeOver() {
 			if w.cfg.Worker != 0 {
 				w.cfg.Log.Warn("worker 0 has not decided the epoch: deciding it", "generation", gen, "epoch", epoch, "waited", waited.Round(time.Millisecond))
 			}
 			return w.propose(ctx, key, gen, epoch, parent, propose)
+		}
+		if idle, err := w.idleSince(ctx, gen, epoch, start); err != nil || idle {
+			if err == nil {
+				err = fmt.Errorf("gen %d epoch %d: %w", gen, epoch, ErrIdle)
+			}
+			return nil, err
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		delay = min(2*delay, w.cfg.PollMax)
 	}
+}
+
+// idleSince reports whether an idle note of the epoch was written at or
+// after since (by the proposer's clock: a skewed clock only makes a worker
+// wait for its take-over and look itself).
+func (w *Worker) idleSince(ctx context.Context, gen, epoch int64, since time.Time) (bool, error) {
+	key := manifest.IdlePath(gen, epoch)
+	data, _, err := w.cfg.Store.Get(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read idle note: %w", err)
+	}
+	n, err := manifest.DecodeIdle(key, data)
+	if err != nil {
+		return false, fmt.Errorf("read idle note: %w", err)
+	}
+	return !n.CheckedAt.Before(since), nil
 }
 
 func (w *Worker) propose(ctx context.Context, key string, gen, epoch int64, parent *manifest.Ref, propose Proposer) (*Epoch, error) {
@@ -162,6 +201,18 @@ func (w *Worker) propose(ctx context.Context, key string, gen, epoch int64, pare
 	d, err := propose(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("gen %d epoch %d: decide: %w", gen, epoch, err)
+	}
+	if d == nil {
+		note, err := manifest.EncodeIdle(&manifest.Idle{FormatVersion: manifest.FormatVersion, Pipeline: w.cfg.Pipeline,
+			Generation: gen, Epoch: epoch, Proposer: w.cfg.Worker, CheckedAt: w.cfg.Now().UTC()})
+		if err != nil {
+			return nil, err
+		}
+		// A plain write: the latest look wins; nothing references it.
+		if _, err := w.cfg.Store.Put(ctx, manifest.IdlePath(gen, epoch), note, store.PutOptions{}); err != nil {
+			return nil, fmt.Errorf("gen %d epoch %d: write idle note: %w", gen, epoch, err)
+		}
+		return nil, fmt.Errorf("gen %d epoch %d: %w", gen, epoch, ErrIdle)
 	}
 	t := w.cfg.Topology
 	d.FormatVersion = manifest.FormatVersion

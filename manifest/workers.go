@@ -16,11 +16,15 @@ import (
 // head has passed it.
 //
 //	gen=000003/epoch=0000000041/_decision.json                     DecisionPath
+//	gen=000003/epoch=0000000041/_idle.json                         IdlePath (no input found yet)
 //	gen=000003/epoch=0000000041/<attempt>/x/r=01/w=0002.bin         ExchangePath (round 1, sender 2)
 //	gen=000003/epoch=0000000041/<attempt>/x/_part-w=0002.json       PartPath (worker 2)
 
 // DecisionFile is the base name of an epoch's decision document.
 const DecisionFile = "_decision.json"
+
+// IdleFile is the base name of an epoch's idle note.
+const IdleFile = "_idle.json"
 
 // WorkerDigits and RoundDigits are the minimum widths of worker indexes and
 // exchange round numbers in keys.
@@ -37,6 +41,12 @@ const MaxWorkers = keygroup.Max
 // "gen=000003/epoch=0000000041/_decision.json".
 func DecisionPath(gen, epoch int64) string {
 	return EpochDir(gen, epoch) + DecisionFile
+}
+
+// IdlePath returns the key of the note the proposer of an epoch leaves
+// when it found no input for it, "gen=000003/epoch=0000000041/_idle.json".
+func IdlePath(gen, epoch int64) string {
+	return EpochDir(gen, epoch) + IdleFile
 }
 
 // ExchangePath returns the key of the exchange object sender writes in
@@ -89,6 +99,52 @@ type Decision struct {
 	// is +inf.
 	Drain    bool   `json:"drain,omitempty"`
 	Checksum string `json:"checksum,omitempty"` // see Latest.Checksum
+}
+
+// Idle is the content of gen=N/epoch=M/_idle.json: the worker Proposer
+// looked for input for epoch M at CheckedAt and found none, so it decided
+// nothing. It is overwritten at every such look and never referenced;
+// the other workers read it to stop waiting for a decision (--once ends,
+// --trigger waits for the next tick) instead of deciding themselves.
+type Idle struct {
+	FormatVersion int       `json:"format_version"`
+	Pipeline      string    `json:"pipeline"`
+	Generation    int64     `json:"generation"`
+	Epoch         int64     `json:"epoch"`
+	Proposer      int       `json:"proposer"`
+	CheckedAt     time.Time `json:"checked_at"`
+	Checksum      string    `json:"checksum,omitempty"`
+}
+
+func (d *Idle) version() int { return d.FormatVersion }
+func (d *Idle) sum() *string { return &d.Checksum }
+
+// EncodeIdle validates d, fills its checksum and returns its canonical
+// encoding.
+func EncodeIdle(d *Idle) ([]byte, error) { return encode("idle note", d) }
+
+// DecodeIdle strictly decodes and validates an idle note.
+func DecodeIdle(name string, data []byte) (*Idle, error) {
+	var d Idle
+	if err := decode("idle note", name, data, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Validate checks the idle note: version, pipeline name, positive
+// generation and epoch, a proposer index >= 0, a time.
+func (d *Idle) Validate() error {
+	v := validator{doc: "idle note"}
+	v.version(d.FormatVersion)
+	v.check("pipeline", checkPipelineName(d.Pipeline))
+	v.positive("generation", d.Generation)
+	v.positive("epoch", d.Epoch)
+	v.nonNegative("proposer", int64(d.Proposer))
+	if d.CheckedAt.IsZero() {
+		v.fail("checked_at", "zero time")
+	}
+	return v.result()
 }
 
 // DecidedFile is one input file of a decided epoch.

@@ -53,6 +53,10 @@ func workerDocs() []workerDoc {
 			func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
 		{"worker_part.json", func() ([]byte, error) { return EncodeWorkerPart(goldenWorkerPart()) },
 			func(n string, d []byte) (any, error) { return DecodeWorkerPart(n, d) }},
+		{"idle.json", func() ([]byte, error) {
+			return EncodeIdle(&Idle{FormatVersion: 2, Pipeline: "clicks-per-user", Generation: 3, Epoch: 41, Proposer: 0,
+				CheckedAt: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)})
+		}, func(n string, d []byte) (any, error) { return DecodeIdle(n, d) }},
 	}
 }
 
@@ -160,6 +164,7 @@ func TestWorkerKeys(t *testing.T) {
 		attempt string
 	}{
 		{DecisionPath(3, 41), "gen=000003/epoch=0000000041/_decision.json", ""},
+		{IdlePath(3, 41), "gen=000003/epoch=0000000041/_idle.json", ""},
 		{ExchangePath(3, 41, goldenAttempt, 1, 2), "gen=000003/epoch=0000000041/" + goldenAttempt + "/x/r=01/w=0002.bin", goldenAttempt},
 		{PartPath(3, 41, goldenAttempt, 2), "gen=000003/epoch=0000000041/" + goldenAttempt + "/x/_part-w=0002.json", goldenAttempt},
 	} {
