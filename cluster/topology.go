@@ -110,3 +110,23 @@ func AssignFiles(files []File, workers int) []manifest.DecidedFile {
 func FilesOf(d *manifest.Decision, worker int) []manifest.DecidedFile {
 	return slices.DeleteFunc(slices.Clone(d.Files), func(f manifest.DecidedFile) bool { return f.Worker != worker })
 }
+
+// Owner is what one worker owns (for `floe plan --workers W`).
+type Owner struct {
+	Worker               int
+	SubtaskLo, SubtaskHi int // [lo, hi)
+	KeyGroupLo           int // [lo, hi)
+	KeyGroupHi           int
+}
+
+// Owners lists what every worker owns, in worker order.
+func (t Topology) Owners() []Owner {
+	out := make([]Owner, t.Workers)
+	for w := range out {
+		o := Owner{Worker: w}
+		o.SubtaskLo, o.SubtaskHi = t.Subtasks(w)
+		o.KeyGroupLo, o.KeyGroupHi = t.KeyGroups(w)
+		out[w] = o
+	}
+	return out
+}

@@ -116,3 +116,11 @@ func TestAssignFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestOwners(t *testing.T) {
+	got := Topology{Workers: 3, Parallelism: 4, MaxParallelism: 128}.Owners()
+	want := []Owner{{0, 0, 2, 0, 64}, {1, 2, 3, 64, 96}, {2, 3, 4, 96, 128}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Owners = %v, want %v", got, want)
+	}
+}
