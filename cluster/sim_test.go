@@ -33,7 +33,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 	}
 }
 
-func open(t *testing.T, url string) store.Store {
+func open(t testing.TB, url string) store.Store {
 	t.Helper()
 	s, err := store.Open(context.Background(), url)
 	if err != nil {
@@ -69,7 +69,7 @@ type sim struct {
 
 const simPipeline = "sim"
 
-func (s *sim) input(t *testing.T, rng *rand.Rand) (wantKeys, wantBuckets map[string]int64) {
+func (s *sim) input(t testing.TB, rng *rand.Rand) (wantKeys, wantBuckets map[string]int64) {
 	wantKeys, wantBuckets = map[string]int64{}, map[string]int64{}
 	ctx := context.Background()
 	for i := range s.epochs * s.perEpoch {
@@ -92,7 +92,7 @@ func (s *sim) input(t *testing.T, rng *rand.Rand) (wantKeys, wantBuckets map[str
 }
 
 // run runs every worker until epoch s.epochs is committed.
-func (s *sim) run(t *testing.T, killP float64) {
+func (s *sim) run(t testing.TB, killP float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
