@@ -105,17 +105,28 @@ func (s *sim) run(t testing.TB, killP float64) {
 			for inc := 0; ; inc++ {
 				st := store.Store(s.st)
 				var f *store.Faulty
+				wctx, cancelWorker := context.WithCancel(ctx)
 				if inc < 8 && rng.Float64() < killP {
-					mode := store.CrashBefore
-					if rng.IntN(2) == 0 {
-						mode = store.CrashAfter
+					// Killed at a random store call, before or after it
+					// applies, or at a random instant (its context
+					// cancelled, whatever it is doing).
+					switch rng.IntN(3) {
+					case 0:
+						f = store.NewFaulty(s.st, store.FaultPlan{Faults: []store.Fault{{At: rng.IntN(120), Mode: store.CrashBefore}}})
+					case 1:
+						f = store.NewFaulty(s.st, store.FaultPlan{Faults: []store.Fault{{At: rng.IntN(120), Mode: store.CrashAfter}}})
+					default:
+						time.AfterFunc(time.Duration(rng.IntN(300))*time.Millisecond, cancelWorker)
 					}
-					f = store.NewFaulty(s.st, store.FaultPlan{Faults: []store.Fault{{At: rng.IntN(120), Mode: mode}}})
-					st = f
+					if f != nil {
+						st = f
+					}
 				}
 				s.incarnations.Add(1)
-				err := s.worker(ctx, i, st)
-				if f != nil && f.Crashed() {
+				err := s.worker(wctx, i, st)
+				killed := (f != nil && f.Crashed()) || (wctx.Err() != nil && ctx.Err() == nil && err != nil)
+				cancelWorker()
+				if killed {
 					s.kills.Add(1)
 					continue // killed: start the same index again
 				}
@@ -579,8 +590,9 @@ func mapsEqual(a, b map[string]int64) bool {
 
 // TestSimulationKills runs 16 workers (P = 24, K = 128) over 6 epochs of
 // two exchange rounds each, on file:// and on the real S3 server; each
-// worker is killed at a random store call (before or after it applies) in
-// half of its first incarnations and started again with the same index.
+// worker is killed in half of its first incarnations, at a random store
+// call (before or after it applies) or at a random instant (its context
+// cancelled), and started again with the same index.
 // Every epoch commits exactly once, each round has exactly one object per
 // sender, and state and outputs equal the totals of the input: no row lost
 // or counted twice.
