@@ -26,6 +26,25 @@
 // workers it waited for (ErrPeersMissing, exit 2); a worker whose
 // generation or attempt was superseded stops with ErrFenced.
 //
+// # What the engine does around it
+//
+// Per epoch, in every worker: Recover the head as today; Join with a
+// Proposer that lists the source and selects files (AssignFiles; nil for
+// no input: ErrIdle); if Epoch.Part exists skip to Commit; restore the
+// worker's subtasks (Topology.Subtasks) from the parent; decode FilesOf the
+// worker; per shuffle edge whose rows cross workers, one round: encode
+// each receiver's rows (Topology.WorkerOfKeyGroup) as Arrow IPC, Send with
+// meta carrying the per-input greatest event time, Receive, place the
+// senders' rows in sender order with its own at its index, compute the
+// watermark from all metas; write state and outputs under
+// Decision.Attempt with the existing create-if-absent writes (window-less
+// part numbers must not collide between workers); WritePart; Commit with a
+// Builder that is a function of the decision, the parts and the parent
+// manifest (MergeParts, plus cumulative counters and source offsets);
+// then move _latest.json with epoch's Attempt.Commit (it accepts an
+// existing manifest of its attempt). Map ErrPeersMissing to exit 2,
+// ErrFenced and ErrTopology to 3 and 2, ErrCommitted to "continue".
+//
 // The package imports store, manifest and keygroup only; it knows nothing
 // of rows: segments and meta are bytes the engine encodes (Arrow IPC).
 package cluster
