@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floe-dev/floe/kafka"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -20,6 +21,11 @@ import (
 // decideConfig is the part of the spec the decisions read.
 type decideConfig struct {
 	byDirectory bool // source.inputs: directory
+	// kafka: a kafka source; each partition is an input (kafka.InputOf)
+	// and maxRecords bounds the offsets of an epoch
+	// (max_records_per_epoch; the listing's file sizes are offset counts).
+	kafka      bool
+	maxRecords int64
 	maxFiles    int  // source.max_files_per_epoch (0: no limit)
 	// maxFilesOf is each input's own max_files_per_epoch (a graph's named
 	// sources, one input each; 0: no limit). When set, maxFiles is not
@@ -59,6 +65,10 @@ func newDecideConfig(p *spec.Pipeline) decideConfig {
 		splitNoted:  new(atomic.Bool),
 	}
 	c.memLimit, c.memFrom = memoryLimitOf(p)
+	if isKafka(p) {
+		c.kafka = true
+		c.maxRecords = p.Source.Kafka.MaxRecordsPerEpoch
+	}
 	for _, op := range p.Operators {
 		if op.Window != nil {
 			c.streams = false
@@ -98,6 +108,9 @@ const defaultInput = "default"
 // inputOf maps a source file to its watermark input: its top-level
 // directory with inputs: directory, else the one default input.
 func (c decideConfig) inputOf(key string) string {
+	if c.kafka {
+		return kafka.InputOf(key)
+	}
 	if c.byDirectory {
 		if i := strings.IndexByte(key, '/'); i > 0 {
 			return key[:i]
@@ -163,6 +176,17 @@ func (c decideConfig) interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 // epoch may take by max_files_per_epoch: the longest prefix within the
 // limit, or with per-input limits within every input's own.
 func (c decideConfig) limit(pend []store.ObjectInfo) int {
+	if c.maxRecords > 0 {
+		// The listing is cut into epochs of at most maxRecords offsets:
+		// take whole ranges up to it (at least one).
+		var n int64
+		for i, f := range pend {
+			if n += f.Size; n > c.maxRecords && i > 0 {
+				return i
+			}
+		}
+		return len(pend)
+	}
 	if c.maxFilesOf == nil {
 		if c.maxFiles > 0 && len(pend) > c.maxFiles {
 			return c.maxFiles

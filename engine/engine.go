@@ -264,6 +264,19 @@ func openStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		st.source = mux
 		withSource = false
 	}
+	if withSource && isKafka(p) {
+		// The kafka source is its own store (kafkasrc.go), not retried
+		// as object storage is: a fetch has its own deadline.
+		ks, err := openKafkaSource(p, opts.log().With("source", "kafka"))
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		st.source = ks
+		targets = append(targets, target{"late", "source.late_url", p.Source.LateURL, &st.late},
+			target{"rejected", "source.rejected_url", p.Source.RejectedURL, &st.rejected})
+		withSource = false
+	}
 	if withSource {
 		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.source},
 			target{"late", "source.late_url", p.Source.LateURL, &st.late},

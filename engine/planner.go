@@ -79,6 +79,7 @@ func planRun(ctx context.Context, p *spec.Pipeline, st *stores, opts *Options, h
 		return nil, err
 	}
 	rp.listing = planListing(p, opts, head, from.kind != "")
+	setKafkaCommitted(st.source, head, from)
 	if rp.files, err = rp.listing.list(ctx, p, st.source, opts.now()); err != nil {
 		return nil, err
 	}

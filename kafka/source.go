@@ -35,6 +35,7 @@ type Source struct {
 
 	mu        sync.Mutex
 	committed map[Partition]int64
+	skippedTo int64 // offsets skipped over the pipeline's life, as committed
 	starts    map[Partition]int64 // the start offset of every listed partition
 	wms       map[Partition]Watermarks
 	skipped   map[string]int64 // per key read, the offsets skipped (SkipMissing)
@@ -88,14 +89,32 @@ func (s *Source) Client() *Client { return s.cl }
 // Topics are the source's topics.
 func (s *Source) Topics() []string { return s.cfg.Topics }
 
-// SetCommitted sets the committed offsets the next List starts from.
-func (s *Source) SetCommitted(c map[Partition]int64) {
+// SetCommitted sets the committed offsets the next List starts from (and
+// the skipped-offsets total they carry).
+func (s *Source) SetCommitted(c map[Partition]int64, skipped int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.committed = make(map[Partition]int64, len(c))
 	for p, o := range c {
 		s.committed[p] = o
 	}
+	s.skippedTo = skipped
+}
+
+// Base returns the offsets an epoch starts from: the committed ones, and
+// for a partition not committed yet where the last List started it. An
+// epoch's manifest records Advance(Base(), the ranges it consumed).
+func (s *Source) Base() (map[Partition]int64, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Partition]int64, len(s.starts)+len(s.committed))
+	for p, o := range s.starts {
+		out[p] = o
+	}
+	for p, o := range s.committed {
+		out[p] = o
+	}
+	return out, s.skippedTo
 }
 
 // Starts returns the start offset of every partition the last List saw:
