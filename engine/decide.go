@@ -26,7 +26,7 @@ type decideConfig struct {
 	// (max_records_per_epoch; the listing's file sizes are offset counts).
 	kafka      bool
 	maxRecords int64
-	maxFiles    int  // source.max_files_per_epoch (0: no limit)
+	maxFiles   int // source.max_files_per_epoch (0: no limit)
 	// maxFilesOf is each input's own max_files_per_epoch (a graph's named
 	// sources, one input each; 0: no limit). When set, maxFiles is not
 	// used: each source's limit applies to its own files.

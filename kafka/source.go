@@ -35,7 +35,7 @@ type Source struct {
 
 	mu        sync.Mutex
 	committed map[Partition]int64
-	skippedTo int64 // offsets skipped over the pipeline's life, as committed
+	skippedTo int64               // offsets skipped over the pipeline's life, as committed
 	starts    map[Partition]int64 // the start offset of every listed partition
 	wms       map[Partition]Watermarks
 	skipped   map[string]int64 // per key read, the offsets skipped (SkipMissing)
