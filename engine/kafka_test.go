@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +158,272 @@ func TestKafkaSourceEpochs(t *testing.T) {
 	if got, want := committedRows(t, p), wantKafkaRows(3, 40, t0); !slices.Equal(got, want) {
 		t.Fatalf("rows after the second run: %d, want %d", len(got), len(want))
 	}
+}
+
+const kafkaWindowed = `
+name: kwin
+source:
+  type: kafka
+  brokers: [{{brokers}}]
+  topic: {{topic}}
+  format: jsonl
+  schema: {ts: timestamp, user: string, bytes: int64}
+  event_time: ts
+  {{extra}}
+operators:
+  - window: {key: [user], tumbling: 1m, aggregates: {clicks: "count()"}}
+sink: {type: files, url: "{{sink}}", format: parquet}
+state: {url: "{{state}}"}
+`
+
+func withExtra(tmpl, extra string) string { return strings.Replace(tmpl, "{{extra}}", extra, 1) }
+
+// TestKafkaIdlePartition: a partition without records for idle_timeout
+// stops holding the watermark back; without idle_timeout it holds it.
+func TestKafkaIdlePartition(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, extra string
+		wantAfter   time.Time // the watermark after the second run is past this
+		wantAtMost  time.Time // ... and at most this
+	}{
+		{"idle_timeout", "idle_timeout: 1m", t0.Add(9 * time.Minute), t0.Add(11 * time.Minute)},
+		{"no_idle_timeout", "", time.Time{}, t0.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := kafkatest.Start(t)
+			topic := b.Topic("idle", 3)
+			produceClicks(b, topic, 2, 0, 300, t0) // partitions 0, 1: t0 .. t0+5m
+			b.Produce(topic, kafkatest.Msg{Partition: 2, Value: fmt.Sprintf(`{"ts":"%s","user":"z","bytes":1}`, t0.Format(time.RFC3339))})
+			p, _ := kafkaPipeline(t, b, topic, withExtra(kafkaWindowed, tc.extra))
+			now := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+			run(t, p, engine.Options{Now: func() time.Time { return now }})
+			if wm := time.UnixMicro(headManifest(t, p).Watermark).UTC(); wm.After(t0.Add(time.Second)) {
+				t.Fatalf("first run: watermark %v, held by partition 2 at %v", wm, t0)
+			}
+			produceClicks(b, topic, 2, 300, 300, t0) // to t0+10m; partition 2 stays silent
+			now = now.Add(time.Hour)
+			run(t, p, engine.Options{Now: func() time.Time { return now }})
+			m := headManifest(t, p)
+			wm := time.UnixMicro(m.Watermark).UTC()
+			if wm.Before(tc.wantAfter) || wm.After(tc.wantAtMost) {
+				t.Fatalf("watermark after the second run = %v, want in [%v, %v]", wm, tc.wantAfter, tc.wantAtMost)
+			}
+			if in := m.Source.Inputs[topic+"/2"]; in.LastActive.After(now.Add(-time.Hour)) {
+				t.Fatalf("partition 2 active at %v", in.LastActive)
+			}
+		})
+	}
+}
+
+// TestKafkaPartitionAdded: partitions added to the topic between runs are
+// read from their start, the others continue; every record once.
+func TestKafkaPartitionAdded(t *testing.T) {
+	b := kafkatest.Start(t)
+	topic := b.Topic("grow", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	produceClicks(b, topic, 2, 0, 30, t0)
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	run(t, p, engine.Options{})
+	b.AddPartitions(topic, 2)
+	// Partitions 0, 1 get 30 more, new ones 2, 3 get their first 40.
+	produceClicks(b, topic, 4, 30, 10, t0)
+	var ms []kafkatest.Msg
+	for _, m := range wantMsgs(4, 0, 30, t0) {
+		if m.Partition >= 2 {
+			ms = append(ms, m)
+		}
+	}
+	b.Produce(topic, ms...)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		run(t, p, engine.Options{})
+		if got := offsetsOf(headManifest(t, p)); strings.Count(got, "=") == 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	want := wantKafkaRows(2, 40, t0)
+	for _, r := range wantKafkaRows(4, 40, t0) {
+		if strings.Contains(r, ",kp=2,") || strings.Contains(r, ",kp=3,") {
+			// New partitions hold records 30..39 first, then 0..29.
+			want = append(want, r)
+		}
+	}
+	got := committedRows(t, p)
+	if len(got) != len(want) {
+		t.Fatalf("rows = %d, want %d (offsets %s)", len(got), len(want), offsetsOf(headManifest(t, p)))
+	}
+	seen := map[string]bool{}
+	for _, r := range got {
+		i := strings.Index(r, ",kp=")
+		if seen[r[i:]] {
+			t.Fatalf("partition/offset %s read twice", r[i:])
+		}
+		seen[r[i:]] = true
+	}
+	if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=40 %[1]s/1=40 %[1]s/2=40 %[1]s/3=40", topic) {
+		t.Fatalf("offsets = %s", got)
+	}
+}
+
+func wantMsgs(parts int32, from, n int, t0 time.Time) []kafkatest.Msg {
+	var ms []kafkatest.Msg
+	for p := int32(0); p < parts; p++ {
+		for i := from; i < from+n; i++ {
+			ts := t0.Add(time.Duration(i) * time.Second)
+			ms = append(ms, kafkatest.Msg{Partition: p, Time: ts,
+				Value: fmt.Sprintf(`{"ts":"%s","user":"u%d","bytes":%d}`, ts.Format(time.RFC3339), i%3, int(p)*1000+i)})
+		}
+	}
+	return ms
+}
+
+// TestKafkaStartFrom: start_from by time starts every partition at the
+// broker's offset for that time (kafka_timestamp as event time); latest
+// reads only what comes after the first run.
+func TestKafkaStartFrom(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	t.Run("time", func(t *testing.T) {
+		b := kafkatest.Start(t)
+		topic := b.Topic("timed", 2)
+		produceClicks(b, topic, 2, 0, 60, t0)
+		start := t0.Add(45 * time.Second)
+		p, _ := kafkaPipeline(t, b, topic, strings.Replace(strings.Replace(kafkaStateless,
+			"event_time: ts", "event_time: kafka_timestamp\n  start_from: "+start.Format(time.RFC3339), 1),
+			"columns: {partition: kp, offset: ko}", "columns: {partition: kp, offset: ko, key: kk}", 1))
+		run(t, p, engine.Options{})
+		got := committedRows(t, p)
+		if len(got) != 2*15 {
+			t.Fatalf("rows from %v: %d, want 30:\n%s", start, len(got), strings.Join(got, "\n"))
+		}
+		for _, r := range got {
+			ko := r[strings.Index(r, ",ko=")+4:]
+			ko = ko[:strings.IndexByte(ko, ',')]
+			off, err := strconv.Atoi(ko)
+			if err != nil || off < 45 {
+				t.Fatalf("row before start_from: %s", r)
+			}
+			if !strings.Contains(r, "kafka_timestamp=") || !strings.Contains(r, ",kk=u") {
+				t.Fatalf("row without the timestamp or key column: %s", r)
+			}
+		}
+		if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=60 %[1]s/1=60", topic) {
+			t.Fatalf("offsets = %s", got)
+		}
+	})
+	t.Run("latest", func(t *testing.T) {
+		b := kafkatest.Start(t)
+		topic := b.Topic("latest", 2)
+		produceClicks(b, topic, 2, 0, 20, t0)
+		p, _ := kafkaPipeline(t, b, topic, strings.Replace(kafkaStateless, "event_time: ts", "event_time: ts\n  start_from: latest", 1))
+		res := run(t, p, engine.Options{})
+		if res.Rows != 0 || len(committedRows(t, p)) != 0 {
+			t.Fatalf("start_from latest read %d rows of what was there", res.Rows)
+		}
+		if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=20 %[1]s/1=20", topic) {
+			t.Fatalf("offsets after the first run = %s, want the ends", got)
+		}
+		produceClicks(b, topic, 2, 20, 5, t0)
+		run(t, p, engine.Options{})
+		if got := committedRows(t, p); len(got) != 10 {
+			t.Fatalf("rows after latest: %d, want the 10 new", len(got))
+		}
+	})
+}
+
+// TestKafkaMissingOffsets: records deleted before they were read fail the
+// run naming partition and offsets; on_missing_offsets: skip reads the
+// rest and counts the skipped offsets in the manifest.
+func TestKafkaMissingOffsets(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	b := kafkatest.Start(t)
+	topic := b.Topic("gone", 2)
+	produceClicks(b, topic, 2, 0, 10, t0)
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	run(t, p, engine.Options{})
+	produceClicks(b, topic, 2, 10, 10, t0)
+	b.DeleteRecords(topic, 1, 15) // offsets 10..14 of partition 1, never read
+	_, err := engine.Run(context.Background(), p, engine.Options{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`topic %q partition 1: offsets 10 to 14`, topic)) {
+		t.Fatalf("run over deleted offsets: %v", err)
+	}
+	if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=10 %[1]s/1=10", topic) {
+		t.Fatalf("a failed run moved the offsets: %s", got)
+	}
+	skip, _ := kafkaPipeline(t, b, topic, strings.Replace(kafkaStateless, "max_records_per_epoch: 20", "on_missing_offsets: skip", 1))
+	skip.State = p.State
+	skip.Sink = p.Sink
+	res := run(t, skip, engine.Options{})
+	if res.Rows != 15 {
+		t.Fatalf("rows with skip = %d, want 10 + 5", res.Rows)
+	}
+	m := headManifest(t, skip)
+	if m.Source.Kafka.Skipped != 5 || offsetsOf(m) != fmt.Sprintf("%[1]s/0=20 %[1]s/1=20", topic) {
+		t.Fatalf("skipped %d, offsets %s", m.Source.Kafka.Skipped, offsetsOf(m))
+	}
+}
+
+// TestKafkaRejectedRecords: a record that does not decode goes to the
+// rejected rows with its topic/partition as the file and its offset as the
+// line.
+func TestKafkaRejectedRecords(t *testing.T) {
+	b := kafkatest.Start(t)
+	topic := b.Topic("bad", 2)
+	b.Produce(topic,
+		kafkatest.Msg{Partition: 0, Value: `{"ts":"2026-03-01T12:00:00Z","user":"a","bytes":1}`},
+		kafkatest.Msg{Partition: 1, Value: `{"ts":"2026-03-01T12:00:01Z","user":"b","bytes":2}`},
+		kafkatest.Msg{Partition: 1, Value: `{"ts":"2026-03-01T12:00:02Z","user":"b","bytes":"many"}`},
+		kafkatest.Msg{Partition: 1, Value: `not json`},
+		kafkatest.Msg{Partition: 1, Value: ``},
+		kafkatest.Msg{Partition: 1, Value: `{"ts":"2026-03-01T12:00:05Z","user":"c","bytes":5}`},
+	)
+	p, d := kafkaPipeline(t, b, topic, strings.Replace(kafkaStateless, "event_time: ts", "event_time: ts\n  rejected_url: \"{{rejected}}\"", 1))
+	_ = d
+	res := run(t, p, engine.Options{})
+	if res.Rows != 3 || res.RowsRejected != 3 {
+		t.Fatalf("rows %d rejected %d, want 3 and 3", res.Rows, res.RowsRejected)
+	}
+	rj := readRejected(t, p.Source.RejectedURL)
+	want := []string{topic + "/1@1", topic + "/1@2", topic + "/1@3"} // partition 1's offsets 1..3
+	if !slices.Equal(rj, want) {
+		t.Fatalf("rejected = %v, want %v", rj, want)
+	}
+}
+
+func readRejected(t testing.TB, u string) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	objs, err := st.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		data, _, err := st.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var r struct {
+				File   string `json:"file"`
+				Line   int64  `json:"line"`
+				Reason string `json:"reason"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("rejected line %q: %v", line, err)
+			}
+			if r.Reason == "" {
+				t.Fatalf("rejected line without a reason: %s", line)
+			}
+			out = append(out, fmt.Sprintf("%s@%d", r.File, r.Line))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
