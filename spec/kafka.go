@@ -86,12 +86,14 @@ func validateKafka(c *collector, sp string, s *Source) {
 		c.add(sp+".brokers", "required for type: kafka (a list of host:port)")
 	}
 	for i, b := range k.Brokers {
+		if strings.Contains(b, "@") {
+			// Not quoted: it may hold a password.
+			c.add(index(sp+".brokers", i), "credentials do not go in the spec: give host:port, and set FLOE_KAFKA_SASL_* in the environment or name a file with auth_file")
+			continue
+		}
 		host, port, err := net.SplitHostPort(b)
 		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
 			c.add(index(sp+".brokers", i), "invalid broker %q: want host:port", b)
-		}
-		if strings.Contains(b, "@") {
-			c.add(index(sp+".brokers", i), "credentials do not go in the spec: set FLOE_KAFKA_SASL_* in the environment or name a file with auth_file")
 		}
 	}
 	if len(k.Topics) == 0 {
