@@ -151,12 +151,38 @@ func TestKafkaSourceEpochs(t *testing.T) {
 		t.Fatalf("a run with nothing new committed %d epochs", res.Epochs)
 	}
 	produceClicks(b, topic, 3, 30, 10, t0)
+	// Status shows the lag per partition: 10 records each.
+	st, err := engine.ReadStatus(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.KafkaLag == nil || *st.KafkaLag != 30 || len(st.KafkaPartitions) != 3 {
+		t.Fatalf("status lag = %v %+v", st.KafkaLag, st.KafkaPartitions)
+	}
+	for _, l := range st.KafkaPartitions {
+		if l.Committed != 30 || l.High != 40 || l.Lag != 10 {
+			t.Fatalf("partition lag %+v, want committed 30, high 40", l)
+		}
+	}
+	var sb strings.Builder
+	st.Print(&sb)
+	if !strings.Contains(sb.String(), "kafka lag") || !strings.Contains(sb.String(), topic+"/2") {
+		t.Fatalf("status for people does not show the lag:\n%s", sb.String())
+	}
 	res = run(t, p, engine.Options{})
 	if res.Epochs != 2 || res.Rows != 30 {
 		t.Fatalf("second run: %d epochs, %d rows; want 2, 30", res.Epochs, res.Rows)
 	}
 	if got, want := committedRows(t, p), wantKafkaRows(3, 40, t0); !slices.Equal(got, want) {
 		t.Fatalf("rows after the second run: %d, want %d", len(got), len(want))
+	}
+	// History: each epoch's offsets and the lag it left behind.
+	h, err := engine.History(context.Background(), p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 7 || h[0].KafkaLag == nil || *h[0].KafkaLag != 0 || h[len(h)-1].KafkaLag == nil || *h[len(h)-1].KafkaLag != 70 {
+		t.Fatalf("history lags: newest %v, oldest %v (%d epochs)", h[0].KafkaLag, h[len(h)-1].KafkaLag, len(h))
 	}
 }
 

@@ -63,6 +63,10 @@ type Status struct {
 	OldestPendingTime  *time.Time `json:"oldest_pending_time,omitempty"`
 	OldestPendingAgeS  *float64   `json:"oldest_pending_age_s,omitempty"`
 	ListError          string     `json:"list_error,omitempty"`
+	// KafkaLag and KafkaPartitions (a kafka source): the records between
+	// the committed offsets and the partitions' high watermarks now.
+	KafkaLag        *int64         `json:"kafka_lag,omitempty"`
+	KafkaPartitions []PartitionLag `json:"kafka_partitions,omitempty"`
 	// Listing cost (ReadStatus, unless NoList): how the next run lists the
 	// source ("full" or "after <frontier>", source.order: lexical), the
 	// keys that listing returns, the requests it took (LIST pages on S3),
@@ -188,6 +192,12 @@ func (s *Status) printPending(tw io.Writer) {
 	}
 	if s.ListWarning != "" {
 		fmt.Fprintf(tw, "warning\t%s\n", s.ListWarning)
+	}
+	if s.KafkaLag != nil {
+		fmt.Fprintf(tw, "kafka lag\t%d records\n", *s.KafkaLag)
+		for _, l := range s.KafkaPartitions {
+			fmt.Fprintf(tw, "  %s/%d\tcommitted %d, high %d, lag %d\n", l.Topic, l.Partition, l.Committed, l.High, l.Lag)
+		}
 	}
 	switch {
 	case s.ListError != "":
@@ -516,8 +526,12 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *e
 // listing error is recorded, not returned: the head is still worth showing.
 func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
 	l := planListing(p, &Options{Now: func() time.Time { return now }}, head, false)
+	setKafkaCommitted(st.source, head, nil)
 	req0 := st.requests()
 	files, err := l.list(ctx, p, st.source, now)
+	if err == nil {
+		s.kafkaStatus(st.source, head)
+	}
 	if err == nil {
 		reqs := st.requests().Sub(req0).Requests.List
 		s.ListedKeys, s.ListRequests = ptr(int64(len(files))), &reqs
