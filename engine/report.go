@@ -440,6 +440,11 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 		}
 		s.stateSizes(m)
 		s.LastEpoch = m.Stats
+		if parts, total := lagOf(m.Source.Kafka, nil); parts != nil {
+			// As the head recorded it; a listing below replaces it with
+			// the broker's high watermarks now.
+			s.KafkaPartitions, s.KafkaLag = parts, &total
+		}
 		if !so.HeadOnly {
 			chain, err := c.Chain(ctx, head, math.MaxInt)
 			if err != nil {

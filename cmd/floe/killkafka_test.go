@@ -223,7 +223,8 @@ func TestKillRestartKafka(t *testing.T) {
 		t.Fatal(produceErr)
 	}
 	<-produced
-	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json")
+	metrics := filepath.Join(root, "metrics.prom")
+	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json", "--metrics-file", metrics)
 	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
 	t.Logf("%d kills in %d runs (parallelism 1..3 in turn), %d of them after the run's first commit; killed runs committed %d epochs; final run: %s",
 		landed, attempts, killedMid, commitsByKilled, strings.SplitN(final.stdout, "\n", 2)[0])
@@ -238,6 +239,15 @@ func TestKillRestartKafka(t *testing.T) {
 	if missing, extra := multisetDiff(want, ref); len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("the uninterrupted run committed %d window rows, want %d: %d missing, %d extra; missing (first 3) %q",
 			len(ref), len(want), len(missing), len(extra), firstN(missing, 3))
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < parts; p++ {
+		if want := fmt.Sprintf(`floe_kafka_lag_records{partition="%d",pipeline="kkill",topic=%q} 0`, p, topic); !strings.Contains(string(prom), want) {
+			t.Errorf("metrics lack %s:\n%s", want, prom)
+		}
 	}
 	ko := headKafka(t, ctx, fu("kill/state"), "kkill")
 	if ko == nil || len(ko.Partitions) != parts {
