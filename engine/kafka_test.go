@@ -453,3 +453,82 @@ func readRejected(t testing.TB, u string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestKafkaBrokerRestart: the broker stops and starts again (same address,
+// same log) while a --trigger worker runs and a producer writes; what the
+// worker commits is every record once.
+func TestKafkaBrokerRestart(t *testing.T) {
+	b := kafkatest.StartRestartable(t)
+	topic := b.Topic("restart", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	produceClicks(b, topic, 2, 0, 40, t0)
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		_, err := engine.Run(ctx, p, engine.Options{Trigger: 50 * time.Millisecond, Stop: stop})
+		done <- err
+	}()
+	waitOffsets := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			m := headManifestOrNil(p)
+			if m != nil && offsetsOf(m) == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				got := "no head"
+				if m != nil {
+					got = offsetsOf(m)
+				}
+				t.Fatalf("offsets %s, want %s", got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitOffsets(fmt.Sprintf("%[1]s/0=40 %[1]s/1=40", topic))
+	b.Restart(300 * time.Millisecond)
+	produceClicks(b, topic, 2, 40, 20, t0)
+	waitOffsets(fmt.Sprintf("%[1]s/0=60 %[1]s/1=60", topic))
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("the worker failed across the broker restart: %v", err)
+	}
+	if got, want := committedRows(t, p), wantKafkaRows(2, 60, t0); !slices.Equal(got, want) {
+		t.Fatalf("rows after the restart: %d, want %d", len(got), len(want))
+	}
+}
+
+// headManifestOrNil is headManifest for a pipeline that may not have
+// committed yet.
+func headManifestOrNil(p *spec.Pipeline) *manifest.Manifest {
+	ctx := context.Background()
+	u, err := engine.PipelineStateURL(p)
+	if err != nil {
+		return nil
+	}
+	st, err := store.Open(ctx, u)
+	if err != nil {
+		return nil
+	}
+	defer st.Close()
+	data, _, err := st.Get(ctx, manifest.LatestPath)
+	if err != nil {
+		return nil
+	}
+	l, err := manifest.DecodeLatest(manifest.LatestPath, data)
+	if err != nil {
+		return nil
+	}
+	if data, _, err = st.Get(ctx, l.Manifest); err != nil {
+		return nil
+	}
+	m, err := manifest.DecodeManifest(l.Manifest, data)
+	if err != nil {
+		return nil
+	}
+	return m
+}

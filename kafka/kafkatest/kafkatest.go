@@ -9,7 +9,9 @@ package kafkatest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +37,7 @@ type Broker struct {
 	adm     *kadm.Client
 	topics  []string
 	real    bool
+	dataDir string // a kfake broker that can restart (StartRestartable)
 }
 
 var seq atomic.Int64
@@ -82,6 +85,55 @@ func (b *Broker) connect() {
 		b.t.Fatal(err)
 	}
 	b.cl, b.adm = cl, kadm.NewClient(cl)
+}
+
+// StartRestartable starts a kfake broker that keeps its log in a
+// directory, so that Restart stops it and starts it again on the same port
+// with the same records. With EnvBrokers set the test is skipped: a real
+// cluster is not restarted by a test.
+func StartRestartable(t testing.TB) *Broker {
+	t.Helper()
+	if os.Getenv(EnvBrokers) != "" {
+		t.Skip("restarting the broker needs kfake; " + EnvBrokers + " names a real cluster")
+	}
+	dir := t.TempDir()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(dir), kfake.SyncWrites())
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	b := &Broker{t: t, fake: c, brokers: c.ListenAddrs(), dataDir: dir}
+	b.connect()
+	t.Cleanup(b.Close)
+	return b
+}
+
+// Restart stops the broker and, after down, starts it again on the same
+// address with the same log (StartRestartable only). Clients see their
+// connections drop and reconnect.
+func (b *Broker) Restart(down time.Duration) {
+	b.t.Helper()
+	if b.dataDir == "" {
+		b.t.Fatal("Restart needs a broker from StartRestartable")
+	}
+	_, port, err := net.SplitHostPort(b.brokers[0])
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(port)
+	b.fake.Close()
+	time.Sleep(down)
+	var c *kfake.Cluster
+	for i := 0; ; i++ {
+		c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.dataDir), kfake.SyncWrites(), kfake.Ports(n))
+		if err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the port is released
+	}
+	if err != nil {
+		b.t.Fatalf("kfake restart on port %d: %v", n, err)
+	}
+	b.fake = c
 }
 
 // Real reports whether the broker is a real cluster (EnvBrokers).
