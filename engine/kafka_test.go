@@ -532,3 +532,32 @@ func headManifestOrNil(p *spec.Pipeline) *manifest.Manifest {
 	}
 	return m
 }
+
+// TestKafkaRollback: a rollback to an epoch re-reads from that epoch's
+// offsets; the outputs of the epochs it abandoned go, every record is in
+// the committed output once. Replay and reprocess refuse a kafka source.
+func TestKafkaRollback(t *testing.T) {
+	b := kafkatest.Start(t)
+	topic := b.Topic("rollback", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	produceClicks(b, topic, 2, 0, 30, t0)
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	if res := run(t, p, engine.Options{}); res.Epochs != 3 {
+		t.Fatalf("epochs = %d, want 3", res.Epochs)
+	}
+	res := run(t, p, engine.Options{RollbackTo: 1})
+	if res.Rows != 40 { // epoch 1 read 20 records; epochs 2, 3 are read again
+		t.Fatalf("the rollback run read %d records, want the 40 after epoch 1", res.Rows)
+	}
+	produceClicks(b, topic, 2, 30, 5, t0)
+	run(t, p, engine.Options{})
+	if got, want := committedRows(t, p), wantKafkaRows(2, 35, t0); !slices.Equal(got, want) {
+		t.Fatalf("rows after rollback and run: %d, want %d", len(got), len(want))
+	}
+	if _, err := engine.Replay(context.Background(), p, engine.ReplayOptions{Epoch: 2}); err == nil || !strings.Contains(err.Error(), "kafka") {
+		t.Fatalf("replay of a kafka epoch: %v", err)
+	}
+	if _, err := engine.Run(context.Background(), p, engine.Options{ReprocessFiles: "*"}); err == nil || !strings.Contains(err.Error(), "kafka") {
+		t.Fatalf("reprocess of a kafka source: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/floe-dev/floe/epoch"
@@ -224,4 +225,14 @@ func (s *Status) kafkaStatus(src store.Store, head *epoch.Head) {
 	}
 	parts, total := lagOf(ko, ks.Watermarks())
 	s.KafkaPartitions, s.KafkaLag = parts, &total
+}
+
+// refuseKafka refuses what a kafka source does not support yet (replay,
+// bundles, reprocess: they work on the processed-file set and captured
+// files, which a kafka source does not keep).
+func refuseKafka(p *spec.Pipeline, what string) error {
+	if !isKafka(p) {
+		return nil
+	}
+	return fmt.Errorf("%s: not supported for a kafka source yet (it records offsets, not input files); rollback --to-epoch re-reads from an epoch's offsets while the log still holds them", what)
 }

@@ -228,6 +228,9 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := refuseKafka(p, "replay"); err != nil {
+		return nil, err
+	}
 	p, err := graphFacade(p)
 	if err != nil {
 		return nil, err
