@@ -23,7 +23,7 @@ type decideConfig struct {
 	byDirectory bool // source.inputs: directory
 	// kafka: a kafka source; each partition is an input (kafka.InputOf)
 	// and maxRecords bounds the offsets of an epoch
-	// (max_records_per_epoch; the listing's file sizes are offset counts).
+	// (max_records_per_epoch, counted from the listed ranges' keys).
 	kafka      bool
 	maxRecords int64
 	maxFiles   int // source.max_files_per_epoch (0: no limit)
@@ -181,7 +181,11 @@ func (c decideConfig) limit(pend []store.ObjectInfo) int {
 		// take whole ranges up to it (at least one).
 		var n int64
 		for i, f := range pend {
-			if n += f.Size; n > c.maxRecords && i > 0 {
+			rg, err := kafka.ParseKey(f.Key)
+			if err != nil {
+				return max(i, 1)
+			}
+			if n += rg.Len(); n > c.maxRecords && i > 0 {
 				return i
 			}
 		}

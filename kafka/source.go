@@ -62,6 +62,9 @@ type SourceConfig struct {
 	// SkipMissing skips offsets retention removed (else a read fails with
 	// a *MissingOffsetsError).
 	SkipMissing bool
+	// RangeOffsets bounds the offsets of one listed range (default
+	// MaxRangeOffsets).
+	RangeOffsets int64
 	// FetchTimeout bounds one range's fetch (FetchOptions.Timeout).
 	FetchTimeout time.Duration
 	Log          *slog.Logger
@@ -75,6 +78,9 @@ func OpenSource(cfg SourceConfig) (*Source, error) {
 	cl, err := Dial(cfg.Client)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.RangeOffsets <= 0 {
+		cfg.RangeOffsets = MaxRangeOffsets
 	}
 	log := cfg.Log
 	if log == nil {
@@ -146,6 +152,26 @@ func (s *Source) Skipped(key string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.skipped[key]
+}
+
+// MaxRangeOffsets bounds the offsets of one listed range: a longer range
+// is listed as consecutive ranges, so one read holds a bounded number of
+// records in memory.
+const MaxRangeOffsets = 50000
+
+// AssumedRecordBytes is the size a listed range reports per offset (its
+// records' size is known only once fetched): what the engine's memory
+// budget estimates an epoch by.
+const AssumedRecordBytes = 1024
+
+func chunks(r Range, n int64) []Range {
+	var out []Range
+	for from := r.From; from < r.To; from += n {
+		c := r
+		c.From, c.To = from, min(from+n, r.To)
+		out = append(out, c)
+	}
+	return out
 }
 
 // Key is the file key of r.
@@ -229,8 +255,10 @@ func (s *Source) List(ctx context.Context, prefix string) ([]store.ObjectInfo, e
 			break
 		}
 		for _, r := range rs {
-			if k := Key(r); strings.HasPrefix(k, prefix) {
-				out = append(out, store.ObjectInfo{Key: k, Size: r.Len()})
+			for _, c := range chunks(r, s.cfg.RangeOffsets) {
+				if k := Key(c); strings.HasPrefix(k, prefix) {
+					out = append(out, store.ObjectInfo{Key: k, Size: c.Len() * AssumedRecordBytes})
+				}
 			}
 		}
 		cur = Advance(next, rs)
