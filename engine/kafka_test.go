@@ -394,6 +394,15 @@ func TestKafkaMissingOffsets(t *testing.T) {
 // rejected rows with its topic/partition as the file and its offset as the
 // line.
 func TestKafkaRejectedRecords(t *testing.T) {
+	t.Run("streamed", func(t *testing.T) { testKafkaRejected(t, kafkaStateless, 1) })
+	// The window reads no bytes column, so validate: used accepts the
+	// record whose bytes is a string.
+	t.Run("windowed", func(t *testing.T) {
+		testKafkaRejected(t, strings.Replace(withExtra(kafkaWindowed, ""), "event_time: ts", "event_time: ts\n  columns: {partition: kp}", 1), 2)
+	})
+}
+
+func testKafkaRejected(t *testing.T, tmpl string, firstBad int64) {
 	b := kafkatest.Start(t)
 	topic := b.Topic("bad", 2)
 	b.Produce(topic,
@@ -404,14 +413,16 @@ func TestKafkaRejectedRecords(t *testing.T) {
 		kafkatest.Msg{Partition: 1, Value: ``},
 		kafkatest.Msg{Partition: 1, Value: `{"ts":"2026-03-01T12:00:05Z","user":"c","bytes":5}`},
 	)
-	p, d := kafkaPipeline(t, b, topic, strings.Replace(kafkaStateless, "event_time: ts", "event_time: ts\n  rejected_url: \"{{rejected}}\"", 1))
-	_ = d
+	p, _ := kafkaPipeline(t, b, topic, strings.Replace(tmpl, "event_time: ts", "event_time: ts\n  rejected_url: \"{{rejected}}\"", 1))
 	res := run(t, p, engine.Options{})
-	if res.Rows != 3 || res.RowsRejected != 3 {
-		t.Fatalf("rows %d rejected %d, want 3 and 3", res.Rows, res.RowsRejected)
+	if res.Rows+res.RowsRejected != 6 || res.RowsRejected != 4-firstBad {
+		t.Fatalf("rows %d rejected %d, want %d rejected of 6", res.Rows, res.RowsRejected, 4-firstBad)
 	}
 	rj := readRejected(t, p.Source.RejectedURL)
-	want := []string{topic + "/1@1", topic + "/1@2", topic + "/1@3"} // partition 1's offsets 1..3
+	var want []string // partition 1's offsets firstBad..3
+	for o := firstBad; o <= 3; o++ {
+		want = append(want, fmt.Sprintf("%s/1@%d", topic, o))
+	}
 	if !slices.Equal(rj, want) {
 		t.Fatalf("rejected = %v, want %v", rj, want)
 	}
