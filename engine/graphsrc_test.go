@@ -45,3 +45,38 @@ func TestGraphSourceOnError(t *testing.T) {
 		t.Fatalf("the failed run moved the head: %+v, %v (was %d)", st, err, head)
 	}
 }
+
+// TestGraphSourcePattern: a graph source's pattern selects its files (it
+// was ignored in the graph form: a notes file beside the auctions was
+// decoded and rejected), matched below that source's url; another
+// source's files are not filtered by it.
+func TestGraphSourcePattern(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 4)
+	notes := filepath.Join(strings.TrimPrefix(e.auctions, "file://"), "README.txt")
+	if err := os.WriteFile(notes, []byte("these are not auctions\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := strings.Replace(auctionGraph, "    format: jsonl\n    schema: {id:", "    format: jsonl\n    pattern: \"*.jsonl\"\n    schema: {id:", 1)
+	if tmpl == auctionGraph {
+		t.Fatal("the auctions source block of auctionGraph changed")
+	}
+	res := run(t, e.pipelineFrom(t, tmpl), engine.Options{Drain: true})
+	if res.RowsRejected != 0 {
+		t.Fatalf("%d rows rejected: the README.txt outside sources.auctions.pattern was read", res.RowsRejected)
+	}
+	if res.Files == 0 {
+		t.Fatal("no file read")
+	}
+	// Without the pattern the same folder's README.txt is read (and rejected).
+	e2 := newGraphEnv(t)
+	e2.putAuctions(t, 4)
+	notes2 := filepath.Join(strings.TrimPrefix(e2.auctions, "file://"), "README.txt")
+	if err := os.WriteFile(notes2, []byte("these are not auctions\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res2 := run(t, e2.pipelineFrom(t, auctionGraph), engine.Options{Drain: true})
+	if res2.RowsRejected != 1 || res2.Files != res.Files+1 {
+		t.Fatalf("without a pattern: %d rows rejected, %d files read; want 1 and %d", res2.RowsRejected, res2.Files, res.Files+1)
+	}
+}

@@ -92,12 +92,7 @@ type Reject struct {
 // first, recognised by their magic bytes whatever their name (see
 // DetectCompression); line numbers in rejects count decompressed lines.
 func Decode(format string, file string, data []byte, opts DecodeOptions) (*Decoded, error) {
-	if opts.Mem == nil {
-		opts.Mem = memory.DefaultAllocator
-	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultBatchSize
-	}
+	opts = withDecodeDefaults(opts)
 	switch strings.ToLower(format) {
 	case "jsonl", "json", "ndjson":
 		data, err := decompress(file, data)

@@ -172,7 +172,11 @@ func checkBatch(schema *arrow.Schema, b arrow.RecordBatch) error {
 }
 
 func openParquet(data []byte, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
-	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	return openParquetAt(bytes.NewReader(data), mem, batchSize)
+}
+
+func openParquetAt(src parquet.ReaderAtSeeker, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
+	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
@@ -374,17 +378,9 @@ func releaseAll(bs []arrow.RecordBatch) {
 // decodeParquet reads the declared columns of a Parquet input file, casting
 // them to the declared types.
 func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
-	var batches []arrow.RecordBatch
-	d, err := decodeParquetStream(fileName, data, opts, func(b arrow.RecordBatch) error {
-		batches = append(batches, b)
-		return nil
+	return collectBatches(func(each func(arrow.RecordBatch) error) (*Decoded, error) {
+		return decodeParquetStream(fileName, bytes.NewReader(data), opts, each)
 	})
-	if err != nil {
-		releaseAll(batches)
-		return nil, err
-	}
-	d.Batches = batches
-	return d, nil
 }
 
 // badUTF8Rows calls bad with the row and value of every non-null value of a

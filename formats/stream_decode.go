@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // StreamChunkBytes is how much JSON-lines text DecodeStream decodes per
@@ -32,21 +31,8 @@ const StreamChunkBytes = 8 << 20
 // Decode's it may come after batches were handed over (a corrupt Parquet
 // page, a CSV read error), which the caller sees from its own count.
 func DecodeStream(format string, file string, data []byte, opts DecodeOptions, each func(arrow.RecordBatch) error) (*Decoded, error) {
-	if opts.Mem == nil {
-		opts.Mem = memory.DefaultAllocator
-	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultBatchSize
-	}
-	var cbErr error
-	emit := func(b arrow.RecordBatch) error {
-		if cbErr != nil {
-			b.Release()
-			return cbErr
-		}
-		cbErr = each(b)
-		return cbErr
-	}
+	opts = withDecodeDefaults(opts)
+	emit, cbErr := guardEach(each)
 	var d *Decoded
 	var err error
 	switch strings.ToLower(format) {
@@ -59,12 +45,12 @@ func DecodeStream(format string, file string, data []byte, opts DecodeOptions, e
 			d, err = decodeCSVStream(file, data, opts, emit)
 		}
 	case "parquet":
-		d, err = decodeParquetStream(file, data, opts, emit)
+		d, err = decodeParquetStream(file, bytes.NewReader(data), opts, emit)
 	default:
 		return nil, fmt.Errorf("%s: unknown format %q (want jsonl, csv or parquet)", file, format)
 	}
-	if cbErr != nil {
-		return nil, cbErr
+	if *cbErr != nil {
+		return nil, *cbErr
 	}
 	return d, err
 }

@@ -428,6 +428,8 @@ func TestGraphErrors(t *testing.T) {
 			[]wantErr{{"late_url: |/late", `stages[0].late_url: a filter stage finds no rows late (window, join, top_n, dedup and over stages do)`}}},
 		{"late_url on a source", "event_time: ts}\n  orders", "event_time: ts, late_url: /late}\n  orders",
 			[]wantErr{{"late_url: |/late", `sources.clicks.late_url: in the graph form late rows belong to the stage that finds them late: set late_url on the window, join, top_n or dedup stage`}}},
+		{"inputs: directory on a source", "event_time: ts}\n  orders", "event_time: ts, inputs: directory}\n  orders",
+			[]wantErr{{"inputs: |directory", `sources.clicks.inputs: inputs: directory is not supported in the graph form: each source is one watermark input; declare each directory as a source of its own`}}},
 		{"source problems keep their path", "format: jsonl, schema: {ts: timestamp, user_id: string, bytes", "format: jsonl, schema: {ts: timestamp, user_id: strin, bytes",
 			[]wantErr{{"user_id: |strin", `sources.clicks.schema.user_id: unknown type "strin" (did you mean string?)`}}},
 		{"no sources", "sources:\n  clicks:", "sources: {}\nx:\n  clicks:",

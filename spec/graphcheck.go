@@ -440,6 +440,9 @@ func (p *Pipeline) validateGraph(c *collector) {
 		if s.Source.LateURL != "" {
 			c.add(sp+".late_url", "in the graph form late rows belong to the stage that finds them late: set late_url on the window, join, top_n or dedup stage")
 		}
+		if s.Source.Inputs == InputsDirectory {
+			c.add(sp+".inputs", "inputs: directory is not supported in the graph form: each source is one watermark input; declare each directory as a source of its own")
+		}
 	}
 	for i := range p.Stages {
 		p.validateStage(c, i)
