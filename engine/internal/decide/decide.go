@@ -27,7 +27,7 @@ type Config struct {
 	// an epoch, counted from the keys.
 	Kafka      bool
 	MaxRecords int64
-	MaxFiles    int  // source.max_files_per_epoch (0: no limit)
+	MaxFiles   int // source.max_files_per_epoch (0: no limit)
 	// MaxFilesOf is each input's own max_files_per_epoch (a graph's named
 	// sources, one input each; 0: no limit). When set, maxFiles is not
 	// used: each source's limit applies to its own files.
