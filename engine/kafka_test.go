@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"os"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -140,6 +142,7 @@ func TestKafkaSourceEpochs(t *testing.T) {
 	if got := offsetsOf(m); got != fmt.Sprintf("%[1]s/0=30 %[1]s/1=30 %[1]s/2=30", topic) {
 		t.Fatalf("offsets = %s", got)
 	}
+	checkKafkaGolden(t, b, m, "testdata/kafka/offsets-epochs.json")
 	if m.Source.Count != 0 || len(m.Source.Inline) != 0 || len(m.Source.Segments) != 0 {
 		t.Fatalf("a kafka source records a file set: %+v", m.Source)
 	}
@@ -570,5 +573,37 @@ func TestKafkaRollback(t *testing.T) {
 	}
 	if _, err := engine.Run(context.Background(), p, engine.Options{ReprocessFiles: "*"}); err == nil || !strings.Contains(err.Error(), "kafka") {
 		t.Fatalf("reprocess of a kafka source: %v", err)
+	}
+}
+
+var updateKafkaGolden = flag.Bool("update-kafka-golden", false, "rewrite engine/testdata/kafka/*.json")
+
+// checkKafkaGolden pins the kafka block of a committed manifest, as the
+// engine writes it, against a golden file (kfake only: a real cluster's
+// topics have unique names).
+func checkKafkaGolden(t *testing.T, b *kafkatest.Broker, m *manifest.Manifest, file string) {
+	t.Helper()
+	if b.Real() {
+		return
+	}
+	got, err := json.MarshalIndent(map[string]any{"source": map[string]any{"kafka": m.Source.Kafka}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *updateKafkaGolden {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("the manifest's kafka offsets changed:\n%s\nwant (%s)\n%s", got, file, want)
 	}
 }
