@@ -607,3 +607,35 @@ func checkKafkaGolden(t *testing.T, b *kafkatest.Broker, m *manifest.Manifest, f
 		t.Fatalf("the manifest's kafka offsets changed:\n%s\nwant (%s)\n%s", got, file, want)
 	}
 }
+
+// TestKafkaOnceStopsAtStartHighWatermarks: a --once run reads up to the
+// high watermarks it saw at its start, even while records keep coming
+// (availableNow); the next run reads the rest.
+func TestKafkaOnceStopsAtStartHighWatermarks(t *testing.T) {
+	b := kafkatest.Start(t)
+	topic := b.Topic("once", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	produceClicks(b, topic, 2, 0, 30, t0) // 60 records, 3 epochs of 20
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	produced := 0
+	res := run(t, p, engine.Options{Progress: func(engine.Progress) {
+		if produced < 3 { // more records while the run goes on
+			produced++
+			produceClicks(b, topic, 2, 30+10*(produced-1), 10, t0)
+		}
+	}})
+	if res.Rows != 60 {
+		t.Fatalf("the --once run read %d records, want the 60 there at its start", res.Rows)
+	}
+	if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=30 %[1]s/1=30", topic) {
+		t.Fatalf("offsets = %s, want the start's high watermarks", got)
+	}
+	res = run(t, p, engine.Options{})
+	want := 2 * 10 * produced
+	if int(res.Rows) != want {
+		t.Fatalf("the next run read %d, want %d", res.Rows, want)
+	}
+	if got, w := committedRows(t, p), wantKafkaRows(2, 30+10*produced, t0); !slices.Equal(got, w) {
+		t.Fatalf("rows: %d, want %d", len(got), len(w))
+	}
+}
