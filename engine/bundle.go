@@ -158,6 +158,9 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	if opts.Dir == "" {
 		return nil, errors.New("emit-test: no folder given")
 	}
+	if err := runner.RefuseKafka(p, "emit-test"); err != nil {
+		return nil, err
+	}
 	if len(opts.Spec) == 0 {
 		return nil, errors.New("emit-test: the spec's YAML is needed (it is copied into the bundle)")
 	}

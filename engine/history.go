@@ -46,6 +46,11 @@ type EpochRecord struct {
 	Continues *int64 `json:"continues_epoch,omitempty"`
 	// Restore says how ("rollback", "savepoint <name>") when Continues is set.
 	Restore string `json:"restore,omitempty"`
+	// KafkaLag and KafkaPartitions (a kafka source): per partition the
+	// offset the epoch committed and the lag behind the high watermark
+	// seen when it was planned.
+	KafkaLag        *int64         `json:"kafka_lag,omitempty"`
+	KafkaPartitions []PartitionLag `json:"kafka_partitions,omitempty"`
 }
 
 // History returns the retained epochs of the head's lineage, newest first,
@@ -132,6 +137,9 @@ func epochRecords(chain []*manifest.Manifest, limit int) []EpochRecord {
 			r.RowsLate = ptr(c.RowsLate - parent.RowsLate)
 			r.RowsRejected = ptr(c.RowsRejected - parent.RowsRejected)
 			r.Files = ptr(c.FilesIn - parent.FilesIn)
+		}
+		if parts, total := lagOf(m.Source.Kafka, nil); parts != nil {
+			r.KafkaPartitions, r.KafkaLag = parts, &total
 		}
 		if s := m.Stats; s != nil {
 			r.DurationS = ptr(float64(s.DurationMs) / 1000)

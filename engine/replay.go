@@ -231,6 +231,9 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := runner.RefuseKafka(p, "replay"); err != nil {
+		return nil, err
+	}
 	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err

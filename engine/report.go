@@ -66,6 +66,11 @@ type Status struct {
 	OldestPendingTime  *time.Time `json:"oldest_pending_time,omitempty"`
 	OldestPendingAgeS  *float64   `json:"oldest_pending_age_s,omitempty"`
 	ListError          string     `json:"list_error,omitempty"`
+	// KafkaLag and KafkaPartitions (a kafka source): the records between
+	// the committed offsets and the partitions' high watermarks (now, when
+	// the source was listed; else as the head recorded them).
+	KafkaLag        *int64         `json:"kafka_lag,omitempty"`
+	KafkaPartitions []PartitionLag `json:"kafka_partitions,omitempty"`
 	// Listing cost (ReadStatus, unless NoList): how the next run lists the
 	// source ("full" or "after <frontier>", source.order: lexical), the
 	// keys that listing returns, the requests it took (LIST pages on S3),
@@ -191,6 +196,12 @@ func (s *Status) printPending(tw io.Writer) {
 	}
 	if s.ListWarning != "" {
 		fmt.Fprintf(tw, "warning\t%s\n", s.ListWarning)
+	}
+	if s.KafkaLag != nil {
+		fmt.Fprintf(tw, "kafka lag\t%d records\n", *s.KafkaLag)
+		for _, l := range s.KafkaPartitions {
+			fmt.Fprintf(tw, "  %s/%d\tcommitted %d, high %d, lag %d\n", l.Topic, l.Partition, l.Committed, l.High, l.Lag)
+		}
 	}
 	switch {
 	case s.ListError != "":
@@ -433,6 +444,11 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 		}
 		s.stateSizes(m)
 		s.LastEpoch = m.Stats
+		if parts, total := lagOf(m.Source.Kafka, nil); parts != nil {
+			// As the head recorded it; a listing below replaces it with
+			// the broker's high watermarks now.
+			s.KafkaPartitions, s.KafkaLag = parts, &total
+		}
 		if !so.HeadOnly {
 			chain, err := c.Chain(ctx, head, math.MaxInt)
 			if err != nil {
@@ -519,8 +535,12 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *runner.Stores, 
 // listing error is recorded, not returned: the head is still worth showing.
 func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *runner.Stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
 	l := runner.PlanListing(p, &runner.Options{Now: func() time.Time { return now }}, head, false)
+	runner.SetKafkaCommitted(st.Source, head)
 	req0 := st.Requests()
 	files, err := l.List(ctx, p, st.Source, now)
+	if err == nil {
+		s.kafkaStatus(st.Source, head)
+	}
 	if err == nil {
 		reqs := st.Requests().Sub(req0).Requests.List
 		s.ListedKeys, s.ListRequests = ptr(int64(len(files))), &reqs

@@ -74,6 +74,24 @@ func goldenManifestSegRangesV2() *Manifest {
 	return m
 }
 
+// goldenManifestKafkaV2 is a manifest of a kafka source: offsets per
+// partition, no processed-file set.
+func goldenManifestKafkaV2() *Manifest {
+	m := goldenManifestV2()
+	m.Source.Inline, m.Source.Segments, m.Source.Count = nil, nil, 0
+	m.Source.Inputs = map[string]InputState{
+		"clicks/0": {MaxEventTime: 1764633600000000, LastActive: time.Date(2026, 12, 2, 0, 59, 0, 0, time.UTC)},
+		"clicks/1": {MaxEventTime: 1764633590000000, LastActive: time.Date(2026, 12, 2, 0, 58, 0, 0, time.UTC)},
+	}
+	m.Source.Kafka = &KafkaOffsets{Version: KafkaOffsetsVersion, Skipped: 12, Partitions: []KafkaPartition{
+		{Topic: "clicks", Partition: 0, Next: 1200, High: 1250},
+		{Topic: "clicks", Partition: 1, Next: 981, High: 981},
+		{Topic: "clicks", Partition: 2, Next: 0},
+		{Topic: "views", Partition: 0, Next: 77, High: 80},
+	}}
+	return m
+}
+
 func goldenMarkerV2() *SinkMarker {
 	return &SinkMarker{FormatVersion: 2, Pipeline: "clicks-per-user", ID: "9b2c7f0e-3d4a-4c5b-8e6f-7a8b9c0d1e2f",
 		State: "s3://bucket/state/clicks-per-user"}
@@ -105,6 +123,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"manifest-segranges.json", goldenManifestSegRangesV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestSegRangesV2()) },
+			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
+		{"manifest-kafka.json", goldenManifestKafkaV2(),
+			func() ([]byte, error) { return EncodeManifest(goldenManifestKafkaV2()) },
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"sink_marker.json", goldenMarkerV2(),
 			func() ([]byte, error) { return EncodeSinkMarker(goldenMarkerV2()) },

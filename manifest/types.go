@@ -164,6 +164,8 @@ type SourceState struct {
 	// listing of the source started; the next one is due
 	// source.full_list_every later.
 	FullListAt *time.Time `json:"full_list_at,omitempty"`
+	// Kafka (format 2, a kafka source) holds the offsets per partition.
+	Kafka *KafkaOffsets `json:"kafka,omitempty"`
 }
 
 // InputState is one input's watermark progress.

@@ -440,6 +440,7 @@ func (m *Manifest) Validate() error {
 	v.fileRefs("source.size_segments", s.SizeSegments, refSegment)
 	v.fileRefs("output_log", m.OutputLog, refSegment)
 	v.nonNegative("source.count", s.Count)
+	v.kafkaOffsets(s.Kafka)
 	if s.Count < int64(len(s.Inline)) {
 		v.fail("source.count", "%d is less than the %d inline keys", s.Count, len(s.Inline))
 	}

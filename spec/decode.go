@@ -426,7 +426,8 @@ func (d *decoder) pipeline(root *node) *Pipeline {
 var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
 		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture", "validate",
-		"order", "full_list_every", "forget_after"}
+		"order", "full_list_every", "forget_after",
+		"brokers", "topic", "topics", "max_records_per_epoch", "idle_timeout", "on_missing_offsets", "auth_file", "columns"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -510,11 +511,64 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			s.FullListEvery = d.duration(v, fp)
 		case "forget_after":
 			s.ForgetAfter = d.days(v, fp)
+		case "brokers":
+			d.kafka(s).Brokers = d.stringList(v, fp)
+		case "topic":
+			d.kafka(s).Topics = append(d.kafka(s).Topics, d.str(v, fp))
+		case "topics":
+			d.kafka(s).Topics = append(d.kafka(s).Topics, d.stringList(v, fp)...)
+		case "max_records_per_epoch":
+			d.kafka(s).MaxRecordsPerEpoch = d.integer(v, fp, -1<<63)
+			if d.kafka(s).MaxRecordsPerEpoch < 1 && !d.c.hasFailed(fp) {
+				d.c.decodeErr(v.pos, fp, "must be >= 1 (leave it out for no limit)")
+			}
+		case "idle_timeout":
+			if f["watermark"] != nil {
+				d.c.decodeErr(v.pos, fp, "set the idle timeout once: here or as watermark.idle_timeout")
+				continue
+			}
+			s.Watermark.IdleTimeout = d.duration(v, fp)
+		case "on_missing_offsets":
+			d.kafka(s).OnMissingOffsets = d.str(v, fp)
+		case "auth_file":
+			d.kafka(s).AuthFile = d.path(v, fp)
+		case "columns":
+			cf := d.fields(v, fp, "topic", "partition", "offset", "timestamp", "key")
+			c := &d.kafka(s).Columns
+			for name, dst := range map[string]*string{"topic": &c.Topic, "partition": &c.Partition, "offset": &c.Offset, "timestamp": &c.Timestamp, "key": &c.Key} {
+				if x := cf[name]; x != nil {
+					*dst = d.str(x, join(fp, name))
+				}
+			}
 		}
 	}
 	if s.Format == CSV && s.CSV == nil {
 		s.CSV = &CSVOptions{Header: true, Delimiter: ","}
+		if s.Type == SourceKafka {
+			s.CSV.Header = false // one record is one row, fields in schema order
+		}
 	}
+	if s.Type == SourceKafka {
+		s.withKafkaColumns()
+	}
+}
+
+// kafka returns s.Kafka, creating it: the kafka-only fields are decoded on
+// any source, and validation refuses them on one of another type.
+func (d *decoder) kafka(s *Source) *KafkaSource {
+	if s.Kafka == nil {
+		s.Kafka = &KafkaSource{}
+	}
+	return s.Kafka
+}
+
+// path decodes a local file path, relative to the spec's directory.
+func (d *decoder) path(n *node, path string) string {
+	s := d.str(n, path)
+	if s == "" || filepath.IsAbs(s) || d.baseDir == "" {
+		return s
+	}
+	return filepath.Join(d.baseDir, s)
 }
 
 func (d *decoder) operators(n *node, path string) []Operator {

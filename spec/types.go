@@ -48,6 +48,9 @@ type SourceType string
 const (
 	// SourceFiles reads immutable files landing under a URL prefix.
 	SourceFiles SourceType = "files"
+	// SourceKafka reads records of Kafka topics (source.kafka); the offsets
+	// consumed are recorded per partition in the manifest.
+	SourceKafka SourceType = "kafka"
 )
 
 // SinkType names a kind of sink.
@@ -195,7 +198,49 @@ type Source struct {
 	// the processed-file set forgets them, so a key that reappears with
 	// its old modification time is not read again.
 	ForgetAfter time.Duration
+	// Kafka holds the settings of a kafka source (Type SourceKafka); nil
+	// for other sources.
+	Kafka *KafkaSource
 }
+
+// KafkaSource is the part of a source that only a kafka source has. The
+// record metadata columns it asks for are appended to Source.Schema when
+// the spec is decoded (KafkaColumns), so the rest of the pipeline reads
+// them as ordinary columns.
+type KafkaSource struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// Topics are the topics read (source.topic is one).
+	Topics []string
+	// MaxRecordsPerEpoch bounds the offsets one epoch reads over all
+	// partitions (0: no limit).
+	MaxRecordsPerEpoch int64
+	// OnMissingOffsets is what an epoch does when offsets it should read
+	// are no longer in the log (retention deleted them): fail (the
+	// default) or skip (continue at the log start, counting them).
+	OnMissingOffsets string
+	// AuthFile names a file with the TLS and SASL settings (KEY=value
+	// lines, FLOE_KAFKA_* names); empty: they come from the environment.
+	// Credentials are never part of a spec.
+	AuthFile string
+	// Columns names the record metadata columns wanted; empty: not wanted.
+	Columns KafkaColumns
+}
+
+// KafkaColumns names the record metadata columns of a kafka source.
+type KafkaColumns struct {
+	Topic, Partition, Offset, Timestamp, Key string
+}
+
+// KafkaTimestamp is the event_time of a kafka source that takes the
+// record's timestamp (and the default name of its column).
+const KafkaTimestamp = "kafka_timestamp"
+
+// Kafka on_missing_offsets values.
+const (
+	MissingFail = "fail"
+	MissingSkip = "skip"
+)
 
 // OrderLexical is Source.Order for keys that arrive in lexical order.
 const OrderLexical = "lexical"

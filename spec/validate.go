@@ -156,12 +156,13 @@ func (p *Pipeline) validateSource(c *collector) { validateSourceAt(c, "source", 
 func validateSourceAt(c *collector, sp string, s *Source) {
 	switch s.Type {
 	case "":
-		c.add(sp+".type", "required (allowed: files)")
-	case SourceFiles:
+		c.add(sp+".type", "required (allowed: files, kafka)")
+	case SourceFiles, SourceKafka:
 	default:
-		c.add(sp+".type", "invalid value %q (allowed: files)", s.Type)
+		c.add(sp+".type", "invalid value %q (allowed: files, kafka)", s.Type)
 	}
-	checkURLField(c, sp+".url", s.URL, true)
+	validateKafka(c, sp, s)
+	checkURLField(c, sp+".url", s.URL, s.Type != SourceKafka)
 	switch {
 	case s.Format == "":
 		c.add(sp+".format", "required (allowed: %s)", strings.Join(sourceFormats, ", "))

@@ -3,6 +3,7 @@ package decide
 import (
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,13 @@ import (
 // Config is the part of the spec the decisions read.
 type Config struct {
 	ByDirectory bool // source.inputs: directory
-	MaxFiles    int  // source.max_files_per_epoch (0: no limit)
+	// Kafka: a kafka source, whose listed files are offset ranges
+	// "<topic>/<partition>/<from>-<to>" (kafka.Key): each partition is an
+	// input, and MaxRecords (max_records_per_epoch) bounds the offsets of
+	// an epoch, counted from the keys.
+	Kafka      bool
+	MaxRecords int64
+	MaxFiles   int // source.max_files_per_epoch (0: no limit)
 	// MaxFilesOf is each input's own max_files_per_epoch (a graph's named
 	// sources, one input each; 0: no limit). When set, maxFiles is not
 	// used: each source's limit applies to its own files.
@@ -62,6 +69,9 @@ func NewConfig(p *spec.Pipeline) Config {
 		SplitNoted:  new(atomic.Bool),
 	}
 	c.MemLimit, c.MemFrom = MemoryLimitOf(p)
+	if p.Source.Type == spec.SourceKafka && len(p.Sources) == 0 && p.Source.Kafka != nil {
+		c.Kafka, c.MaxRecords = true, p.Source.Kafka.MaxRecordsPerEpoch
+	}
 	for _, op := range p.Operators {
 		if op.Window != nil {
 			c.Streams = false
@@ -107,6 +117,13 @@ const defaultInput = "default"
 // inputOf maps a source file to its watermark input: its top-level
 // directory with inputs: directory, else the one default input.
 func (c Config) inputOf(key string) string {
+	if c.Kafka {
+		// "<topic>/<partition>" (kafka.InputOf)
+		if i := strings.LastIndexByte(key, '/'); i > 0 {
+			return key[:i]
+		}
+		return key
+	}
 	if c.ByDirectory {
 		if i := strings.IndexByte(key, '/'); i > 0 {
 			return key[:i]
@@ -172,6 +189,17 @@ func (c Config) Interleave(pend []store.ObjectInfo) []store.ObjectInfo {
 // epoch may take by max_files_per_epoch: the longest prefix within the
 // limit, or with per-input limits within every input's own.
 func (c Config) Limit(pend []store.ObjectInfo) int {
+	if c.MaxRecords > 0 {
+		// The listing is cut into epochs of at most MaxRecords offsets:
+		// take whole ranges up to it (at least one).
+		var n int64
+		for i, f := range pend {
+			if n += rangeLen(f.Key); n > c.MaxRecords && i > 0 {
+				return i
+			}
+		}
+		return len(pend)
+	}
 	if c.MaxFilesOf == nil {
 		if c.MaxFiles > 0 && len(pend) > c.MaxFiles {
 			return c.MaxFiles
@@ -353,4 +381,16 @@ func (c Config) InputWatermarks(inputs map[string]manifest.InputState, prev int6
 		out[n] = c.watermark(sub, prev, now, map[string]bool{n: waiting[n]})
 	}
 	return out
+}
+
+// rangeLen is the offset count of a kafka range key ".../<from>-<to>"
+// (kafka.ParseKey); 1 for anything else, so a bad key is taken alone.
+func rangeLen(key string) int64 {
+	a, b, ok := strings.Cut(key[strings.LastIndexByte(key, '/')+1:], "-")
+	from, err1 := strconv.ParseInt(a, 10, 64)
+	to, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || to < from {
+		return 1
+	}
+	return to - from
 }

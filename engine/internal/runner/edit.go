@@ -40,13 +40,19 @@ func (r *Runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	for i, f := range files {
 		keys[i] = f.Key
 	}
+	kafkaSrc := r.kafkaSource() != nil
+	if kafkaSrc {
+		keys = nil // the position is the offsets (kafkaManifest), not a file set
+	}
 	var err error
 	if e.seen, err = r.Seen.Prepare(ctx, att, keys); err != nil {
 		return nil, err
 	}
 	sizes := make([]string, 0, len(files)+len(r.changed))
 	for _, f := range files {
-		sizes = append(sizes, sizeEntry(f.Key, f.Size))
+		if !kafkaSrc {
+			sizes = append(sizes, sizeEntry(f.Key, f.Size))
+		}
 	}
 	e.changed = r.changed
 	for k, n := range r.changed {
@@ -97,6 +103,7 @@ func (r *Runner) manifest(e *epochEdit) *manifest.Manifest {
 	for k, v := range e.inputs {
 		m.Source.Inputs[k] = v
 	}
+	r.kafkaManifest(m, e.files)
 	m.Operators = r.graphOperators(e)
 	for _, nd := range r.Plan.Graph.Lookups {
 		lk := nd.Lookup

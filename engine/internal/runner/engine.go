@@ -254,6 +254,19 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		st.Source = mux
 		withSource = false
 	}
+	if withSource && isKafka(p) {
+		// The kafka source is its own store (kafkasrc.go), not retried
+		// as object storage is: a fetch has its own deadline.
+		ks, err := openKafkaSource(p, opts.log().With("source", "kafka"))
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		st.Source = ks
+		targets = append(targets, target{"late", "source.late_url", p.Source.LateURL, &st.Late},
+			target{"rejected", "source.rejected_url", p.Source.RejectedURL, &st.Rejected})
+		withSource = false
+	}
 	if withSource {
 		targets = append(targets, target{"source", "source.url", p.Source.URL, &st.Source},
 			target{"late", "source.late_url", p.Source.LateURL, &st.Late},

@@ -51,6 +51,9 @@ func GraphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
 		OnError: first.OnError, RejectedURL: first.RejectedURL, EventTime: first.EventTime}
 	for _, ns := range p.Sources {
 		s := ns.Source // order and one rejected_url: spec validation (graphcheck.go)
+		if s.Type == spec.SourceKafka {
+			return nil, fmt.Errorf("sources.%s: a kafka source is supported in the linear form (source:) only for now", ns.Name)
+		}
 		src.Watermark.MaxOutOfOrderness = max(src.Watermark.MaxOutOfOrderness, s.Watermark.MaxOutOfOrderness)
 		if s.Watermark.IdleTimeout > 0 && (src.Watermark.IdleTimeout == 0 || s.Watermark.IdleTimeout < src.Watermark.IdleTimeout) {
 			src.Watermark.IdleTimeout = s.Watermark.IdleTimeout
@@ -223,6 +226,7 @@ func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	if err := r.checkDecoded(res, d); err != nil {
 		return nil, err
 	}
+	kafkaRejects(res, r.P)
 	tsCol := node.Out.FieldIndices(src.EventTime)[0]
 	for _, b := range d.Batches {
 		ts := b.Column(tsCol).(*array.Timestamp)
@@ -232,7 +236,7 @@ func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 			}
 		}
 	}
-	if start, _, _ := src.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() {
+	if start, _, _ := src.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() && !kafkaIgnoresStartTime(r.P) {
 		ReleaseBatches(d.Batches)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
 	}

@@ -81,6 +81,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 		return nil, err
 	}
 	rp.listing = PlanListing(p, opts, head, from.Kind != "")
+	setKafkaCommitted(st.Source, head, from)
 	if rp.Files, err = rp.listing.List(ctx, p, st.Source, opts.now()); err != nil {
 		return nil, err
 	}

@@ -680,6 +680,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	r.apply(edit, head)
 	r.mustCommit, r.recordListing = false, false
 	r.listing.frontier = frontier
+	r.kafkaCommitted(m)
 	if err := r.publish(ctx); err != nil {
 		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
 	}

@@ -331,7 +331,7 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	}
 	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
 	startAt := int64(math.MinInt64)
-	if start, _, _ := src.StartTime(); !start.IsZero() {
+	if start, _, _ := src.StartTime(); !start.IsZero() && !kafkaIgnoresStartTime(r.P) {
 		startAt = start.UnixMicro()
 	}
 	tsCol := tsSchema.FieldIndices(src.EventTime)[0]
@@ -384,6 +384,7 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	if err := r.checkDecoded(res, d); err != nil {
 		return nil, err
 	}
+	kafkaRejects(res, r.P)
 	if !kept {
 		// start_from: every row of the file is older: skip it (it counts as
 		// read, its rows as filtered).

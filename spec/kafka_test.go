@@ -1,0 +1,80 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+const kafkaSpec = `name: k
+source:
+  type: kafka
+  brokers: [localhost:9092, "b2:9093"]
+  topic: clicks
+  format: jsonl
+  schema: {ts: timestamp, user: string}
+  event_time: ts
+  max_records_per_epoch: 500
+  idle_timeout: 30s
+  on_missing_offsets: skip
+  auth_file: secrets/kafka.env
+  columns: {partition: kp, offset: ko, key: kk}
+sink: {type: files, url: out, format: parquet}
+state: {url: st}
+`
+
+func TestKafkaSourceSpec(t *testing.T) {
+	p, err := Parse("k.yaml", []byte(kafkaSpec), "/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Source
+	k := s.Kafka
+	if s.Type != SourceKafka || len(k.Brokers) != 2 || k.Topics[0] != "clicks" || k.MaxRecordsPerEpoch != 500 ||
+		k.OnMissingOffsets != MissingSkip || k.AuthFile != "/specs/secrets/kafka.env" || s.Watermark.IdleTimeout.Seconds() != 30 {
+		t.Fatalf("decoded %+v %+v", s, k)
+	}
+	var names []string
+	for _, f := range s.Schema {
+		names = append(names, f.Name+":"+string(f.Type))
+	}
+	if got := strings.Join(names, " "); got != "ts:timestamp user:string kp:int32 ko:int64 kk:string" {
+		t.Fatalf("schema with the metadata columns = %s", got)
+	}
+	// event_time: kafka_timestamp adds the timestamp column.
+	p, err = Parse("k.yaml", []byte(strings.Replace(kafkaSpec, "event_time: ts", "event_time: kafka_timestamp", 1)), "/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := p.Source.Schema[len(p.Source.Schema)-2]; f.Name != KafkaTimestamp || f.Type != TypeTimestampMS {
+		t.Fatalf("timestamp column = %+v", f)
+	}
+}
+
+func TestKafkaSourceSpecErrors(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{"  brokers: [localhost:9092, \"b2:9093\"]\n", "", "source.brokers: required for type: kafka"},
+		{"localhost:9092", "localhost", `source.brokers[0]: invalid broker "localhost": want host:port`},
+		{"localhost:9092", "user:pw@localhost:9092", "credentials do not go in the spec"},
+		{"  topic: clicks\n", "", "source.topic: required for type: kafka"},
+		{"topic: clicks", "topic: \"a/b\"", `source.topic: invalid topic name "a/b"`},
+		{"topic: clicks", "topics: [a, a]", `source.topics: topic "a" named twice`},
+		{"format: jsonl", "format: parquet", `source.format: invalid value "parquet" for a kafka source`},
+		{"on_missing_offsets: skip", "on_missing_offsets: ignore", `source.on_missing_offsets: invalid value "ignore" (allowed: fail, skip)`},
+		{"max_records_per_epoch: 500", "max_records_per_epoch: 0", "source.max_records_per_epoch: must be >= 1"},
+		{"  type: kafka\n", "  type: kafka\n  url: somewhere\n", "source.url: a kafka source has no url"},
+		{"  type: kafka\n", "  type: kafka\n  max_files_per_epoch: 3\n", "source.max_files_per_epoch: not for a kafka source"},
+		{"  idle_timeout: 30s\n", "  idle_timeout: 30s\n  watermark: {idle_timeout: 1m}\n", "set the idle timeout once"},
+		{"columns: {partition: kp, offset: ko, key: kk}", "columns: {partition: user}", "source.schema.user: duplicate column"},
+		{"columns: {partition: kp, offset: ko, key: kk}", "columns: {partiton: kp}", "source.columns.partiton: unknown field"},
+		{"  type: kafka\n", "  type: files\n  url: in\n", "source.type: fields brokers, topic"},
+	} {
+		y := strings.Replace(kafkaSpec, tc.old, tc.new, 1)
+		if y == kafkaSpec {
+			t.Fatalf("%q is not in the spec", tc.old)
+		}
+		_, err := Parse("k.yaml", []byte(y), "/specs")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw@") {
+			t.Errorf("%q -> %q: error %v, want one containing %q", tc.old, tc.new, err, tc.want)
+		}
+	}
+}
