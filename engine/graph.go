@@ -54,6 +54,9 @@ type gnode struct {
 	// feedsKeyed: a keyed stage reads this node's rows, directly or
 	// through stateless stages.
 	feedsKeyed bool
+	// canonical: a keyed stage whose rows are handed on in an order of
+	// their values (markCanonical).
+	canonical bool
 	// windowedJoin: a join whose results are window results.
 	windowedJoin bool
 	// srcs are the sources this node's rows come from, sorted.
@@ -237,6 +240,7 @@ func compileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 		}
 		gp.extra = append(gp.extra, nd)
 	}
+	gp.markCanonical()
 	gp.decodeChains(g)
 	pl.graph = gp
 	pl.output = gp.sink.out

@@ -219,7 +219,7 @@ func (r *runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if err != nil {
 				return nil, err
 			}
-			if nd.feedsKeyed {
+			if nd.canonical {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
 				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.mem)
