@@ -396,7 +396,12 @@ func (r *runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		changed := out.graph.changed[nd.name]
 		subs, pend := gs.subs[nd.name], gs.pending[nd.name]
 		writes := func(s int) bool { return changed != nil && changed[s] || states[s].base.Path == "" }
-		full := compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+		var full []bool
+		if len(subs) > 0 && rowCounted(subs[0]) {
+			full = compactPlanRows(states, writes, func(s int) (int64, int64) { return deltaRows(subs[s], pendingRowsOf(pend, s)) })
+		} else {
+			full = compactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+		}
 		for s, op := range subs {
 			if !writes(s) {
 				continue
