@@ -796,13 +796,22 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 			continue
 		}
 		lefts = append(lefts[:0], jk.rows[0]...)
-		rights = append(rights[:0], jk.rows[1]...)
 		j.byTime(lefts)
-		j.byTime(rights)
+		// A pending left row pairs with every right row, the others with
+		// the pending right rows only: sort all right rows only when needed.
 		newRights = newRights[:0]
-		for _, id := range rights {
+		for _, id := range jk.rows[1] {
 			if j.rows[id].pending {
 				newRights = append(newRights, id)
+			}
+		}
+		j.byTime(newRights)
+		rights = rights[:0]
+		for _, l := range lefts {
+			if j.rows[l].pending {
+				rights = append(rights, jk.rows[1]...)
+				j.byTime(rights)
+				break
 			}
 		}
 		for _, l := range lefts {
