@@ -799,13 +799,6 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 		j.byTime(lefts)
 		// A pending left row pairs with every right row, the others with
 		// the pending right rows only: sort all right rows only when needed.
-		newRights = newRights[:0]
-		for _, id := range jk.rows[1] {
-			if j.rows[id].pending {
-				newRights = append(newRights, id)
-			}
-		}
-		j.byTime(newRights)
 		rights = rights[:0]
 		for _, l := range lefts {
 			if j.rows[l].pending {
@@ -813,6 +806,19 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 				j.byTime(rights)
 				break
 			}
+		}
+		src := rights // sorted, or empty: then sort the pending ones
+		if len(src) == 0 {
+			src = jk.rows[1]
+		}
+		newRights = newRights[:0]
+		for _, id := range src {
+			if j.rows[id].pending {
+				newRights = append(newRights, id)
+			}
+		}
+		if len(rights) == 0 {
+			j.byTime(newRights)
 		}
 		for _, l := range lefts {
 			lr := &j.rows[l]
