@@ -19,6 +19,9 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -161,7 +164,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	if err != nil {
 		return nil, fmt.Errorf("emit-test: %w", err)
 	}
-	if err := CheckOutputPath(p, "emit-test", opts.Dir, true); err != nil {
+	if err := runner.CheckOutputPath(p, "emit-test", opts.Dir, true); err != nil {
 		return nil, err
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -184,7 +187,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 	}
 	b := &BundleManifest{BundleFormat: 1, ManifestFormat: manifest.FormatVersion, FloeVersion: floeVersion(),
 		Pipeline: res.Pipeline, Epoch: res.Epoch, Generation: res.Generation, Parent: res.Parent, Restart: res.Restart,
-		Parallelism: res.Parallelism, MaxParallelism: y.g.MaxParallelism, Watermark: res.Watermark, WatermarkText: fmtWM(res.Watermark),
+		Parallelism: res.Parallelism, MaxParallelism: y.g.MaxParallelism, Watermark: res.Watermark, WatermarkText: runner.FmtWM(res.Watermark),
 		Inputs: res.Inputs, SkipRead: y.skipRead, Counters: res.Counters, Recorded: res.Recorded}
 	golden := linesText(res.Lines())
 	b.GoldenLines = len(res.Lines())
@@ -207,11 +210,11 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 		if err := manifest.ValidateSourceKey(key); err != nil {
 			return nil, fmt.Errorf("emit-test: input file %q: %w", key, err)
 		}
-		data, err := store.Read(ctx, y.x.st.source, key)
+		data, err := store.Read(ctx, y.x.st.Source, key)
 		if errors.Is(err, store.ErrNotFound) {
 			// Gone from the source: the copy the epoch captured, if any.
 			for _, ref := range y.m.Source.Captured {
-				if capturedKey(ref) == key {
+				if runner.CapturedKey(ref) == key {
 					data, err = y.x.c.ReadFile(ctx, ref)
 				}
 			}
@@ -234,7 +237,7 @@ func EmitTestBundle(ctx context.Context, p *spec.Pipeline, opts EmitOptions) (*B
 		defer dst.Close()
 		if y.from != nil {
 			// N's generation began from a savepoint: copy its folder.
-			if err := copyStore(ctx, y.from.store, dst); err != nil {
+			if err := copyStore(ctx, y.from.Store, dst); err != nil {
 				return nil, fmt.Errorf("emit-test: copy the savepoint epoch %d started from: %w", res.Epoch, err)
 			}
 		} else {
@@ -352,7 +355,7 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
 
-	fp, err := graphFacade(p)
+	fp, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}
@@ -364,40 +367,40 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 	if err != nil {
 		return nil, b, err
 	}
-	if g := rp.from.generation; g != nil { // the state layouts the bundle's generation recorded (graphprune.go)
-		if pl, err = pl.withRecordedLayouts(g.Plan); err != nil {
+	if g := rp.From.Generation; g != nil { // the state layouts the bundle's generation recorded (dataflow.Plan.WithRecordedLayouts)
+		if pl, err = pl.WithRecordedLayouts(g.Plan); err != nil {
 			return nil, b, fmt.Errorf("bundle: %w", err)
 		}
-		r.plan, rp.plan = pl, pl
+		r.Plan, rp.Plan = pl, pl
 	}
-	if from := rp.from; from.manifest != nil && from.generation != nil {
-		if rp.stages, err = evolveGraph(from.generation.Plan, pl, nil); err != nil {
+	if from := rp.From; from.Manifest != nil && from.Generation != nil {
+		if rp.Stages, err = dataflow.EvolveGraph(from.Generation.Plan, pl, nil); err != nil {
 			return nil, b, fmt.Errorf("bundle: the state in %s cannot be restored with spec.yaml: %w", BundleStateDir, err)
 		}
 	}
-	if err := r.restore(ctx, rp); err != nil {
+	if err := r.Restore(ctx, rp); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
-	if err := r.loadEverything(ctx); err != nil {
+	if err := r.LoadEverything(ctx); err != nil {
 		return nil, b, fmt.Errorf("bundle: restore %s: %w", BundleStateDir, err)
 	}
-	if !pl.graph.linear {
+	if !pl.Graph.Linear {
 		// Each stage advances to the watermark it recorded (a linear
 		// pipeline's one window advances to the epoch's).
-		r.stageWM = maps.Clone(b.StageWatermarks)
-		if r.stageWM == nil {
-			r.stageWM = map[string]int64{}
+		r.StageWM = maps.Clone(b.StageWatermarks)
+		if r.StageWM == nil {
+			r.StageWM = map[string]int64{}
 		}
 	}
-	if err := r.refreshLookups(ctx); err != nil {
+	if err := r.RefreshLookups(ctx); err != nil {
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}
 	res := &ReplayResult{Pipeline: p.Name, Epoch: b.Epoch, Generation: b.Generation, Parent: b.Parent, Restart: b.Restart,
-		Parallelism: rp.parallelism, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
+		Parallelism: rp.Parallelism, Watermark: b.Watermark, Inputs: b.Inputs, Recorded: b.Recorded}
 	for _, f := range b.Files {
 		res.Files = append(res.Files, f.Key)
 	}
-	if _, err := r.replayFiles(ctx, b.Epoch, files, b.Watermark, res); err != nil {
+	if _, err := replayFiles(r, ctx, b.Epoch, files, b.Watermark, res); err != nil {
 		return nil, b, err
 	}
 	return res, b, nil
@@ -406,9 +409,9 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 // bundleRunner returns the runner and plan that replay a bundle's epoch:
 // the starting state is the savepoint in state/ (none for a first epoch or
 // a reset), at the bundle's parallelism or opts'.
-func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *plan, srcStore, stStore store.Store,
-	opts BundleReplayOptions, log *slog.Logger) (*runner, *runPlan, error) {
-	from := restoreSource{store: stStore}
+func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *dataflow.Plan, srcStore, stStore store.Store,
+	opts BundleReplayOptions, log *slog.Logger) (*runner.Runner, *runner.RunPlan, error) {
+	from := runner.RestoreSource{Store: stStore}
 	if b.Parent != nil && b.Restart != manifest.RestoreReset {
 		sp, err := epoch.ReadSavepoint(ctx, stStore)
 		if err != nil {
@@ -419,7 +422,7 @@ func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *
 		}
 		m := *sp.Manifest
 		m.OutputLog = nil // not needed
-		from.manifest, from.generation = &m, sp.Generation
+		from.Manifest, from.Generation = &m, sp.Generation
 	}
 	par, k := b.Parallelism, b.MaxParallelism
 	if opts.Parallelism > 0 {
@@ -428,9 +431,9 @@ func bundleRunner(ctx context.Context, b *BundleManifest, p *spec.Pipeline, pl *
 	if par > k {
 		return nil, nil, fmt.Errorf("bundle: parallelism %d exceeds max_parallelism %d", par, k)
 	}
-	r := &runner{p: p, opts: &Options{}, log: log, st: &stores{source: srcStore, state: stStore}, mem: memory.DefaultAllocator,
-		dc: newDecideConfig(p), plan: pl, parallelism: par, k: k, skipRead: b.SkipRead}
-	return r, &runPlan{plan: pl, parallelism: par, k: k, from: &from}, nil
+	r := &runner.Runner{P: p, Opts: &runner.Options{}, Log: log, St: &runner.Stores{Source: srcStore, State: stStore}, Mem: memory.DefaultAllocator,
+		Dc: decide.NewConfig(p), Plan: pl, Parallelism: par, K: k, SkipRead: b.SkipRead}
+	return r, &runner.RunPlan{Plan: pl, Parallelism: par, K: k, From: &from}, nil
 }
 
 // bundleSpec rewrites the spec's URLs to folders inside the bundle: the
@@ -478,7 +481,7 @@ type bundleRewrite struct{ path, to string }
 // bundleRewrites lists every URL field of p's form and the bundle folder
 // it becomes.
 func bundleRewrites(p *spec.Pipeline) []bundleRewrite {
-	if !isGraph(p) {
+	if !runner.IsGraph(p) {
 		return []bundleRewrite{
 			{"$.source.url", BundleInputsDir},
 			{"$.source.late_url", "work/late"},

@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -37,7 +39,7 @@ func (y *replayer) emitGraph(ctx context.Context, p *spec.Pipeline, b *BundleMan
 	if err != nil {
 		return fmt.Errorf("emit-test: %w", err)
 	}
-	linear := !isGraph(p)
+	linear := !runner.IsGraph(p)
 	if !linear {
 		b.BundleFormat = BundleFormat
 		b.StageWatermarks = map[string]int64{}
@@ -101,16 +103,16 @@ func (y *replayer) emitGraph(ctx context.Context, p *spec.Pipeline, b *BundleMan
 // table that is no longer the version the epoch recorded.
 func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version string, write func(string, []byte) error) (BundleLookup, error) {
 	bl := BundleLookup{Stage: stage, Version: version}
-	s, err := openLookupStore(ctx, &Options{}, stage, l.URL)
+	s, err := runner.OpenLookupStore(ctx, &runner.Options{}, stage, l.URL)
 	if err != nil {
 		return bl, fmt.Errorf("emit-test: %w", err)
 	}
 	defer s.Close()
-	files, err := listLookup(ctx, s, l)
+	files, err := runner.ListLookup(ctx, s, l)
 	if err != nil {
 		return bl, fmt.Errorf("emit-test: stage %s: %w", stage, err)
 	}
-	if v := tableVersion(files); version != "" && v != version {
+	if v := runner.TableVersion(files); version != "" && v != version {
 		return bl, fmt.Errorf("emit-test: stage %s: its lookup table is now version %s, the epoch read version %s: the bundle would not replay the epoch", stage, v, version)
 	}
 	for _, f := range files {
@@ -134,8 +136,8 @@ func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version strin
 // declared ones, else the bundled files (a linear bundle's schema.parquet,
 // a graph bundle's schemas/<source>.parquet), after checking the bundled
 // lookup tables against what bundle.json recorded.
-func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline) (*plan, error) {
-	linear := !isGraph(p)
+func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipeline) (*dataflow.Plan, error) {
+	linear := !runner.IsGraph(p)
 	if !linear && b.BundleFormat < 2 {
 		return nil, fmt.Errorf("bundle: spec.yaml is a graph pipeline, but bundle.json has bundle_format %d (graph bundles are format 2): %w", b.BundleFormat, manifest.ErrCorrupt)
 	}
@@ -161,7 +163,7 @@ func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipe
 	}
 	schemas := map[string]*arrow.Schema{}
 	for _, ns := range g.Sources {
-		sc, err := sourceSchema(&spec.Pipeline{Source: ns.Source})
+		sc, err := dataflow.SourceSchema(&spec.Pipeline{Source: ns.Source})
 		if err == nil && sc == nil {
 			file := b.Schemas[ns.Name]
 			if linear {
@@ -187,17 +189,17 @@ func bundlePlan(ctx context.Context, dir string, b *BundleManifest, p *spec.Pipe
 		schemas[ns.Name] = sc
 	}
 	if linear {
-		pl, err := compileLinear(p, schemas[g.Sources[0].Name])
+		pl, err := dataflow.CompileLinear(p, schemas[g.Sources[0].Name])
 		if err != nil {
 			return nil, fmt.Errorf("bundle: %w", err)
 		}
 		return pl, nil
 	}
-	lookups, err := lookupSchemas(ctx, p, &Options{})
+	lookups, err := runner.LookupSchemas(ctx, p, &runner.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	pl, err := compileGraph(p, schemas, lookups)
+	pl, err := dataflow.CompileGraph(p, schemas, lookups)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}

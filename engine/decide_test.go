@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -42,7 +44,7 @@ func TestDecideScenarios(t *testing.T) {
 }
 
 type decideScenario struct {
-	cfg    decideConfig
+	cfg    decide.Config
 	seen   map[string]bool
 	list   []store.ObjectInfo
 	pend   []store.ObjectInfo
@@ -89,17 +91,17 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 		_, dir := a["directory"]
 		n, _ := strconv.Atoi(a["max_files"])
 		_, stream := a["stream"]
-		s.cfg = decideConfig{byDirectory: dir, maxFiles: n, ooo: dur("ooo"), idle: dur("idle"),
-			memLimit: size(t, a["memory"]), format: spec.Format(a["format"]), streams: stream}
+		s.cfg = decide.Config{ByDirectory: dir, MaxFiles: n, Ooo: dur("ooo"), Idle: dur("idle"),
+			MemLimit: size(t, a["memory"]), Format: spec.Format(a["format"]), Streams: stream}
 		if v, ok := a["max_files_of"]; ok {
-			s.cfg.maxFilesOf = map[string]int{}
+			s.cfg.MaxFilesOf = map[string]int{}
 			for _, kv := range strings.Split(v, ",") {
 				name, l, _ := strings.Cut(kv, ":")
-				s.cfg.maxFilesOf[name], _ = strconv.Atoi(l)
+				s.cfg.MaxFilesOf[name], _ = strconv.Atoi(l)
 			}
 		}
-		if s.cfg.format == "" {
-			s.cfg.format = spec.JSONL
+		if s.cfg.Format == "" {
+			s.cfg.Format = spec.JSONL
 		}
 		return []string{"ok"}
 	case "list":
@@ -109,21 +111,21 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 			s.list = append(s.list, store.ObjectInfo{Key: f[0], Size: size(t, args(f[1:])["size"])})
 		}
 		sort.Slice(s.list, func(i, j int) bool { return s.list[i].Key < s.list[j].Key })
-		s.pend = s.cfg.interleave(pendingFiles(s.list, func(k string) bool { return s.seen[k] }))
+		s.pend = s.cfg.Interleave(runner.PendingFiles(s.list, func(k string) bool { return s.seen[k] }))
 		return keysOf(s.pend)
 	case "select":
-		out := keysOf(s.cfg.selectFiles(s.pend))
-		if cut := s.cfg.memorySplit(s.pend[:s.cfg.limit(s.pend)]); cut.split {
+		out := keysOf(s.cfg.SelectFiles(s.pend))
+		if cut := s.cfg.MemorySplit(s.pend[:s.cfg.Limit(s.pend)]); cut.Split {
 			out = append(out, fmt.Sprintf("split by memory_limit: %d of %d files, estimated %s of a %s budget, %s left",
-				cut.files, cut.offered, spec.FormatSize(cut.estimate), spec.FormatSize(cut.budget), spec.FormatSize(cut.remaining)))
+				cut.Files, cut.Offered, spec.FormatSize(cut.Estimate), spec.FormatSize(cut.Budget), spec.FormatSize(cut.Remaining)))
 		}
 		return out
 	case "read", "idle", "drain":
 		now := clock(t, a["now"])
-		var obs []fileObs
+		var obs []decide.FileObs
 		taken := 0
 		if fields[0] == "read" {
-			sel := s.cfg.selectFiles(s.pend)
+			sel := s.cfg.SelectFiles(s.pend)
 			byKey := map[string]int64{}
 			for _, l := range b.Input {
 				f := strings.Fields(l)
@@ -138,28 +140,28 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 				if !ok {
 					t.Fatalf("%s: no maxts given for selected file %s", b.Cmd, f.Key)
 				}
-				obs = append(obs, fileObs{key: f.Key, maxTS: ts})
+				obs = append(obs, decide.FileObs{Key: f.Key, MaxTS: ts})
 			}
 			taken = len(sel)
 		}
 		_, drain := a["drain"]
-		d := s.cfg.decide(s.inputs, s.wm, obs, now, s.pend, taken, drain || fields[0] == "drain", fields[0] == "idle")
-		lines := []string{fmt.Sprintf("watermark %s commit=%v", fmtWM(d.watermark), d.commit)}
-		names := make([]string, 0, len(d.inputs))
-		for n := range d.inputs {
+		d := s.cfg.Decide(s.inputs, s.wm, obs, now, s.pend, taken, drain || fields[0] == "drain", fields[0] == "idle")
+		lines := []string{fmt.Sprintf("watermark %s commit=%v", runner.FmtWM(d.Watermark), d.Commit)}
+		names := make([]string, 0, len(d.Inputs))
+		for n := range d.Inputs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			in := d.inputs[n]
-			lines = append(lines, fmt.Sprintf("input %s max=%s active=%s", n, fmtWM(in.MaxEventTime), in.LastActive.Format("15:04:05")))
+			in := d.Inputs[n]
+			lines = append(lines, fmt.Sprintf("input %s max=%s active=%s", n, runner.FmtWM(in.MaxEventTime), in.LastActive.Format("15:04:05")))
 		}
-		if d.commit {
+		if d.Commit {
 			for _, o := range obs {
-				s.seen[o.key] = true
+				s.seen[o.Key] = true
 			}
 			s.pend = s.pend[taken:]
-			s.inputs, s.wm = d.inputs, d.watermark
+			s.inputs, s.wm = d.Inputs, d.Watermark
 		}
 		return lines
 	}

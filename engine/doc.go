@@ -1,36 +1,24 @@
-// Package engine is the only package that decides when things happen: it
-// plans a run, executes its epochs, commits each through the epoch
-// package, rescales across generations and runs retention; and it gives the
-// read-only tools (status, history, plan, verify, inspect, replay, bundles,
-// savepoints) that read what runs committed.
+// Package engine is floe's API: Run plans a run and executes its epochs
+// (committing each through the epoch package, rescaling across generations
+// and running retention), and the read-only tools (status, history, plan,
+// verify, inspect, replay, bundles, savepoints) read what runs committed.
 //
 // Every pipeline is one dataflow: its spec (the linear form, the graph form
 // or, through package flinksql, Flink SQL) is compiled into a graph plan of
 // nodes in topological order: sources, stateless stages (filter, project,
 // lookup), keyed stages (window, join, top_n, dedup, over) and sinks, with
 // forward edges (rows keep the subtask that produced them) and shuffle edges
-// (a keyed stage's input, routed by key group). The files, by concern:
+// (a keyed stage's input, routed by key group). The code, by concern:
 //
-//   - the run loop and the public API: engine.go (Run, Options), run.go
-//     (start, epochs, retention), edit.go (the epoch's manifest), decide.go
-//     (watermarks, which files an epoch takes), membudget.go;
-//   - the plan and its compiler: graph.go (compileGraph), lower.go (the
-//     linear form lowered onto the graph, keeping its on-storage identity),
-//     graphprune.go (column pruning, dictionary keys), graphwin.go (stages
-//     timed by window results), plan.go (the linear form's identity,
-//     evolution, compatibility), planenc.go (plan hashes), migrate.go
-//     (registered state migrations), planner.go (what a run will do);
-//   - execution: graphexec.go (an epoch through the nodes), graphstream.go
-//     and stream.go (plans without a keyed stage, in bounded memory),
-//     graphlookup.go, execute.go (writing outputs and state);
-//   - state restore: restore.go, lazyrestore.go (on demand), restoresrc.go
-//     (savepoints, rollback, reset, reprocess);
-//   - sources: graphsrc.go, source.go, listing.go, prefetch.go, rejects.go;
-//   - sinks: sinks.go, hivesink.go, tablesink.go (Iceberg), identity.go and
-//     locations.go (who owns which location);
-//   - the read-only tools: report.go, history.go, verify.go, validate.go,
-//     inspect.go, inspectgraph.go, replay.go, bundle.go, bundlegraph.go,
-//     savepoint.go, version.go.
+//   - package engine/internal/dataflow: the plan and its compiler
+//     (lowering, hashing, pruning, evolution, registered migrations);
+//   - package engine/internal/runner: the run loop, execution, state
+//     restore and write, sources and sinks; api.go re-exports its public
+//     names (Run, Options, Result, the errors);
+//   - this package: the public API and the read-only tools on top of them:
+//     report.go (status, plan), history.go, verify.go, validate.go,
+//     inspect.go and inspectgraph.go, replay.go, bundle.go and
+//     bundlegraph.go, savepoint.go, version.go.
 //
 // docs/design.md describes the design as built; docs/graph.md the graph
 // form's semantics.

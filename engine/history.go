@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -56,7 +57,7 @@ type EpochRecord struct {
 // parent; epochs a rollback abandoned are not listed (the restoring epoch
 // says which one it continues).
 func History(ctx context.Context, p *spec.Pipeline, limit int) ([]EpochRecord, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func epochRecords(chain []*manifest.Manifest, limit int) []EpochRecord {
 			break
 		}
 		r := EpochRecord{Generation: m.Generation, Epoch: m.Epoch, CommittedAt: m.CreatedAt.UTC(),
-			OutputFiles: len(m.Outputs), Watermark: fmtWM(m.Watermark)}
+			OutputFiles: len(m.Outputs), Watermark: runner.FmtWM(m.Watermark)}
 		var parent *manifest.Counters
 		switch {
 		case i+1 < len(chain):

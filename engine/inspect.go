@@ -19,6 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -33,7 +35,7 @@ import (
 //
 // The state of a retained epoch is restored exactly as a run restores it:
 // the pipeline is compiled as a run compiles it (a linear pipeline lowered
-// onto the graph, compileLinear), and the epoch's manifest and generation
+// onto the graph, dataflow.CompileLinear), and the epoch's manifest and generation
 // give the parallelism, the key-group count and, per keyed stage, the base
 // files and the deltas, which restoreGraph reads into one operator per
 // subtask (inspectgraph.go). A window is then advanced to +inf: the
@@ -168,28 +170,28 @@ func ReadState(ctx context.Context, p *spec.Pipeline, q StateQuery) (*StateView,
 // inspector reads the state of several epochs of one pipeline.
 type inspector struct {
 	p    *spec.Pipeline
-	st   *stores
+	st   *runner.Stores
 	c    *epoch.Committer
 	head *epoch.Head
-	pl   *plan
+	pl   *dataflow.Plan
 }
 
 func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
 	// A linear pipeline's source is opened only to infer an undeclared
 	// (Parquet) schema; a graph's sources are combined when opened.
-	st, err := openStores(ctx, p, &Options{}, isGraph(p) || needsSourceFiles(p))
+	st, err := runner.OpenStores(ctx, p, &runner.Options{}, runner.IsGraph(p) || needsSourceFiles(p))
 	if err != nil {
 		return nil, err
 	}
-	x := &inspector{p: p, st: st, c: epoch.NewCommitter(st.state, nil, p.Name, nil)}
-	if x.pl, _, err = compileTool(ctx, p, st.source); err == nil {
+	x := &inspector{p: p, st: st, c: epoch.NewCommitter(st.State, nil, p.Name, nil)}
+	if x.pl, _, err = compileTool(ctx, p, st.Source); err == nil {
 		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
 	}
 	if err != nil {
@@ -200,38 +202,38 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 }
 
 // compileTool compiles p for a read-only tool as a run compiles it, a
-// linear pipeline lowered onto the graph (compileLinear), over its
+// linear pipeline lowered onto the graph (dataflow.CompileLinear), over its
 // sources' schemas: declared, or inferred from the files of src (listed
 // only when a schema is not declared). It also returns those schemas, by
 // source name (a linear pipeline's one source under its graph name).
-func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...expr.Option) (*plan, map[string]*arrow.Schema, error) {
+func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...expr.Option) (*dataflow.Plan, map[string]*arrow.Schema, error) {
 	var files []store.ObjectInfo
 	if needsSourceFiles(p) {
 		var err error
-		if files, err = listSource(ctx, p, src); err != nil {
+		if files, err = runner.ListSource(ctx, p, src); err != nil {
 			return nil, nil, err
 		}
 	}
-	if isGraph(p) {
-		schemas, lookups, err := graphSchemas(ctx, p, src, files, &Options{})
+	if runner.IsGraph(p) {
+		schemas, lookups, err := runner.GraphSchemas(ctx, p, src, files, &runner.Options{})
 		if err != nil {
 			return nil, nil, err
 		}
-		pl, err := compileGraph(p, schemas, lookups, xo...)
+		pl, err := dataflow.CompileGraph(p, schemas, lookups, xo...)
 		return pl, schemas, err
 	}
-	sc, err := sourceSchema(p)
+	sc, err := dataflow.SourceSchema(p)
 	if err == nil && sc == nil {
-		sc, err = inferSchema(ctx, p, src, files)
+		sc, err = runner.InferSchema(ctx, p, src, files)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	pl, err := compileLinear(p, sc, xo...)
+	pl, err := dataflow.CompileLinear(p, sc, xo...)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pl, map[string]*arrow.Schema{pl.graph.sourceNames()[0]: sc}, nil
+	return pl, map[string]*arrow.Schema{pl.Graph.SourceNames()[0]: sc}, nil
 }
 
 func (x *inspector) close() { x.st.Close() }
@@ -288,10 +290,10 @@ func (x *inspector) read(ctx context.Context, q StateQuery) (*StateView, error) 
 	if err != nil {
 		return nil, err
 	}
-	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+	if x.pl, err = x.pl.WithRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (dataflow.Plan.WithRecordedLayouts)
 		return nil, err
 	}
-	if err := compatible(g.Plan, x.pl.ops); err != nil {
+	if err := dataflow.Compatible(g.Plan, x.pl.Ops); err != nil {
 		return nil, fmt.Errorf("epoch %d (generation %d) cannot be read with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	return x.readGraph(ctx, m, g, q)
@@ -323,7 +325,7 @@ func newWindowState(ws *operators.WindowSpec, emitted int64) *WindowState {
 // rows it emits (one per open key and window) to op.Rows; srs[s] is
 // subtask s's key-group range. Each subtask is dropped from subs once
 // decoded.
-func (op *WindowState) finalise(subs []operators.Stateful, srs []subtaskRestore, k int) error {
+func (op *WindowState) finalise(subs []operators.Stateful, srs []runner.SubtaskRestore, k int) error {
 	keyCols := make([]int, len(op.Keys))
 	for i := range keyCols {
 		keyCols[i] = i // the key columns lead OutputSchema
@@ -340,7 +342,7 @@ func (op *WindowState) finalise(subs []operators.Stateful, srs []subtaskRestore,
 		if rec == nil {
 			continue
 		}
-		lo, hi := srs[s].lo, srs[s].hi
+		lo, hi := srs[s].Lo, srs[s].Hi
 		nk := len(keyCols)
 		for i := range int(rec.NumRows()) {
 			buf = operators.SerializeKey(buf[:0], rec, i, keyCols)
@@ -590,7 +592,7 @@ func (v *StateView) WriteText(w io.Writer) error {
 		head = ", the head"
 	}
 	bw.printf("# pipeline %s: epoch %d%s, generation %d, parallelism %d, %d key groups, watermark %s\n",
-		v.Pipeline, v.Epoch, head, v.Generation, v.Parallelism, v.MaxParallelism, fmtWM(v.Watermark))
+		v.Pipeline, v.Epoch, head, v.Generation, v.Parallelism, v.MaxParallelism, runner.FmtWM(v.Watermark))
 	if len(v.Ops) == 0 {
 		bw.printf("# no stateful operator\n")
 	}
@@ -608,7 +610,7 @@ func (v *StateView) WriteText(w io.Writer) error {
 			shown = fmt.Sprintf("%d of %d windows", len(op.Rows), op.Total)
 		}
 		bw.printf("# operator %s: %s; key [%s]; %s; emitted through %s; %s from %d state rows\n",
-			op.ID, op.Window, strings.Join(op.Keys, ", "), strings.Join(aggs, " "), fmtWM(op.EmittedThrough), shown, op.States)
+			op.ID, op.Window, strings.Join(op.Keys, ", "), strings.Join(aggs, " "), runner.FmtWM(op.EmittedThrough), shown, op.States)
 		for i := range op.Rows {
 			r := &op.Rows[i]
 			bw.printf("op=%s %s key_group=%d subtask=%d\n", op.ID, op.rowText(r), r.KeyGroup, r.Subtask)

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
@@ -41,10 +43,10 @@ import (
 
 // keyedStages returns the names of the graph's keyed (stateful) stages, in
 // node order.
-func (gp *graphPlan) keyedStages() []string {
-	out := make([]string, len(gp.state))
-	for i, n := range gp.state {
-		out[i] = n.name
+func keyedStages(gp *dataflow.GraphPlan) []string {
+	out := make([]string, len(gp.State))
+	for i, n := range gp.State {
+		out[i] = n.Name
 	}
 	return out
 }
@@ -52,25 +54,25 @@ func (gp *graphPlan) keyedStages() []string {
 // unknownStage is the error for a --op that names no keyed stage of the
 // graph: it names the keyed stages.
 func (x *inspector) unknownStage(name string) error {
-	gp := x.pl.graph
-	if gp.linear {
+	gp := x.pl.Graph
+	if gp.Linear {
 		// A linear pipeline names its stateful operators by id.
-		ids := opIDs(x.pl.ops)
+		ids := dataflow.OpIDs(x.pl.Ops)
 		if len(ids) == 0 {
 			return fmt.Errorf("unknown operator %q: pipeline %s has no stateful operator", name, x.p.Name)
 		}
 		return fmt.Errorf("unknown operator %q: the stateful operators are %s", name, strings.Join(ids, ", "))
 	}
-	keyed := gp.keyedStages()
+	keyed := keyedStages(gp)
 	avail := "pipeline " + x.p.Name + " has no keyed stage"
 	if len(keyed) > 0 {
 		avail = "the keyed stages are " + strings.Join(keyed, ", ")
 	}
-	if n := gp.byName[name]; n != nil {
-		if n.kind == "source" {
+	if n := gp.ByName[name]; n != nil {
+		if n.Kind == "source" {
 			return fmt.Errorf("%q is a source, not a stage: %s", name, avail)
 		}
-		return fmt.Errorf("stage %q (%s) keeps no state: %s", name, n.kind, avail)
+		return fmt.Errorf("stage %q (%s) keeps no state: %s", name, n.Kind, avail)
 	}
 	return fmt.Errorf("unknown stage %q: %s", name, avail)
 }
@@ -78,10 +80,10 @@ func (x *inspector) unknownStage(name string) error {
 // readGraph restores the keyed stages of a graph epoch (those q.Op
 // selects) and decodes them.
 func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *manifest.Generation, q StateQuery) (*StateView, error) {
-	gp := x.pl.graph
-	var sel []*gnode
-	for _, n := range gp.state {
-		if q.Op == "" || n.name == q.Op {
+	gp := x.pl.Graph
+	var sel []*dataflow.Node
+	for _, n := range gp.State {
+		if q.Op == "" || n.Name == q.Op {
 			sel = append(sel, n)
 		}
 	}
@@ -100,58 +102,58 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 	// restoreGraph restores the plan's stateful nodes and opens the late
 	// outputs of its nodes: give it the selected stages and no nodes.
 	sub := *gp
-	sub.nodes, sub.state = nil, sel
+	sub.Nodes, sub.State = nil, sel
 	pl := *x.pl
-	pl.graph = &sub
+	pl.Graph = &sub
 	p, k := g.Parallelism, g.MaxParallelism
 	// Only the keyed state is needed: the processed-file set and the
 	// output log are left out of the head.
 	hm := *m
 	hm.Source.Inline, hm.Source.Segments, hm.OutputLog = nil, nil, nil
-	rp := &runPlan{plan: &pl, parallelism: p, k: k}
-	rp.head = &epoch.Head{Manifest: &hm, Generation: g}
-	rp.from = &restoreSource{manifest: &hm, generation: g, store: x.st.state, shared: true}
-	r := &runner{p: x.p, opts: &Options{}, log: slog.New(slog.DiscardHandler), st: x.st, c: x.c,
-		mem: memory.DefaultAllocator, plan: &pl, parallelism: p, k: k}
-	if err := r.restoreGraph(ctx, rp); err != nil {
+	rp := &runner.RunPlan{Plan: &pl, Parallelism: p, K: k}
+	rp.Head = &epoch.Head{Manifest: &hm, Generation: g}
+	rp.From = &runner.RestoreSource{Manifest: &hm, Generation: g, Store: x.st.State, Shared: true}
+	r := &runner.Runner{P: x.p, Opts: &runner.Options{}, Log: slog.New(slog.DiscardHandler), St: x.st, C: x.c,
+		Mem: memory.DefaultAllocator, Plan: &pl, Parallelism: p, K: k}
+	if err := r.RestoreGraph(ctx, rp); err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
-	if err := r.loadEverything(ctx); err != nil {
+	if err := r.LoadEverything(ctx); err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", m.Epoch, err)
 	}
 	for _, n := range sel {
-		st := sg.Stage(n.name)
+		st := sg.Stage(n.Name)
 		if st == nil {
-			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.name)
+			return nil, fmt.Errorf("internal error: keyed stage %s is not in the spec", n.Name)
 		}
-		srs, emitted, _ := restoreSources(&hm, n.name, p, k)
-		subs := r.graph.subs[n.name]
-		r.graph.subs[n.name] = nil
+		srs, emitted, _ := runner.RestoreSources(&hm, n.Name, p, k)
+		subs := r.Graph.Subs[n.Name]
+		r.Graph.Subs[n.Name] = nil
 		var op *WindowState
-		if n.kind == spec.KindWindow {
-			ws, err := windowSpec(n.name, st.Window, eventTimeOf(sg, st.Inputs[0]))
+		if n.Kind == spec.KindWindow {
+			ws, err := dataflow.WindowSpec(n.Name, st.Window, dataflow.EventTimeOf(sg, st.Inputs[0]))
 			if err != nil {
-				return nil, fmt.Errorf("stage %s: %w", n.name, err)
+				return nil, fmt.Errorf("stage %s: %w", n.Name, err)
 			}
-			if own, err := ownWindowKey(st.Window, n.ins[0], ws.EventTime); err == nil && own != nil {
+			if own, err := dataflow.OwnWindowKey(st.Window, n.Ins[0], ws.EventTime); err == nil && own != nil {
 				// Keyed by its input's window: the operator's key is the
 				// other columns (graphwin.go).
-				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), isWindowBound)
+				ws.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), dataflow.IsWindowBound)
 			}
 			op = newWindowState(&ws, emitted)
 			err = op.finalise(subs, srs, k)
 			if err == nil && op.schema == nil {
 				var fresh operators.Stateful
-				if fresh, err = n.newOp(); err == nil {
+				if fresh, err = n.NewOp(); err == nil {
 					op.schema = fresh.OutputSchema()
 				}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.Name, err)
 			}
 		} else {
 			if op, err = heldState(n, st, emitted, subs, srs); err != nil {
-				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.name, err)
+				return nil, fmt.Errorf("epoch %d: stage %s: %w", m.Epoch, n.Name, err)
 			}
 		}
 		slices.SortFunc(op.Rows, compareRows)
@@ -172,8 +174,8 @@ type heldLayout struct {
 
 // heldState decodes the rows a dedup, top_n or join stage's restored
 // subtasks hold, from their snapshots.
-func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []subtaskRestore) (*WindowState, error) {
-	fresh, err := n.newOp()
+func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []runner.SubtaskRestore) (*WindowState, error) {
+	fresh, err := n.NewOp()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +183,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 	if sch.NumFields() == 0 || sch.Field(0).Name != operators.ColKeyGroup {
 		return nil, fmt.Errorf("internal error: the state schema does not start with %s: %s", operators.ColKeyGroup, sch)
 	}
-	op := &WindowState{ID: n.name, Kind: n.kind, Stage: describeStage(st), EmittedThrough: emitted}
+	op := &WindowState{ID: n.Name, Kind: n.Kind, Stage: describeStage(st), EmittedThrough: emitted}
 	idx := func(name string) (int, error) {
 		is := sch.FieldIndices(name)
 		if len(is) != 1 {
@@ -231,7 +233,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			ident = []string{"window_start", "window_end", colTopNRank}
 			sorts = ident
 		default:
-			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.kind)
+			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.Kind)
 		}
 		op.Keys = slices.Clone(keys)
 		var cols []int
@@ -247,7 +249,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		lay.keys = [][]int{cols}
 	}
 	for c, f := range sch.Fields() {
-		if skip[c] || strings.HasSuffix(f.Name, hiddenTime) {
+		if skip[c] || strings.HasSuffix(f.Name, dataflow.HiddenTime) {
 			continue
 		}
 		if f.Name == operators.ColTopNSeq && st.TopN != nil {
@@ -258,7 +260,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 		}
 		// A carried input window's bounds show under their own names
 		// (graphwin.go).
-		f.Name = strings.NewReplacer(hiddenStart, operators.ColWindowStart, hiddenEnd, operators.ColWindowEnd).Replace(f.Name)
+		f.Name = strings.NewReplacer(dataflow.HiddenStart, operators.ColWindowStart, dataflow.HiddenEnd, operators.ColWindowEnd).Replace(f.Name)
 		lay.cols = append(lay.cols, c)
 		op.Columns = append(op.Columns, f.Name)
 		lay.fields = append(lay.fields, f)
@@ -302,7 +304,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 			return nil, fmt.Errorf("subtask %d: snapshot: %w", s, err)
 		}
 		err = op.appendHeld(recs, &lay, s, srs[s])
-		releaseBatches(recs)
+		runner.ReleaseBatches(recs)
 		if err != nil {
 			return nil, fmt.Errorf("subtask %d: %w", s, err)
 		}
@@ -315,7 +317,7 @@ func heldState(n *gnode, st *spec.Stage, emitted int64, subs []operators.Statefu
 const colTopNRank = "topn.rank"
 
 // appendHeld appends the rows of subtask s's snapshot batches to op.Rows.
-func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr subtaskRestore) error {
+func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr runner.SubtaskRestore) error {
 	var b strings.Builder
 	seen := map[string]int{} // identities so far: the n-th of equal rows
 	var group string         // top_n: the current group (key group, key, window)
@@ -327,8 +329,8 @@ func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s i
 		}
 		for i := range int(rec.NumRows()) {
 			kg := int(kgs.Value(i))
-			if kg < sr.lo || kg >= sr.hi {
-				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.lo, sr.hi, kg)
+			if kg < sr.Lo || kg >= sr.Hi {
+				return fmt.Errorf("internal error: subtask %d [%d,%d) holds a row of key group %d", s, sr.Lo, sr.Hi, kg)
 			}
 			row := StateRow{KeyGroup: kg, Subtask: s}
 			rankAt := -1
@@ -449,7 +451,7 @@ func (op *WindowState) writeHeldText(bw *errWriter) {
 		shown = fmt.Sprintf("%d of %d state rows", len(op.Rows), op.Total)
 	}
 	bw.printf("# operator %s: %s; key [%s]; watermark %s; %s\n",
-		op.ID, op.Stage, strings.Join(op.Keys, ", "), fmtWM(op.EmittedThrough), shown)
+		op.ID, op.Stage, strings.Join(op.Keys, ", "), runner.FmtWM(op.EmittedThrough), shown)
 	for i := range op.Rows {
 		r := &op.Rows[i]
 		bw.printf("op=%s %s key_group=%d subtask=%d\n", op.ID, op.rowText(r), r.KeyGroup, r.Subtask)

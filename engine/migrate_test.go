@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/floe-dev/floe/engine"
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
 )
@@ -53,12 +54,12 @@ func TestMigrationChain(t *testing.T) {
 			return b, nil // the layouts are the same here: the test is about the chain
 		}
 	}
-	all := []engine.StateMigration{
+	all := []dataflow.StateMigration{
 		{Kind: "window", From: "vB", To: "v1", Migrate: step("vB→v1")},
 		{Kind: "window", From: "v0", To: "vA", Migrate: step("v0→vA")},
 		{Kind: "window", From: "vA", To: "vB", Migrate: step("vA→vB")},
 	}
-	missing := []engine.StateMigration{all[0], all[1]}
+	missing := []dataflow.StateMigration{all[0], all[1]}
 	rep, err := engine.Plan(ctx, p, engine.Options{Migrations: missing})
 	must(t, err)
 	if rep.Compatible || !strings.Contains(rep.Incompatible, "no chain of registered migrations leads from v0 to v1") {
@@ -155,7 +156,7 @@ func TestGraphMigrationChain(t *testing.T) {
 
 	var mu sync.Mutex
 	var steps int
-	chain := []engine.StateMigration{{Kind: "window", From: "v0", To: "v1", Migrate: func(b arrow.RecordBatch) (arrow.RecordBatch, error) {
+	chain := []dataflow.StateMigration{{Kind: "window", From: "v0", To: "v1", Migrate: func(b arrow.RecordBatch) (arrow.RecordBatch, error) {
 		mu.Lock() // subtasks restore concurrently
 		steps++
 		mu.Unlock()

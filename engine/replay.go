@@ -16,6 +16,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -50,7 +53,7 @@ import (
 // max_files_per_epoch / max_rows_per_epoch / prefetching did (they chose the
 // files, which are recorded). Expressions cannot read the clock (now() is
 // refused). Replay re-runs exactly that function on the plan a run compiles
-// (a linear pipeline lowered onto the graph, compileLinear): restore N-1
+// (a linear pipeline lowered onto the graph, dataflow.CompileLinear): restore N-1
 // (runner.restore, as a run and state inspection do), decode the consumed
 // files with runner.decodeEpoch / decodeFile against the source store, run
 // runner.process at the recorded watermark (a graph's keyed stages each at
@@ -178,7 +181,7 @@ func (r *ReplayResult) Summary() string {
 		out += fmt.Sprintf(", %d %s", len(sk.Rows), outputKind(sk.Name))
 	}
 	return fmt.Sprintf("pipeline %s: replayed epoch %d (generation %d) at parallelism %d from %s: %d input files, watermark %s: %s, %d late, %d rejected rows",
-		r.Pipeline, r.Epoch, r.Generation, r.Parallelism, from, len(r.Files), fmtWM(r.Watermark), out, len(r.Late), len(r.Rejected))
+		r.Pipeline, r.Epoch, r.Generation, r.Parallelism, from, len(r.Files), runner.FmtWM(r.Watermark), out, len(r.Late), len(r.Rejected))
 }
 
 // outputKind labels a sink's rows in the canonical form: "output" for the
@@ -213,8 +216,8 @@ type replayer struct {
 	g      *manifest.Generation        // its generation
 	parent *manifest.Manifest          // epoch N-1 (nil: empty start)
 	pgen   *manifest.Generation
-	from   *restoreSource // where N-1's files resolve: the state root, or a savepoint N's generation began from
-	first  bool           // N is the first epoch of its generation
+	from   *runner.RestoreSource // where N-1's files resolve: the state root, or a savepoint N's generation began from
+	first  bool                  // N is the first epoch of its generation
 	// schemas are the source schemas the plan was compiled over, before
 	// projection pushdown (declared, or inferred from the source), by
 	// source name; skipRead is set when the epoch marked its files read
@@ -228,7 +231,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
@@ -242,14 +245,14 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st, err := openStores(ctx, p, &Options{Log: log}, true)
+	st, err := runner.OpenStores(ctx, p, &runner.Options{Log: log}, true)
 	if err != nil {
 		return nil, err
 	}
 	y := &replayer{opts: opts, log: log}
-	x := &inspector{p: p, st: st, c: epoch.NewCommitter(st.state, st.sink, p.Name, nil)}
+	x := &inspector{p: p, st: st, c: epoch.NewCommitter(st.State, st.Sink, p.Name, nil)}
 	y.x = x
-	objs, err := st.source.List(ctx, "")
+	objs, err := st.Source.List(ctx, "")
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("list source %s: %w", store.Redact(p.Source.URL), err)
@@ -258,8 +261,8 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	for _, o := range objs {
 		y.listed[o.Key] = o
 	}
-	xo := (&Options{Functions: opts.Functions}).exprOptions()
-	x.pl, y.schemas, err = compileTool(ctx, p, st.source, xo...)
+	xo := (&runner.Options{Functions: opts.Functions}).ExprOptions()
+	x.pl, y.schemas, err = compileTool(ctx, p, st.Source, xo...)
 	if err == nil {
 		x.head, err = x.c.Peek(ctx) // read-only: no roll-forward write
 	}
@@ -271,7 +274,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 }
 
 func (y *replayer) close() {
-	y.from.close()
+	y.from.Close()
 	y.x.close()
 }
 
@@ -289,10 +292,10 @@ func (y *replayer) locate(ctx context.Context) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	m, g := y.m, y.g
-	if x.pl, err = x.pl.withRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (graphprune.go)
+	if x.pl, err = x.pl.WithRecordedLayouts(g.Plan); err != nil { // a graph's recorded state layouts (dataflow.Plan.WithRecordedLayouts)
 		return fmt.Errorf("replay: %w", err)
 	}
-	if _, err := evolveGraph(g.Plan, x.pl, nil); err != nil {
+	if _, err := dataflow.EvolveGraph(g.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: epoch %d (generation %d) cannot be replayed with this spec: %w", m.Epoch, m.Generation, err)
 	}
 	y.first = m.Parent == nil || m.Parent.Generation != m.Generation
@@ -307,15 +310,15 @@ func (y *replayer) locate(ctx context.Context) error {
 		return fmt.Errorf("replay: epoch %d is the first of generation %d, whose record names no parent: its starting state is unknown", m.Epoch, m.Generation)
 	case y.first && g.RestoredFrom != nil && g.RestoredFrom.Kind == manifest.RestoreSavepoint:
 		rf := g.RestoredFrom
-		f, err := resolveRestore(ctx, x.p, x.st, &Options{FromSavepoint: rf.Savepoint, Claim: rf.Claimed}, x.head)
+		f, err := runner.ResolveRestore(ctx, x.p, x.st, &runner.Options{FromSavepoint: rf.Savepoint, Claim: rf.Claimed}, x.head)
 		if err != nil {
 			return fmt.Errorf("replay: epoch %d started generation %d from savepoint %s, which replay reads its starting state from: %w", m.Epoch, m.Generation, rf.Savepoint, err)
 		}
-		if f.manifest.Ref() != *from {
-			f.close()
-			return fmt.Errorf("replay: epoch %d started from savepoint %s at %s, but the savepoint now holds %s", m.Epoch, rf.Savepoint, from, f.manifest.Ref())
+		if f.Manifest.Ref() != *from {
+			f.Close()
+			return fmt.Errorf("replay: epoch %d started from savepoint %s at %s, but the savepoint now holds %s", m.Epoch, rf.Savepoint, from, f.Manifest.Ref())
 		}
-		y.from, y.parent, y.pgen = f, f.manifest, f.generation
+		y.from, y.parent, y.pgen = f, f.Manifest, f.Generation
 	default:
 		y.parent, err = x.c.ReadManifest(ctx, from.Generation, from.Epoch)
 		if errors.Is(err, store.ErrNotFound) {
@@ -335,7 +338,7 @@ func (y *replayer) locate(ctx context.Context) error {
 	if y.restarts() == manifest.RestoreReset {
 		return nil // no window state is restored
 	}
-	if _, err = evolveGraph(y.pgen.Plan, x.pl, nil); err != nil {
+	if _, err = dataflow.EvolveGraph(y.pgen.Plan, x.pl, nil); err != nil {
 		return fmt.Errorf("replay: the state of epoch %d (generation %d) cannot be restored with this spec: %w", y.parent.Epoch, y.parent.Generation, err)
 	}
 	return nil
@@ -371,10 +374,10 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		res.Parent = &ref
 	}
 	// Restore N-1 exactly as a run that continued from it restores.
-	r := &runner{p: x.p, opts: &Options{}, log: y.log, st: x.st, c: x.c, mem: memory.DefaultAllocator, dc: newDecideConfig(x.p),
-		plan: x.pl, parallelism: par, k: k}
-	rp := &runPlan{plan: x.pl, parallelism: par, k: k}
-	from := restoreSource{store: x.st.state, shared: true}
+	r := &runner.Runner{P: x.p, Opts: &runner.Options{}, Log: y.log, St: x.st, C: x.c, Mem: memory.DefaultAllocator, Dc: decide.NewConfig(x.p),
+		Plan: x.pl, Parallelism: par, K: k}
+	rp := &runner.RunPlan{Plan: x.pl, Parallelism: par, K: k}
+	from := runner.RestoreSource{Store: x.st.State, Shared: true}
 	if y.from != nil {
 		from = *y.from
 	}
@@ -384,42 +387,42 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		if y.restarts() == manifest.RestoreReset {
 			hm.Operators = nil // the generation began with empty operator state
 		}
-		from.manifest, from.generation = &hm, y.pgen
+		from.Manifest, from.Generation = &hm, y.pgen
 	}
-	from.kind, from.forget, from.owned = "", nil, nil // read as it is; closed by y.close
-	rp.from = &from
+	from.Kind, from.Forget, from.Owned = "", nil, nil // read as it is; closed by y.close
+	rp.From = &from
 	if y.pgen != nil && y.restarts() != manifest.RestoreReset {
-		stages, err := evolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
+		stages, err := dataflow.EvolveGraph(y.pgen.Plan, x.pl, nil) // checked by locate
 		if err != nil {
 			return nil, fmt.Errorf("replay: the state of epoch %d cannot be restored with this spec: %w", y.parent.Epoch, err)
 		}
-		rp.stages = stages
+		rp.Stages = stages
 	}
-	if err := r.restore(ctx, rp); err != nil {
+	if err := r.Restore(ctx, rp); err != nil {
 		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
 	}
-	if err := r.loadEverything(ctx); err != nil {
+	if err := r.LoadEverything(ctx); err != nil {
 		return nil, fmt.Errorf("replay: restore the state epoch %d started from: %w", m.Epoch, err)
 	}
 
 	// The files epoch N consumed, in its order.
-	keys, err := y.consumed(ctx, r.seen)
+	keys, err := y.consumed(ctx, r.Seen)
 	if err != nil {
 		return nil, err
 	}
 	res.Files = keys
 	files := make([]store.ObjectInfo, len(keys))
 	var size int64
-	r.captured = map[string]manifest.FileRef{}
+	r.Captured = map[string]manifest.FileRef{}
 	for _, ref := range m.Source.Captured {
-		if k := capturedKey(ref); k != "" {
-			r.captured[k] = ref
+		if k := runner.CapturedKey(ref); k != "" {
+			r.Captured[k] = ref
 		}
 	}
 	for i, key := range keys {
 		o, ok := y.listed[key]
 		if !ok {
-			if ref, kept := r.captured[key]; kept {
+			if ref, kept := r.Captured[key]; kept {
 				files[i] = store.ObjectInfo{Key: key, Size: ref.Size} // read from the epoch's captured copy
 				size += ref.Size
 				continue
@@ -434,28 +437,28 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the epoch's input files add up to %d bytes now, but epoch %d read %d bytes: an input file changed since (input files must be immutable)", size, m.Epoch, s.BytesIn))
 	}
 	if _, latest, _ := x.p.Source.StartTime(); latest && y.parent == nil && m.Counters.RowsIn == 0 && m.Watermark == manifest.NoWatermark {
-		r.skipRead = true // start_from: latest marked the files present at the start read without reading them
+		r.SkipRead = true // start_from: latest marked the files present at the start read without reading them
 		y.skipRead = true
 	}
-	if !x.pl.graph.linear {
+	if !x.pl.Graph.Linear {
 		// Each stage advances to the watermark it recorded (a linear
 		// pipeline's one window advances to the epoch's), and every
 		// lookup must read the table version the epoch read.
-		r.stageWM = map[string]int64{}
+		r.StageWM = map[string]int64{}
 		for _, op := range m.Operators {
-			r.stageWM[op.ID] = op.EmittedThrough
+			r.StageWM[op.ID] = op.EmittedThrough
 		}
-		if err := r.refreshLookups(ctx); err != nil {
+		if err := r.RefreshLookups(ctx); err != nil {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
 		for _, lv := range m.Lookups {
-			if nd := x.pl.graph.byName[lv.Stage]; nd != nil && nd.lookup != nil && nd.lookup.version != lv.Version {
+			if nd := x.pl.Graph.ByName[lv.Stage]; nd != nil && nd.Lookup != nil && nd.Lookup.Version != lv.Version {
 				return nil, fmt.Errorf("replay: epoch %d: stage %s read lookup table version %s (%d files, %d rows); its table is now version %s (%d files, %d rows): the replay would not be exact",
-					m.Epoch, lv.Stage, lv.Version, lv.Files, lv.Rows, nd.lookup.version, nd.lookup.files, nd.lookup.rows)
+					m.Epoch, lv.Stage, lv.Version, lv.Files, lv.Rows, nd.Lookup.Version, nd.Lookup.Files, nd.Lookup.Rows)
 			}
 		}
 	}
-	in, err := r.replayFiles(ctx, m.Epoch, files, m.Watermark, res)
+	in, err := replayFiles(r, ctx, m.Epoch, files, m.Watermark, res)
 	if err != nil {
 		return nil, err
 	}
@@ -469,67 +472,67 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 // replayFiles decodes the files epoch ep consumed with r (whose state is
 // restored), processes them at the epoch's recorded watermark wm, and
 // fills res's rows and counters. Replay and ReplayBundle share it.
-func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.ObjectInfo, wm int64, res *ReplayResult) (inputSummary, error) {
-	results, err := r.decodeEpoch(ctx, files)
+func replayFiles(r *runner.Runner, ctx context.Context, ep int64, files []store.ObjectInfo, wm int64, res *ReplayResult) (runner.InputSummary, error) {
+	results, err := r.DecodeEpoch(ctx, files)
 	if errors.Is(err, store.ErrNotFound) {
-		return inputSummary{}, fmt.Errorf("replay: epoch %d: an input file it consumed is gone: %w", ep, err)
+		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d: an input file it consumed is gone: %w", ep, err)
 	}
 	if err != nil {
-		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
+		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
 	}
 	if len(results) != len(files) {
-		return inputSummary{}, fmt.Errorf("replay: epoch %d consumed %d files but max_rows_per_epoch now ends it after %d: the input changed, or the spec's row limit did", ep, len(files), len(results))
+		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d consumed %d files but max_rows_per_epoch now ends it after %d: the input changed, or the spec's row limit did", ep, len(files), len(results))
 	}
-	in := summarize(results)
-	out, err := r.process(ctx, results, wm)
+	in := runner.Summarize(results)
+	out, err := r.Process(ctx, results, wm)
 	if err != nil {
-		return inputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
+		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)
 	}
-	for _, bs := range out.out {
-		lines, err := partitionedLines(r.plan.sinkParts, r.plan.output, bs, r.mem)
+	for _, bs := range out.Out {
+		lines, err := partitionedLines(r.Plan.SinkParts, r.Plan.Output, bs, r.Mem)
 		if err != nil {
-			return inputSummary{}, fmt.Errorf("replay: outputs: %w", err)
+			return runner.InputSummary{}, fmt.Errorf("replay: outputs: %w", err)
 		}
 		res.Outputs = append(res.Outputs, lines...)
 	}
-	for i, perSub := range out.extra {
-		sr := SinkRows{Name: extraSinks(r.p)[i].Name}
+	for i, perSub := range out.Extra {
+		sr := SinkRows{Name: dataflow.ExtraSinks(r.P)[i].Name}
 		for _, bs := range perSub {
-			lines, err := partitionedLines(r.plan.extraPartsOf(i), r.plan.graph.extra[i].out, bs, r.mem)
+			lines, err := partitionedLines(r.Plan.ExtraPartsOf(i), r.Plan.Graph.Extra[i].Out, bs, r.Mem)
 			if err != nil {
-				return inputSummary{}, fmt.Errorf("replay: outputs of sink %s: %w", sr.Name, err)
+				return runner.InputSummary{}, fmt.Errorf("replay: outputs of sink %s: %w", sr.Name, err)
 			}
 			sr.Rows = append(sr.Rows, lines...)
 		}
 		res.Sinks = append(res.Sinks, sr)
 	}
-	if g := out.graph; g != nil {
-		keys := slices.Sorted(maps.Keys(g.late))
+	if g := out.Graph; g != nil {
+		keys := slices.Sorted(maps.Keys(g.Late))
 		for _, key := range keys {
-			stage, input, _ := cutLast(key)
-			nd := r.plan.graph.byName[stage]
-			schema := nd.ins[0].out
+			stage, input, _ := runner.CutLast(key)
+			nd := r.Plan.Graph.ByName[stage]
+			schema := nd.Ins[0].Out
 			if input != "" {
-				schema = r.plan.graph.byName[input].out
+				schema = r.Plan.Graph.ByName[input].Out
 			}
-			for _, bs := range g.late[key] {
+			for _, bs := range g.Late[key] {
 				lines, err := jsonLines(schema, bs)
 				if err != nil {
-					return inputSummary{}, fmt.Errorf("replay: late rows of stage %s: %w", stage, err)
+					return runner.InputSummary{}, fmt.Errorf("replay: late rows of stage %s: %w", stage, err)
 				}
 				res.Late = append(res.Late, lines...)
 			}
 		}
 	}
-	if res.Rejected, err = rejectLines(in.rejects); err != nil {
-		return inputSummary{}, err
+	if res.Rejected, err = rejectLines(in.Rejects); err != nil {
+		return runner.InputSummary{}, err
 	}
 	rowsOut := len(res.Outputs)
 	for _, sk := range res.Sinks {
 		rowsOut += len(sk.Rows)
 	}
-	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.rows + int64(len(in.rejects)), RowsOut: int64(rowsOut),
-		RowsLate: out.late, RowsRejected: int64(len(in.rejects)), RowsFiltered: in.filtered, Windows: out.windows}
+	res.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.Rows + int64(len(in.Rejects)), RowsOut: int64(rowsOut),
+		RowsLate: out.Late, RowsRejected: int64(len(in.Rejects)), RowsFiltered: in.Filtered, Windows: out.Windows}
 	return in, nil
 }
 
@@ -541,7 +544,7 @@ func (r *runner) replayFiles(ctx context.Context, ep int64, files []store.Object
 // epoch of a reprocess generation re-reads files that are in both.)
 func (y *replayer) consumed(ctx context.Context, prev *epoch.SegLog) ([]string, error) {
 	m := y.m
-	seen := newSeenLog()
+	seen := runner.NewSeenLog()
 	if err := seen.Load(ctx, y.x.c, m.Source.Inline, m.Source.Segments); err != nil {
 		return nil, fmt.Errorf("replay: epoch %d: %w", m.Epoch, err)
 	}
@@ -574,7 +577,7 @@ func (y *replayer) consumed(ctx context.Context, prev *epoch.SegLog) ([]string, 
 
 // checkInputs compares the per-input max event time the decoded files give
 // with what manifest N records.
-func (y *replayer) checkInputs(res *ReplayResult, in inputSummary) {
+func (y *replayer) checkInputs(res *ReplayResult, in runner.InputSummary) {
 	if y.restarts() == manifest.RestoreReprocess {
 		return
 	}
@@ -582,12 +585,12 @@ func (y *replayer) checkInputs(res *ReplayResult, in inputSummary) {
 	if y.parent != nil {
 		prev = y.parent.Source.Inputs
 	}
-	next := newDecideConfig(y.x.p).observe(prev, in.obs, time.Time{})
+	next := decide.NewConfig(y.x.p).Observe(prev, in.Obs, time.Time{})
 	for name, st := range next {
 		rec, ok := y.m.Source.Inputs[name]
 		if !ok || rec.MaxEventTime != st.MaxEventTime {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("input %q: the replayed files give max event time %s, epoch %d recorded %s: an input file changed since",
-				name, fmtWM(st.MaxEventTime), y.m.Epoch, fmtWM(rec.MaxEventTime)))
+				name, runner.FmtWM(st.MaxEventTime), y.m.Epoch, runner.FmtWM(rec.MaxEventTime)))
 		}
 	}
 }
@@ -626,11 +629,11 @@ func splitLines(data []byte) []string {
 }
 
 // rejectLines encodes rejected rows as the rejected-rows files hold them.
-func rejectLines(rs []rejectRecord) ([]string, error) {
+func rejectLines(rs []runner.RejectRecord) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	data, err := encodeRejects(rs)
+	data, err := runner.EncodeRejects(rs)
 	if err != nil {
 		return nil, err
 	}
@@ -709,7 +712,7 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		}
 	}
 	for _, f := range m.Outputs {
-		data, err := epoch.ReadFileFrom(ctx, x.st.sink, f)
+		data, err := epoch.ReadFileFrom(ctx, x.st.Sink, f)
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output of epoch %d: %w", m.Epoch, err)
 		}
@@ -717,20 +720,20 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output %s: %w", f.Path, err)
 		}
-		if part := x.pl.hivePartitionOf(x.p, f.Path); part != "" {
+		if part := runner.HivePartitionOf(x.pl, x.p, f.Path); part != "" {
 			for i, l := range ls {
 				ls[i] = part + " " + l // as partitionedLines writes it
 			}
 		}
-		sink, _ := splitSinkPath(f.Path)
+		sink, _ := runner.SplitSinkPath(f.Path)
 		add(outputKind(sink), ls)
 	}
 	for _, f := range m.SideOutputs {
-		s, key := x.st.sink, f.Path
+		s, key := x.st.Sink, f.Path
 		if strings.Contains(f.Path, "://") {
-			s = x.st.rejected
+			s = x.st.Rejected
 			if f.Kind == manifest.SideOutputLate {
-				s = x.st.late
+				s = x.st.Late
 			}
 			if s == nil {
 				return nil, fmt.Errorf("verify: epoch %d wrote %s rows to %s, which the spec no longer names", m.Epoch, f.Kind, store.Redact(f.Path))
@@ -752,7 +755,7 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 			}
 			add("late", ls)
 		case manifest.SideOutputRejected:
-			rs, err := decodeRejects(data)
+			rs, err := runner.DecodeRejects(data)
 			if err != nil {
 				return nil, fmt.Errorf("verify: rejected rows %s: %w", store.Redact(f.Path), err)
 			}
@@ -771,17 +774,17 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 // Hive-partitioned sink (h not nil) each line is the row as its file holds
 // it (without the partition columns) after its partition directory and a
 // space: "dt=2015-07-15/hm=08%3A00 {...}".
-func partitionedLines(h *hiveParts, out *arrow.Schema, bs []arrow.RecordBatch, mem memory.Allocator) ([]string, error) {
+func partitionedLines(h *dataflow.HiveParts, out *arrow.Schema, bs []arrow.RecordBatch, mem memory.Allocator) ([]string, error) {
 	if h == nil {
 		return jsonLines(out, bs)
 	}
-	groups, err := h.split(bs, mem)
+	groups, err := runner.HiveSplit(h, bs, mem)
 	if err != nil {
 		return nil, err
 	}
 	var lines []string
-	for _, dir := range sortedKeys(groups) {
-		ls, err := jsonLines(h.file, groups[dir])
+	for _, dir := range runner.SortedKeys(groups) {
+		ls, err := jsonLines(h.File, groups[dir])
 		if err != nil {
 			return nil, err
 		}

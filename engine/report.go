@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
@@ -324,7 +326,7 @@ func (r *PlanReport) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
 	if r.Graph != "" {
-		fmt.Fprintf(w, "graph:\n%s", indent(r.Graph, "  "))
+		fmt.Fprintf(w, "graph:\n%s", dataflow.Indent(r.Graph, "  "))
 	}
 	if len(r.Subtasks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -382,7 +384,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
@@ -393,16 +395,16 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	if so.HeadOnly {
 		so.NoList = true
 	}
-	st, err := openStores(ctx, p, &Options{}, !so.NoList)
+	st, err := runner.OpenStores(ctx, p, &runner.Options{}, !so.NoList)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+	c := epoch.NewCommitter(st.State, nil, p.Name, nil)
 	head, err := c.Peek(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, manifest.ErrCorrupt) {
-			s := &Status{Pipeline: p.Name, StateURL: store.Redact(st.stateURL), State: HealthDamaged, Now: &now,
+			s := &Status{Pipeline: p.Name, StateURL: store.Redact(st.StateURL), State: HealthDamaged, Now: &now,
 				Health: "damaged: " + oneLine(err.Error()) + " (floe verify checks every retained file)"}
 			return s, nil
 		}
@@ -420,7 +422,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			maxEv = max(maxEv, in.MaxEventTime)
 		}
 		if maxEv != manifest.NoWatermark {
-			s.MaxEventTime = fmtWM(maxEv)
+			s.MaxEventTime = runner.FmtWM(maxEv)
 		}
 		if m.Watermark != manifest.NoWatermark && m.Watermark != math.MaxInt64 {
 			if maxEv != manifest.NoWatermark {
@@ -443,7 +445,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 				parent = chain[1]
 			}
 			in, rej := lastEpochRejects(m, parent)
-			s.rejecting = rejecting(in, rej, rejectedWhere(p))
+			s.rejecting = runner.Rejecting(in, rej, runner.RejectedWhere(p))
 		}
 	}
 	if !so.NoList {
@@ -460,9 +462,9 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 
 // tableStatus reads an Iceberg sink's published epoch and current snapshot;
 // a failure is shown, not returned.
-func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.Head) *TableStatus {
-	ts := &TableStatus{Location: identityOf(p.Sink.URL)}
-	t, err := iceberg.Open(ctx, st.sink, ts.Location, iceberg.Options{Renames: renamedColumns(p)})
+func tableStatus(ctx context.Context, p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *TableStatus {
+	ts := &TableStatus{Location: runner.IdentityOf(p.Sink.URL)}
+	t, err := iceberg.Open(ctx, st.Sink, ts.Location, iceberg.Options{Renames: runner.RenamedColumns(p)})
 	if err == nil {
 		id := p.Name
 		if g := head.Generation; g.Identity != nil {
@@ -489,8 +491,8 @@ func tableStatus(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.
 // checkUnpublished tells why the first committed epoch after published
 // cannot be added to the table, if it cannot (its files' schema is one the
 // table cannot evolve to); nil when it can, and the next run will.
-func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *epoch.Head, t *iceberg.Table, published int64) error {
-	chain, err := epoch.NewCommitter(st.state, nil, p.Name, nil).Chain(ctx, head, int(head.Epoch()-published))
+func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *runner.Stores, head *epoch.Head, t *iceberg.Table, published int64) error {
+	chain, err := epoch.NewCommitter(st.State, nil, p.Name, nil).Chain(ctx, head, int(head.Epoch()-published))
 	if err != nil {
 		return err
 	}
@@ -500,7 +502,7 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *e
 			continue
 		}
 		for _, o := range m.Outputs {
-			if sink, _ := splitSinkPath(o.Path); sink != "" {
+			if sink, _ := runner.SplitSinkPath(o.Path); sink != "" {
 				continue
 			}
 			if _, err := t.CheckDataFile(ctx, o.Path); err != nil {
@@ -514,16 +516,16 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *stores, head *e
 
 // pending lists the source and counts the files not processed yet. A
 // listing error is recorded, not returned: the head is still worth showing.
-func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
-	l := planListing(p, &Options{Now: func() time.Time { return now }}, head, false)
-	req0 := st.requests()
-	files, err := l.list(ctx, p, st.source, now)
+func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *runner.Stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
+	l := runner.PlanListing(p, &runner.Options{Now: func() time.Time { return now }}, head, false)
+	req0 := st.Requests()
+	files, err := l.List(ctx, p, st.Source, now)
 	if err == nil {
-		reqs := st.requests().Sub(req0).Requests.List
+		reqs := st.Requests().Sub(req0).Requests.List
 		s.ListedKeys, s.ListRequests = ptr(int64(len(files))), &reqs
 		s.Listing = "full"
-		if !l.full {
-			s.Listing = "after " + l.after
+		if !l.Full {
+			s.Listing = "after " + l.After
 		}
 		if maxReqs <= 0 {
 			maxReqs = DefaultMaxListRequests
@@ -533,7 +535,7 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 			if p.Source.Order == "" {
 				s.ListWarning += "; if new keys sort after old ones, source.order: lexical lists only the new ones"
 			}
-			if forgetAfterOf(p) == nil {
+			if runner.ForgetAfterOf(p) == nil {
 				s.ListWarning += "; source.forget_after bounds the processed-file set"
 			}
 		}
@@ -545,19 +547,19 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *stores, c *e
 		s.ListError = oneLine(err.Error())
 		return nil
 	}
-	seen := newSeenLog()
+	seen := runner.NewSeenLog()
 	if m := head.Manifest; m != nil {
 		// As the run would: after the frontier only the segments that can
 		// hold the listed keys.
-		if err := seen.LoadAfter(ctx, c.Store, m.Source.Inline, m.Source.Segments, l.after); err != nil {
+		if err := seen.LoadAfter(ctx, c.Store, m.Source.Inline, m.Source.Segments, l.After); err != nil {
 			return err
 		}
 	}
 	var n, bytes int64
 	var oldest *store.ObjectInfo
-	forget := forgetAfterOf(p)
-	for _, f := range pendingFiles(files, seen.Has) {
-		if forget != nil && forgotten(f, forget, now) {
+	forget := runner.ForgetAfterOf(p)
+	for _, f := range runner.PendingFiles(files, seen.Has) {
+		if forget != nil && runner.Forgotten(f, forget, now) {
 			continue // source.forget_after: never read
 		}
 		n++
@@ -613,11 +615,6 @@ func (s *Status) stateSizes(m *manifest.Manifest) {
 	}
 }
 
-// RejectingFraction is the share of an epoch's rows whose rejection makes
-// status call a pipeline "rejecting" (and a run warn): far more than stray
-// malformed lines, usually a declared type that does not match the files.
-const RejectingFraction = 0.1
-
 // lastEpochRejects returns the rows the head epoch read (rejected ones
 // included) and rejected: its counters less its parent's (nil for the
 // first epoch, or a parent that is not retained: then the whole life).
@@ -628,24 +625,6 @@ func lastEpochRejects(head, parent *manifest.Manifest) (in, rejected int64) {
 		rejected -= parent.Counters.RowsRejected
 	}
 	return in, rejected
-}
-
-// rejecting says, for people, that an epoch rejected a large share of its
-// rows, or "" when it did not.
-func rejecting(in, rejected int64, where string) string {
-	if in <= 0 || float64(rejected) < RejectingFraction*float64(in) {
-		return ""
-	}
-	return fmt.Sprintf("rejecting: %.0f%% of the last epoch's rows (%d of %d) were rejected; read the reasons in %s and check source.schema against the files",
-		100*float64(rejected)/float64(in), rejected, in, where)
-}
-
-// rejectedWhere names where p's rejected rows go.
-func rejectedWhere(p *spec.Pipeline) string {
-	if u := p.Source.RejectedURL; u != "" {
-		return store.Redact(u)
-	}
-	return identityOf(p.Sink.URL) + "/" + rejectedDir + "/"
 }
 
 // judge sets State and Health from what was read.
@@ -701,109 +680,109 @@ func (s *Status) judge(head *epoch.Head) {
 
 func ptr[T any](v T) *T { return &v }
 
-func headStatus(p *spec.Pipeline, st *stores, head *epoch.Head) *Status {
-	s := &Status{Pipeline: p.Name, StateURL: st.stateURL}
+func headStatus(p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *Status {
+	s := &Status{Pipeline: p.Name, StateURL: st.StateURL}
 	if m := head.Manifest; m != nil {
 		c := m.Counters
 		s.Committed, s.Generation, s.Epoch = true, m.Generation, m.Epoch
-		s.Parallelism, s.Watermark, s.Counters, s.FilesSeen = head.Generation.Parallelism, fmtWM(m.Watermark), &c, m.Source.Count
+		s.Parallelism, s.Watermark, s.Counters, s.FilesSeen = head.Generation.Parallelism, runner.FmtWM(m.Watermark), &c, m.Source.Count
 	}
 	return s
 }
 
 // Plan reports, without writing anything, what the next run would do: it
 // runs the same planner as Run, on the head as Run would recover it.
-func Plan(ctx context.Context, p *spec.Pipeline, opts Options) (*PlanReport, error) {
+func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanReport, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLocations(p); err != nil {
+	if err := runner.CheckLocations(p); err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &opts, true)
+	st, err := runner.OpenStores(ctx, p, &opts, true)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c := epoch.NewCommitter(st.state, nil, p.Name, nil)
+	c := epoch.NewCommitter(st.State, nil, p.Name, nil)
 	head, err := c.Peek(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rp, err := planRun(ctx, p, st, &opts, head)
+	rp, err := runner.PlanRun(ctx, p, st, &opts, head)
 	if err != nil {
 		return nil, err
 	}
-	defer rp.from.close()
-	rep := &PlanReport{Status: *headStatus(p, st, head), ParallelismTo: rp.parallelism, MaxParallelism: rp.k,
-		NewGeneration: rp.newGeneration && head.Manifest != nil, Compatible: rp.refusal == nil}
+	defer rp.From.Close()
+	rep := &PlanReport{Status: *headStatus(p, st, head), ParallelismTo: rp.Parallelism, MaxParallelism: rp.K,
+		NewGeneration: rp.NewGeneration && head.Manifest != nil, Compatible: rp.Refusal == nil}
 	if rep.NewGeneration {
-		rep.Reason = rp.reason
+		rep.Reason = rp.Reason
 	}
-	rep.ParallelismNote = parallelismNote(p, &opts)
-	if rp.refusal != nil {
-		rep.Incompatible = rp.refusal.Error()
+	rep.ParallelismNote = runner.ParallelismNote(p, &opts)
+	if rp.Refusal != nil {
+		rep.Incompatible = rp.Refusal.Error()
 	} else {
-		rep.Warnings = rp.identity.warnings
+		rep.Warnings = rp.Identity.Warnings
 	}
-	if gp := rp.plan.graph; gp != nil && rp.refusal == nil {
-		for _, n := range gp.state {
+	if gp := rp.Plan.Graph; gp != nil && rp.Refusal == nil {
+		for _, n := range gp.State {
 			// A linear pipeline's one window needs no stage name.
-			pre := "stage " + n.name + ": "
-			if gp.linear {
+			pre := "stage " + n.Name + ": "
+			if gp.Linear {
 				pre = ""
 			}
-			switch m := rp.stages[n.name]; {
+			switch m := rp.Stages[n.Name]; {
 			case m == nil:
-			case m.chain != nil:
-				rep.StateChanges = append(rep.StateChanges, pre+describeChain(m.chain))
+			case m.Chain != nil:
+				rep.StateChanges = append(rep.StateChanges, pre+dataflow.DescribeChain(m.Chain))
 			default:
-				for _, c := range m.ev.Changes() {
+				for _, c := range m.Ev.Changes() {
 					rep.StateChanges = append(rep.StateChanges, pre+c)
 				}
 			}
 		}
 	}
-	if rp.refusal == nil {
-		rep.TableChanges = rp.tableChanges
+	if rp.Refusal == nil {
+		rep.TableChanges = rp.TableChanges
 	}
 	if hg := head.Generation; hg != nil {
 		rep.ParallelismFrom = hg.Parallelism
 	}
-	seen := newSeenLog()
+	seen := runner.NewSeenLog()
 	if m := head.Manifest; m != nil {
 		if err := seen.Load(ctx, c, m.Source.Inline, m.Source.Segments); err != nil {
 			return nil, err
 		}
 	}
-	rep.PendingFiles = len(pendingFiles(rp.files, seen.Has))
-	if isGraph(p) {
-		rep.Graph = describeGraph(p, rp.parallelism)
+	rep.PendingFiles = len(runner.PendingFiles(rp.Files, seen.Has))
+	if runner.IsGraph(p) {
+		rep.Graph = dataflow.DescribeGraph(p, rp.Parallelism)
 	}
-	addSubtasks := func(stage string, srs []subtaskRestore) {
+	addSubtasks := func(stage string, srs []runner.SubtaskRestore) {
 		for s, sr := range srs {
-			sp := SubtaskPlan{Stage: stage, Subtask: s, KeyGroupLo: sr.lo, KeyGroupHi: sr.hi, ParentFiles: []string{}}
-			for _, f := range sr.files {
+			sp := SubtaskPlan{Stage: stage, Subtask: s, KeyGroupLo: sr.Lo, KeyGroupHi: sr.Hi, ParentFiles: []string{}}
+			for _, f := range sr.Files {
 				sp.ParentFiles = append(sp.ParentFiles, f.Path)
 			}
 			rep.Subtasks = append(rep.Subtasks, sp)
 		}
 	}
-	if gp := rp.plan.graph; gp != nil {
+	if gp := rp.Plan.Graph; gp != nil {
 		// Each stateful stage restores its subtasks as restoreGraph does
 		// (a linear pipeline's window unnamed, as its form has one).
-		m := rp.from.manifest
-		if rp.from.kind == manifest.RestoreReset {
+		m := rp.From.Manifest
+		if rp.From.Kind == manifest.RestoreReset {
 			m = nil
 		}
-		for _, n := range gp.state {
-			srs, _, _ := restoreSources(m, n.name, rp.parallelism, rp.k)
-			name := n.name
-			if gp.linear {
+		for _, n := range gp.State {
+			srs, _, _ := runner.RestoreSources(m, n.Name, rp.Parallelism, rp.K)
+			name := n.Name
+			if gp.Linear {
 				name = ""
 			}
 			addSubtasks(name, srs)

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -34,30 +36,6 @@ type SavepointInfo struct {
 	URL        string `json:"url"`
 }
 
-// openHead opens a pipeline's state and sink (not its source) for a
-// read-only command and peeks at the head (no roll-forward write). The
-// caller closes the stores.
-func openHead(ctx context.Context, p *spec.Pipeline) (*stores, *epoch.Committer, *epoch.Head, error) {
-	if err := p.Validate(); err != nil {
-		return nil, nil, nil, err
-	}
-	p, err := graphFacade(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := openStores(ctx, p, &Options{}, false)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
-	head, err := c.Peek(ctx)
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	return st, c, head, nil
-}
-
 // CreateSavepoint copies a committed epoch (0: the head) into the named
 // savepoint under <state>/<pipeline>/savepoints/NAME/. It writes nothing
 // else; a crash leaves an incomplete savepoint that the same command
@@ -69,7 +47,7 @@ func CreateSavepoint(ctx context.Context, p *spec.Pipeline, name string, epochN 
 // CreateSavepointTo is CreateSavepoint writing through dst (nil: the named
 // savepoint's folder), e.g. a store with injected faults.
 func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epochN int64, dst store.Store) (*SavepointInfo, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +64,7 @@ func CreateSavepointTo(ctx context.Context, p *spec.Pipeline, name string, epoch
 			return nil, fmt.Errorf("savepoint %s: %w", name, err)
 		}
 	}
-	u, err := SavepointURL(p, name)
+	u, err := runner.SavepointURL(p, name)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +87,7 @@ func savepointInfo(s epoch.SavepointInfo, u string) *SavepointInfo {
 	info := &SavepointInfo{Name: s.Name, Claimed: s.Claimed, URL: store.Redact(u)}
 	if sp := s.Savepoint; sp != nil {
 		info.Complete = true
-		info.Generation, info.Epoch, info.Watermark = sp.Generation, sp.Epoch, fmtWM(sp.Watermark)
+		info.Generation, info.Epoch, info.Watermark = sp.Generation, sp.Epoch, runner.FmtWM(sp.Watermark)
 		info.Files, info.Bytes, info.CreatedAt = sp.Files, sp.Bytes, sp.CreatedAt.Format("2006-01-02T15:04:05Z07:00")
 	}
 	return info
@@ -117,18 +95,18 @@ func savepointInfo(s epoch.SavepointInfo, u string) *SavepointInfo {
 
 // ListSavepoints lists the pipeline's named savepoints.
 func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, error) {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	list, err := c.ListSavepoints(ctx, head, keepOf(p))
+	list, err := c.ListSavepoints(ctx, head, runner.KeepOf(p))
 	if err != nil {
 		return nil, err
 	}
 	out := []SavepointInfo{}
 	for _, s := range list {
-		u, _ := SavepointURL(p, s.Name)
+		u, _ := runner.SavepointURL(p, s.Name)
 		out = append(out, *savepointInfo(s, u))
 	}
 	return out, nil
@@ -136,19 +114,12 @@ func ListSavepoints(ctx context.Context, p *spec.Pipeline) ([]SavepointInfo, err
 
 // DeleteSavepoint deletes a named savepoint (refused while claimed).
 func DeleteSavepoint(ctx context.Context, p *spec.Pipeline, name string) error {
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return c.DeleteSavepoint(ctx, head, keepOf(p), name)
-}
-
-func keepOf(p *spec.Pipeline) int {
-	if p.State.RetainEpochs > 0 {
-		return p.State.RetainEpochs
-	}
-	return spec.DefaultRetainEpochs
+	return c.DeleteSavepoint(ctx, head, runner.KeepOf(p), name)
 }
 
 // ImportSavepoint validates a savepoint folder at dirURL whose state files
@@ -162,7 +133,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if err := manifest.ValidateSavepointName(name); err != nil {
 		return nil, err
 	}
-	st, c, head, err := openHead(ctx, p)
+	st, c, head, err := runner.OpenHead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +174,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 	if err != nil {
 		return nil, err
 	}
-	u, err := SavepointURL(p, name)
+	u, err := runner.SavepointURL(p, name)
 	if err != nil {
 		return nil, err
 	}
@@ -306,29 +277,29 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 // lowered onto the graph; declared schemas, or inferred from the sources)
 // and returns each stateful operator's state schema, by operator id.
 func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Schema, error) {
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &Options{}, needsSourceFiles(p)) // the sources only to infer a schema
+	st, err := runner.OpenStores(ctx, p, &runner.Options{}, needsSourceFiles(p)) // the sources only to infer a schema
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	pl, _, err := compileTool(ctx, p, st.source)
+	pl, _, err := compileTool(ctx, p, st.Source)
 	if err != nil {
 		return nil, err
 	}
-	if len(pl.graph.state) == 0 {
+	if len(pl.Graph.State) == 0 {
 		return nil, fmt.Errorf("the pipeline has no stateful operator")
 	}
 	out := map[string]*arrow.Schema{}
-	for _, n := range pl.graph.state {
-		op, err := n.newOp()
+	for _, n := range pl.Graph.State {
+		op, err := n.NewOp()
 		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", n.name, err)
+			return nil, fmt.Errorf("operator %q: %w", n.Name, err)
 		}
-		out[n.name] = op.StateSchema()
+		out[n.Name] = op.StateSchema()
 	}
 	return out, nil
 }
@@ -347,7 +318,7 @@ func checkStateFile(data []byte, ref manifest.FileRef, want *arrow.Schema) (int6
 		}
 	}()
 	if got.NumFields() != want.NumFields() {
-		return 0, fmt.Errorf("%d columns, the state schema has %d (%v)", got.NumFields(), want.NumFields(), fieldNames(want))
+		return 0, fmt.Errorf("%d columns, the state schema has %d (%v)", got.NumFields(), want.NumFields(), dataflow.FieldNames(want))
 	}
 	for i, f := range want.Fields() {
 		g := got.Field(i)

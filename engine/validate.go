@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -25,7 +27,7 @@ type ValidateReport struct {
 // file of each source, which needs the source to be reachable: when it is
 // not, Unchecked says so). An error is returned only when the check itself
 // could not run.
-func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateReport, error) {
+func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*ValidateReport, error) {
 	rep := &ValidateReport{}
 	problem := func(err error) *ValidateReport {
 		for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
@@ -38,11 +40,11 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 	if err := p.Validate(); err != nil {
 		return problem(err), nil
 	}
-	q, err := graphFacade(p)
+	q, err := runner.GraphFacade(p)
 	if err != nil {
 		return problem(err), nil
 	}
-	if err := checkLocations(q); err != nil {
+	if err := runner.CheckLocations(q); err != nil {
 		return problem(err), nil
 	}
 	var (
@@ -50,11 +52,11 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 		files []store.ObjectInfo
 	)
 	if needsSourceFiles(q) {
-		st, err := openStores(ctx, q, &opts, true)
+		st, err := runner.OpenStores(ctx, q, &opts, true)
 		if err == nil {
 			defer st.Close()
-			src = st.source
-			files, err = listSource(ctx, q, st.source)
+			src = st.Source
+			files, err = runner.ListSource(ctx, q, st.Source)
 		}
 		if err != nil {
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the stages against the schema of sources without a declared schema: %v", oneLine(err.Error())))
@@ -62,29 +64,29 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 			return rep, nil
 		}
 	}
-	if isGraph(q) {
-		schemas, lookups, err := graphSchemas(ctx, q, src, files, &opts)
+	if runner.IsGraph(q) {
+		schemas, lookups, err := runner.GraphSchemas(ctx, q, src, files, &opts)
 		if err != nil {
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the stages against the sources' and lookup tables' schemas: %v", oneLine(err.Error())))
 			rep.Valid = true
 			return rep, nil
 		}
-		if _, err := compileGraph(q, schemas, lookups, opts.exprOptions()...); err != nil {
+		if _, err := dataflow.CompileGraph(q, schemas, lookups, opts.ExprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	} else {
-		sc, err := sourceSchema(q)
+		sc, err := dataflow.SourceSchema(q)
 		if err != nil {
 			return problem(err), nil
 		}
 		if sc == nil {
-			if sc, err = inferSchema(ctx, q, src, files); err != nil {
+			if sc, err = runner.InferSchema(ctx, q, src, files); err != nil {
 				rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the operators against the source's schema: %v", oneLine(err.Error())))
 				rep.Valid = true
 				return rep, nil
 			}
 		}
-		if _, err := compileLinear(q, sc, opts.exprOptions()...); err != nil {
+		if _, err := dataflow.CompileLinear(q, sc, opts.ExprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	}
@@ -95,7 +97,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts Options) (*ValidateRep
 // needsSourceFiles reports whether compiling p needs a source's files: a
 // source without a declared schema.
 func needsSourceFiles(p *spec.Pipeline) bool {
-	if isGraph(p) {
+	if runner.IsGraph(p) {
 		for _, ns := range p.Sources {
 			if len(ns.Source.Schema) == 0 {
 				return true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -58,24 +59,24 @@ func (r *VerifyReport) add(d Damage) {
 // object) is reported per object in the report; an error means the check
 // could not be done (storage unavailable, permissions), never damage.
 func Verify(ctx context.Context, p *spec.Pipeline) (*VerifyReport, error) {
-	return VerifyWith(ctx, p, Options{})
+	return VerifyWith(ctx, p, runner.Options{})
 }
 
 // VerifyWith is Verify with options (Retry, WrapStore and Log are used).
-func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyReport, error) {
+func VerifyWith(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*VerifyReport, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := graphFacade(p)
+	p, err := runner.GraphFacade(p)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStores(ctx, p, &opts, false)
+	st, err := runner.OpenStores(ctx, p, &opts, false)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c := epoch.NewCommitter(st.state, st.sink, p.Name, nil)
+	c := epoch.NewCommitter(st.State, st.Sink, p.Name, nil)
 	rep := &VerifyReport{Damaged: []Damage{}, Problems: []string{}}
 	head, err := c.Peek(ctx)
 	if err != nil {
@@ -100,7 +101,7 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 	}
 	// Outputs of epochs a rollback or restore abandoned are no longer
 	// committed (the head's output log does not list them) and may be gone.
-	outLog := newOutputLog()
+	outLog := runner.NewOutputLog()
 	if head.Manifest != nil {
 		if err := outLog.Load(ctx, c, nil, head.Manifest.OutputLog); err != nil {
 			if d, ok := classify("output log", err); ok {
@@ -166,7 +167,7 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts Options) (*VerifyRep
 	// told to read (floe outputs): each must exist in its sink, also those
 	// of epochs retention no longer keeps.
 	if outLog.Len() > 0 {
-		objs, err := st.sink.List(ctx, "")
+		objs, err := st.Sink.List(ctx, "")
 		if err != nil {
 			return nil, fmt.Errorf("verify: list the sink: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 )
@@ -50,7 +51,7 @@ func BuildVersion() Version {
 	v.Formats = []Format{
 		{Name: "manifest documents (_latest, _generation, _manifest, sink marker, savepoint)",
 			Writes: fmt.Sprint(manifest.FormatVersion), Reads: fmt.Sprintf("%d..%d", manifest.MinFormatVersion, manifest.FormatVersion)},
-		{Name: "plan hash", Writes: fmt.Sprintf("v%d", planEncodingVersion), Reads: fmt.Sprintf("v1..v%d", planEncodingVersion)},
+		{Name: "plan hash", Writes: fmt.Sprintf("v%d", dataflow.PlanEncodingVersion), Reads: fmt.Sprintf("v1..v%d", dataflow.PlanEncodingVersion)},
 		{Name: "operator state", Writes: strings.Join(operators.StateFormats(), ", "), Reads: strings.Join(operators.StateFormats(), ", ")},
 		{Name: "iceberg table", Writes: "format version 2", Reads: "format version 2"},
 	}

@@ -172,7 +172,11 @@ func checkBatch(schema *arrow.Schema, b arrow.RecordBatch) error {
 }
 
 func openParquet(data []byte, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
-	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	return openParquetAt(bytes.NewReader(data), mem, batchSize)
+}
+
+func openParquetAt(src parquet.ReaderAtSeeker, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
+	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
@@ -375,7 +379,7 @@ func releaseAll(bs []arrow.RecordBatch) {
 // them to the declared types.
 func decodeParquet(fileName string, data []byte, opts DecodeOptions) (*Decoded, error) {
 	var batches []arrow.RecordBatch
-	d, err := decodeParquetStream(fileName, data, opts, func(b arrow.RecordBatch) error {
+	d, err := decodeParquetStream(fileName, bytes.NewReader(data), opts, func(b arrow.RecordBatch) error {
 		batches = append(batches, b)
 		return nil
 	})

@@ -59,7 +59,7 @@ func DecodeStream(format string, file string, data []byte, opts DecodeOptions, e
 			d, err = decodeCSVStream(file, data, opts, emit)
 		}
 	case "parquet":
-		d, err = decodeParquetStream(file, data, opts, emit)
+		d, err = decodeParquetStream(file, bytes.NewReader(data), opts, emit)
 	default:
 		return nil, fmt.Errorf("%s: unknown format %q (want jsonl, csv or parquet)", file, format)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -18,7 +19,7 @@ import (
 // decodeParquetStream is decodeParquet handing each batch to each as it is
 // read (row group by row group, BatchSize rows at a time) instead of
 // collecting them. It returns the rows handed over and the rejects.
-func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each func(arrow.RecordBatch) error) (_ *Decoded, err error) {
+func decodeParquetStream(fileName string, src parquet.ReaderAtSeeker, opts DecodeOptions, each func(arrow.RecordBatch) error) (_ *Decoded, err error) {
 	defer func() {
 		if err != nil && !strings.HasPrefix(err.Error(), fileName) {
 			err = fmt.Errorf("%s: %w", fileName, err)
@@ -26,7 +27,7 @@ func decodeParquetStream(fileName string, data []byte, opts DecodeOptions, each 
 	}()
 	// Deferred itself (recover works only there), and run first.
 	defer recoverParquet(&err)
-	pf, fr, err := openParquet(data, opts.Mem, opts.BatchSize)
+	pf, fr, err := openParquetAt(src, opts.Mem, opts.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fileName, err)
 	}

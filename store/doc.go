@@ -51,6 +51,10 @@
 //     failure after a transient error returns an error matching
 //     ErrOutcomeUnknown (and ErrPrecondition and ErrTransient): the caller must
 //     read the object back to learn whether its own write landed.
+//   - [ReadRange] reads part of an object in one request (S3: a ranged
+//     GetObject, billed as one GET; file://: a positioned read), clipped at
+//     the object's end. The exchange between workers (package cluster) reads
+//     each receiver's segment of a sender's object this way.
 //   - Key segments starting with ".floe-" are reserved (temp and lock files of
 //     file://) and rejected on every backend so all backends accept the same keys.
 //   - On file:// a key cannot also be a prefix directory of another key ("a" and

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SpecialKeys", testSpecialKeys},
 		{"Delete", testDelete},
 		{"LargeObject", testLargeObject},
+		{"ReadRange", testReadRange},
 		{"RaceIfNotExist", testRaceIfNotExist},
 		{"RaceIfMatch", testRaceIfMatch},
 	}
@@ -416,6 +417,42 @@ func testLargeObject(t *testing.T, s store.Store) {
 		t.Fatalf("large IfMatch did not change the ETag %q", etag)
 	}
 	mustGet(t, s, "big/state.parquet", other, etag2)
+}
+
+func testReadRange(t *testing.T, s store.Store) {
+	ctx := ctxFor(t)
+	data := []byte("0123456789abcdefghij")
+	mustPut(t, s, "x/obj", data)
+	mustPut(t, s, "x/empty", []byte{})
+	for _, tc := range []struct {
+		key            string
+		offset, length int64
+		want           string
+	}{
+		{"x/obj", 0, 4, "0123"},
+		{"x/obj", 10, 5, "abcde"},
+		{"x/obj", 15, 100, "fghij"}, // clipped at the end
+		{"x/obj", 19, 1, "j"},
+		{"x/obj", 20, 5, ""}, // at the end
+		{"x/obj", 25, 5, ""}, // past it
+		{"x/obj", 0, 20, string(data)},
+		{"x/empty", 0, 8, ""},
+	} {
+		got, err := store.ReadRange(ctx, s, tc.key, tc.offset, tc.length)
+		if err != nil {
+			t.Fatalf("ReadRange(%s, %d, %d): %v", tc.key, tc.offset, tc.length, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("ReadRange(%s, %d, %d) = %q, want %q", tc.key, tc.offset, tc.length, got, tc.want)
+		}
+	}
+	_, err := store.ReadRange(ctx, s, "x/missing", 0, 4)
+	wantErr(t, "ReadRange of a missing key", err, store.ErrNotFound)
+	for _, r := range [][2]int64{{-1, 4}, {0, 0}, {0, -1}} {
+		if _, err := store.ReadRange(ctx, s, "x/obj", r[0], r[1]); err == nil {
+			t.Errorf("ReadRange(offset %d, length %d) accepted", r[0], r[1])
+		}
+	}
 }
 
 // raceResult runs fn in Racers goroutines released together and returns their
