@@ -64,7 +64,7 @@ func MarkKeyGroups(rec arrow.RecordBatch, keyCols []int, k int, sel []int32, lo 
 // recs hold no rows.
 //
 // The rows' encodings are written once into one buffer; the sort compares
-// 8 bytes of each taken after the prefix all of them share (a uint64), and
+// 16 bytes of each taken after the prefix all of them share (two uint64), and
 // the rest of the encodings, then the input position, only on a tie, which
 // gives the order of a stable sort by the encodings.
 func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
@@ -124,6 +124,9 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 	for i := range int(n) {
 		buf = enc.encode(buf, i)
 		ends[i] = len(buf)
+		if i == 0 { // room for n keys as long as the first (strings may need more)
+			buf = slices.Grow(buf, (int(n)-1)*len(buf)+len(buf)/2)
+		}
 	}
 	key := func(i int32) []byte {
 		lo := 0
@@ -145,25 +148,31 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 		shared = j
 	}
 	type ent struct {
-		pre uint64
-		i   int32
+		p0, p1 uint64 // bytes [shared, shared+16) of the key, zero-padded
+		i      int32
 	}
 	ents := make([]ent, n)
 	sorted := true
 	for i := range ents {
 		k := key(int32(i))
-		var b [8]byte
+		var b [16]byte
 		if shared < len(k) {
 			copy(b[:], k[shared:])
 		}
-		ents[i] = ent{pre: binary.BigEndian.Uint64(b[:]), i: int32(i)}
-		if i > 0 && sorted && ents[i-1].pre > ents[i].pre {
+		ents[i] = ent{p0: binary.BigEndian.Uint64(b[:8]), p1: binary.BigEndian.Uint64(b[8:]), i: int32(i)}
+		if i > 0 && sorted && (ents[i-1].p0 > ents[i].p0 || ents[i-1].p0 == ents[i].p0 && ents[i-1].p1 > ents[i].p1) {
 			sorted = false
 		}
 	}
 	less := func(a, b ent) int {
-		if a.pre != b.pre {
-			if a.pre < b.pre {
+		if a.p0 != b.p0 {
+			if a.p0 < b.p0 {
+				return -1
+			}
+			return 1
+		}
+		if a.p1 != b.p1 {
+			if a.p1 < b.p1 {
 				return -1
 			}
 			return 1
