@@ -208,8 +208,9 @@ type Join struct {
 	dirty     []int32 // rows created or changed since the last snapshot point
 	tombstone []rowID // base rows removed since
 
-	enc keyEncoder
-	buf []byte
+	enc  keyEncoder
+	buf  []byte
+	tbuf []timeEnt // byTime's scratch
 }
 
 var _ Stateful = (*Join)(nil)
@@ -746,12 +747,41 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 	return rec, nil
 }
 
-// byTime sorts row ids by (time, seq).
+// byTime sorts row ids by (time, seq), a total order (seqs are unique per
+// side). It sorts copies of the two values beside each id, in a scratch
+// slice, rather than ids whose comparison reads two rows.
 func (j *Join) byTime(ids []int32) {
-	slices.SortFunc(ids, func(a, b int32) int {
-		ra, rb := &j.rows[a], &j.rows[b]
-		return cmp.Or(cmp.Compare(ra.t, rb.t), cmp.Compare(ra.seq, rb.seq))
-	})
+	if len(ids) < 2 {
+		return
+	}
+	es := j.tbuf[:0]
+	sorted := true
+	for _, id := range ids {
+		r := &j.rows[id]
+		e := timeEnt{t: r.t, seq: r.seq, id: id}
+		if n := len(es); n > 0 && sorted && cmpTimeEnt(es[n-1], e) > 0 {
+			sorted = false
+		}
+		es = append(es, e)
+	}
+	j.tbuf = es
+	if sorted {
+		return
+	}
+	slices.SortFunc(es, cmpTimeEnt)
+	for i := range es {
+		ids[i] = es[i].id
+	}
+}
+
+// timeEnt is a row id with its (time, seq), byTime's sort element.
+type timeEnt struct {
+	t, seq int64
+	id     int32
+}
+
+func cmpTimeEnt(a, b timeEnt) int {
+	return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.seq, b.seq))
 }
 
 // intervalPairs returns the pairs of the keys with pending rows in which at
@@ -766,14 +796,29 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 			continue
 		}
 		lefts = append(lefts[:0], jk.rows[0]...)
-		rights = append(rights[:0], jk.rows[1]...)
 		j.byTime(lefts)
-		j.byTime(rights)
+		// A pending left row pairs with every right row, the others with
+		// the pending right rows only: sort all right rows only when needed.
+		rights = rights[:0]
+		for _, l := range lefts {
+			if j.rows[l].pending {
+				rights = append(rights, jk.rows[1]...)
+				j.byTime(rights)
+				break
+			}
+		}
+		src := rights // sorted, or empty: then sort the pending ones
+		if len(src) == 0 {
+			src = jk.rows[1]
+		}
 		newRights = newRights[:0]
-		for _, id := range rights {
+		for _, id := range src {
 			if j.rows[id].pending {
 				newRights = append(newRights, id)
 			}
+		}
+		if len(rights) == 0 {
+			j.byTime(newRights)
 		}
 		for _, l := range lefts {
 			lr := &j.rows[l]

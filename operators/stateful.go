@@ -101,3 +101,34 @@ func (w *Window) KeyColumns(int) []int { return w.keyCols }
 func (w *Window) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.RecordBatch, error) {
 	return w.ProcessSelected(rec, sel)
 }
+
+// RowCounted is a Stateful operator whose counts are exact: Len is the
+// number of rows Snapshot would write, and Dirty's changed and removed are
+// the upsert and tombstone rows SnapshotDelta would write. Then the rows of
+// a committed base and its deltas, less Len, are the rows those deltas made
+// dead (replaced, removed) plus the tombstones, and the compaction policy
+// can weigh those instead of how much changed: for state that mostly grows
+// (a dedup, join or top_n over keys that keep coming), what changed is
+// mostly new rows, which a delta adds without making any row dead.
+type RowCounted interface {
+	RowCounted()
+}
+
+var (
+	_ RowCounted = (*Dedup)(nil)
+	_ RowCounted = (*TopN)(nil)
+	_ RowCounted = (*Join)(nil)
+	_ RowCounted = (*Over)(nil)
+)
+
+// RowCounted marks Dedup's counts as exact (see RowCounted).
+func (d *Dedup) RowCounted() {}
+
+// RowCounted marks TopN's counts as exact (see RowCounted).
+func (t *TopN) RowCounted() {}
+
+// RowCounted marks Join's counts as exact (see RowCounted).
+func (j *Join) RowCounted() {}
+
+// RowCounted marks Over's counts as exact (see RowCounted).
+func (o *Over) RowCounted() {}

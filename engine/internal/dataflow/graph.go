@@ -55,6 +55,9 @@ type Node struct {
 	// feedsKeyed: a keyed stage reads this node's rows, directly or
 	// through stateless stages.
 	FeedsKeyed bool
+	// Canonical: a keyed stage whose rows are handed on in an order of
+	// their values (markCanonical).
+	Canonical bool
 	// windowedJoin: a join whose results are window results.
 	windowedJoin bool
 	// srcs are the sources this node's rows come from, sorted.
@@ -249,6 +252,7 @@ func CompileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 		}
 		gp.Extra = append(gp.Extra, nd)
 	}
+	gp.markCanonical()
 	gp.decodeChains(g)
 	pl.Graph = gp
 	pl.Output = gp.Sink.Out

@@ -220,7 +220,7 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if err != nil {
 				return nil, err
 			}
-			if nd.FeedsKeyed {
+			if nd.Canonical {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
 				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.Mem)
@@ -397,7 +397,12 @@ func (r *Runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		changed := out.Graph.changed[nd.Name]
 		subs, pend := gs.Subs[nd.Name], gs.pending[nd.Name]
 		writes := func(s int) bool { return changed != nil && changed[s] || states[s].Base.Path == "" }
-		full := CompactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+		var full []bool
+		if len(subs) > 0 && rowCounted(subs[0]) {
+			full = CompactPlanRows(states, writes, func(s int) (int64, int64) { return deltaRows(subs[s], pendingRowsOf(pend, s)) })
+		} else {
+			full = CompactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+		}
 		for s, op := range subs {
 			if !writes(s) {
 				continue

@@ -1,0 +1,84 @@
+package dataflow
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/floe-dev/floe/spec"
+)
+
+// TestMarkCanonical: a keyed stage hands its rows on sorted by their values
+// when a reader can depend on their order (top_n, a window with first or
+// over floats, a window writing late rows, a sink), and as its subtasks
+// produced them when only order-free windows read them.
+func TestMarkCanonical(t *testing.T) {
+	const chained = `
+name: p
+sources:
+  a: {type: files, url: in/a, format: jsonl, event_time: ts, schema: {id: int64, cat: int64, ts: timestamp, pad: string}}
+  b: {type: files, url: in/b, format: jsonl, event_time: ts, schema: {aid: int64, price: int64, ts: timestamp, pad: string}}
+stages:
+  - name: j
+    inputs: [b, a]
+    join: {left_on: [aid], right_on: [id], interval: {lower: 10s, upper: 0s}}
+  - name: f
+    input: j
+    project: {cat: cat, price: price, fp: "price * 1.5", pad: pad, ts: ts}
+  - name: w
+    input: f
+    WINDOW
+  - name: t
+    input: w
+    top_n: {n: 2, key: [cat], order_by: [n desc]}
+sinks:
+  out: {input: t, type: files, url: out, format: jsonl}
+state: {url: st}
+`
+	for _, c := range []struct {
+		name       string
+		window     string
+		jCanonical bool
+	}{
+		{"count and integer sums", `window: {key: [cat], tumbling: 10s, aggregates: {n: "count()", s: "sum(price)", m: "max(price)", d: "count_distinct(pad)"}}`, false},
+		{"sliding", `window: {key: [cat], sliding: {size: 20s, slide: 10s}, aggregates: {n: "count()", a: "avg(price)"}}`, false},
+		{"first", `window: {key: [cat], tumbling: 10s, aggregates: {n: "count()", f: "first(price)"}}`, true},
+		{"sum of floats", `window: {key: [cat], tumbling: 10s, aggregates: {n: "count()", s: "sum(fp)"}}`, true},
+		{"max of floats", `window: {key: [cat], tumbling: 10s, aggregates: {n: "count()", s: "max(fp)"}}`, true},
+		{"session", `window: {key: [cat], session: {gap: 10s}, aggregates: {n: "count()"}}`, true},
+		{"late rows written", "late_url: late\n    window: {key: [cat], tumbling: 10s, aggregates: {n: \"count()\"}}", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.Replace(chained, "WINDOW", c.window, 1)
+			p, err := spec.Parse("p.yaml", []byte(text), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			schemas := map[string]*arrow.Schema{}
+			for _, ns := range p.Sources {
+				sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
+				if err != nil {
+					t.Fatal(err)
+				}
+				schemas[ns.Name] = sc
+			}
+			pl, err := CompileGraph(p, schemas, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gp := pl.Graph
+			if got := gp.ByName["j"].Canonical; got != c.jCanonical {
+				t.Errorf("join canonical = %v, want %v", got, c.jCanonical)
+			}
+			// The window feeds a top_n (ties by arrival); the top_n feeds
+			// only the sink and no keyed stage.
+			if !gp.ByName["w"].Canonical {
+				t.Error("window feeding a top_n is not canonical")
+			}
+			if gp.ByName["t"].Canonical {
+				t.Error("top_n feeding only the sink is canonical")
+			}
+		})
+	}
+}
