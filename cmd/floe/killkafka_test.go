@@ -170,6 +170,7 @@ func TestKillRestartKafka(t *testing.T) {
 	}()
 
 	landed, attempts, commitsByKilled, killedMid := 0, 0, 0, 0
+	var quick time.Duration // how long the last run that exited on its own took
 	producing := func() bool {
 		select {
 		case <-produced:
@@ -194,11 +195,19 @@ func TestKillRestartKafka(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
+		// A run that has little left to read exits quickly (once the
+		// producer is done, on a fast machine, in well under 150 ms): the
+		// kill moment is then drawn within the last such run's duration.
 		delay := time.Duration(150+rng.IntN(700)) * time.Millisecond
+		if quick > 0 && quick < delay {
+			delay = time.Duration(rng.Int64N(int64(quick))) + time.Millisecond
+		}
 		var err error
 		killed := false
+		startedAt := time.Now()
 		select {
 		case err = <-exited:
+			quick = time.Since(startedAt)
 		case <-time.After(delay):
 			_ = cmd.Process.Kill()
 			err = <-exited
