@@ -396,6 +396,27 @@ func (g *Generation) Validate() error {
 	return v.result()
 }
 
+// epochHeader checks what every document of one epoch's attempt starts
+// with (a manifest, a workers' decision): supported version, valid pipeline
+// name, positive generation and epoch, canonical attempt, and a strictly
+// older parent (smaller epoch, generation not newer).
+func (v *validator) epochHeader(version int, pipeline string, generation, epoch int64, attempt string, parent *Ref) {
+	v.version(version)
+	v.check("pipeline", checkPipelineName(pipeline))
+	v.positive("generation", generation)
+	v.positive("epoch", epoch)
+	v.check("attempt", checkAttempt(attempt))
+	if p := parent; p != nil {
+		v.ref("parent", *p)
+		if p.Epoch >= epoch {
+			v.fail("parent.epoch", "%d must be older than epoch %d", p.Epoch, epoch)
+		}
+		if p.Generation > generation {
+			v.fail("parent.generation", "%d is newer than generation %d", p.Generation, generation)
+		}
+	}
+}
+
 // Validate checks a manifest on its own: supported version, valid pipeline
 // name, positive generation and epoch, canonical attempt, creation time, a
 // strictly older parent (smaller epoch, generation not newer), non-negative
@@ -405,20 +426,7 @@ func (g *Generation) Validate() error {
 // ranges. Errors are *Error values wrapping ErrCorrupt.
 func (m *Manifest) Validate() error {
 	v := validator{doc: "manifest"}
-	v.version(m.FormatVersion)
-	v.check("pipeline", checkPipelineName(m.Pipeline))
-	v.positive("generation", m.Generation)
-	v.positive("epoch", m.Epoch)
-	v.check("attempt", checkAttempt(m.Attempt))
-	if p := m.Parent; p != nil {
-		v.ref("parent", *p)
-		if p.Epoch >= m.Epoch {
-			v.fail("parent.epoch", "%d must be older than epoch %d", p.Epoch, m.Epoch)
-		}
-		if p.Generation > m.Generation {
-			v.fail("parent.generation", "%d is newer than generation %d", p.Generation, m.Generation)
-		}
-	}
+	v.epochHeader(m.FormatVersion, m.Pipeline, m.Generation, m.Epoch, m.Attempt, m.Parent)
 	if m.CreatedAt.IsZero() {
 		v.fail("created_at", "zero time")
 	}

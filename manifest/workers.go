@@ -241,20 +241,7 @@ func (v *validator) topology(w, p, k int) {
 // worker index in range. Errors wrap ErrCorrupt.
 func (d *Decision) Validate() error {
 	v := validator{doc: "decision"}
-	v.version(d.FormatVersion)
-	v.check("pipeline", checkPipelineName(d.Pipeline))
-	v.positive("generation", d.Generation)
-	v.positive("epoch", d.Epoch)
-	v.check("attempt", checkAttempt(d.Attempt))
-	if p := d.Parent; p != nil {
-		v.ref("parent", *p)
-		if p.Epoch >= d.Epoch {
-			v.fail("parent.epoch", "%d must be older than epoch %d", p.Epoch, d.Epoch)
-		}
-		if p.Generation > d.Generation {
-			v.fail("parent.generation", "%d is newer than generation %d", p.Generation, d.Generation)
-		}
-	}
+	v.epochHeader(d.FormatVersion, d.Pipeline, d.Generation, d.Epoch, d.Attempt, d.Parent)
 	v.topology(d.Workers, d.Parallelism, d.MaxParallelism)
 	if d.Proposer < 0 || d.Proposer >= d.Workers {
 		v.fail("proposer", "%d is not a worker index in 0..%d", d.Proposer, d.Workers-1)
