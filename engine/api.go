@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/floe-dev/floe/cluster"
 
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
@@ -44,6 +45,15 @@ var ErrFenced = runner.ErrFenced
 // ErrSuperseded is returned when this run's epoch committed but another
 // writer moved the head past it.
 var ErrSuperseded = runner.ErrSuperseded
+
+// Errors of a pipeline run by several workers (Options.Workers): a
+// barrier's peers did not show up within Options.WorkerTimeout (a
+// *cluster.MissingError names them), or another writer committed or
+// decided the epoch on another head or generation.
+var (
+	ErrPeersMissing = cluster.ErrPeersMissing
+	ErrWorkerFenced = cluster.ErrFenced
+)
 
 // ErrTransient marks a storage failure that may succeed when tried again;
 // ErrCommitUnknown and ErrOutcomeUnknown mark a write whose outcome could

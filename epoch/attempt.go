@@ -74,7 +74,7 @@ func (c *Committer) StartGeneration(ctx context.Context, head *Head, want manife
 }
 
 func sameTopology(a, b *manifest.Generation) bool {
-	return sameRef(a.Parent, b.Parent) && a.Parallelism == b.Parallelism &&
+	return sameRef(a.Parent, b.Parent) && a.Parallelism == b.Parallelism && max(a.Workers, 1) == max(b.Workers, 1) &&
 		a.MaxParallelism == b.MaxParallelism && a.PlanHash == b.PlanHash && a.Identity.SameExceptID(b.Identity) &&
 		reflect.DeepEqual(a.Plan, b.Plan)
 }
@@ -99,6 +99,14 @@ func (c *Committer) Begin(head *Head, gen int64) *Attempt {
 // the savepoint's epoch numbers.
 func (c *Committer) BeginAt(head *Head, gen, epoch int64) *Attempt {
 	return &Attempt{c: c, ID: c.attemptID(), Generation: gen, Epoch: max(epoch, head.Epoch()+1), head: head}
+}
+
+// Resume returns the attempt id at epoch after head in generation gen, an
+// attempt decided elsewhere (the decision of a pipeline run by several
+// workers, package cluster): every worker writes under the same id, and
+// its Commit accepts the manifest any of them created.
+func (c *Committer) Resume(head *Head, gen, epoch int64, id string) *Attempt {
+	return &Attempt{c: c, ID: id, Generation: gen, Epoch: epoch, head: head}
 }
 
 func (a *Attempt) put(ctx context.Context, s store.Store, key string, data []byte) error {

@@ -161,6 +161,9 @@ func (c *Committer) Retain(ctx context.Context, head *Head, opts GCOptions) (GCS
 			// then an unreferenced file can never become committed.
 			continue
 		}
+		if info.Epoch == headEpoch && manifest.IsWorkersKey(o.Key) {
+			continue // the other workers may still be reading them
+		}
 		switch {
 		case info.Kind == manifest.KeyManifest:
 			if !retained[o.Key] {

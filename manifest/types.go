@@ -38,14 +38,19 @@ type Latest struct {
 
 // Generation is the content of gen=N/_generation.json: one topology.
 type Generation struct {
-	FormatVersion  int      `json:"format_version"`
-	Pipeline       string   `json:"pipeline"`
-	Generation     int64    `json:"generation"`
-	Parent         *Ref     `json:"parent"` // epoch restored from; nil for a fresh pipeline
-	Parallelism    int      `json:"parallelism"`
-	MaxParallelism int      `json:"max_parallelism"`
-	Plan           []OpPlan `json:"plan"` // keyed/stateful operators, in order
-	PlanHash       string   `json:"plan_hash"`
+	FormatVersion  int    `json:"format_version"`
+	Pipeline       string `json:"pipeline"`
+	Generation     int64  `json:"generation"`
+	Parent         *Ref   `json:"parent"` // epoch restored from; nil for a fresh pipeline
+	Parallelism    int    `json:"parallelism"`
+	MaxParallelism int    `json:"max_parallelism"`
+	// Workers (format 2) is the number of worker processes that run the
+	// generation's epochs together (floe run --workers); absent (0) means
+	// one. A change of it starts a new generation, as one of the
+	// parallelism does.
+	Workers  int      `json:"workers,omitempty"`
+	Plan     []OpPlan `json:"plan"` // keyed/stateful operators, in order
+	PlanHash string   `json:"plan_hash"`
 	// Identity is what the pipeline is (sink, side outputs, state, id);
 	// nil in generations written before it was recorded.
 	Identity *Identity `json:"identity,omitempty"`

@@ -365,6 +365,9 @@ func (g *Generation) Validate() error {
 	if g.MaxParallelism > keygroup.Max {
 		v.fail("max_parallelism", "%d exceeds the key-group limit %d", g.MaxParallelism, keygroup.Max)
 	}
+	if g.Workers < 0 || g.Workers > g.Parallelism {
+		v.fail("workers", "%d: must be between 1 and the parallelism %d (absent: 1)", g.Workers, g.Parallelism)
+	}
 	if g.Parallelism > g.MaxParallelism {
 		v.fail("parallelism", "%d exceeds max_parallelism %d", g.Parallelism, g.MaxParallelism)
 	}

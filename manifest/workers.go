@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floe-dev/floe/keygroup"
@@ -97,7 +98,15 @@ type Decision struct {
 	Watermark int64 `json:"watermark_us"`
 	// Drain is set when the epoch ends the input (--drain): its watermark
 	// is +inf.
-	Drain    bool   `json:"drain,omitempty"`
+	Drain bool `json:"drain,omitempty"`
+	// Waiting names the inputs that had listed files this epoch did not
+	// take (sorted): such an input is not idle, whatever its last activity,
+	// and every worker computes the watermark with the same set.
+	Waiting []string `json:"waiting,omitempty"`
+	// Commit is set on an epoch without files that commits anyway: a
+	// restore (savepoint, rollback, reset) taking effect, or a listing to
+	// record.
+	Commit   bool   `json:"commit,omitempty"`
 	Checksum string `json:"checksum,omitempty"` // see Latest.Checksum
 }
 
@@ -313,4 +322,13 @@ func (p *WorkerPart) Validate() error {
 	v.fileRefs("outputs", p.Outputs, refOutput)
 	v.fileRefs("side_outputs", p.SideOutputs, refSide)
 	return v.result()
+}
+
+// IsWorkersKey reports whether key is one of the documents of a pipeline
+// run by several workers (a decision, an idle note, an exchange object, a
+// part record). Retention keeps those of the head's own epoch: workers
+// still read them after the commit (the parts, to follow the manifest).
+func IsWorkersKey(key string) bool {
+	base := key[strings.LastIndexByte(key, '/')+1:]
+	return base == DecisionFile || base == IdleFile || strings.Contains(key, "/x/")
 }

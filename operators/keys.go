@@ -423,3 +423,10 @@ func takeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.R
 	release()
 	return out, nil
 }
+
+// TakeRows returns a new batch with rows idx of rec, in that order, its
+// buffers allocated from mem (the exchange between workers routes rows
+// with it). The caller releases it.
+func TakeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.RecordBatch, error) {
+	return takeRows(rec, idx, mem)
+}

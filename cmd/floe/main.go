@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -245,6 +246,10 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		metricsPush string
 		maxRestarts int
 		fullList    bool
+		workers     int
+		worker      int
+		workerWait  time.Duration
+		takeOver    time.Duration
 		backoff     time.Duration
 		rf          *restoreFlags
 		sf          *storeFlags
@@ -262,6 +267,29 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if parallelism < 1 && cmd.Flags().Changed("parallelism") {
 				return fmt.Errorf("--parallelism %d: must be at least 1", parallelism)
+			}
+			if cmd.Flags().Changed("workers") && workers < 1 {
+				return fmt.Errorf("--workers %d: must be at least 1", workers)
+			}
+			if !cmd.Flags().Changed("worker") && workers > 1 {
+				idx, ok := os.LookupEnv("JOB_COMPLETION_INDEX")
+				if !ok {
+					return fmt.Errorf("--workers %d needs --worker (0..%d), or $JOB_COMPLETION_INDEX as a Kubernetes Indexed Job sets it", workers, workers-1)
+				}
+				n, err := strconv.Atoi(idx)
+				if err != nil {
+					return fmt.Errorf("$JOB_COMPLETION_INDEX %q: not a worker index: %w", idx, err)
+				}
+				worker = n
+			}
+			if cmd.Flags().Changed("worker") && workers <= 1 {
+				return fmt.Errorf("--worker %d needs --workers (the worker count)", worker)
+			}
+			if workers > 1 && (worker < 0 || worker >= workers) {
+				return fmt.Errorf("--worker %d: must be in 0..%d with --workers %d", worker, workers-1, workers)
+			}
+			if workerWait <= 0 {
+				return fmt.Errorf("--worker-timeout %s: must be positive", workerWait)
 			}
 			if untilEpoch < 1 && cmd.Flags().Changed("until-epoch") {
 				return fmt.Errorf("--until-epoch %d: must be at least 1", untilEpoch)
@@ -341,7 +369,8 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 					cancel()
 				}
 			}()
-			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh, FullList: fullList}
+			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh, FullList: fullList,
+				Workers: workers, Worker: worker, WorkerTimeout: workerWait, WorkerTakeOver: takeOver}
 			if err := rf.apply(&opts); err != nil {
 				return err
 			}
@@ -403,6 +432,11 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&drain, "drain", false, "end the input: advance the watermark to +inf and emit every open window")
 	f.BoolVar(&fullList, "full-list", false, "with source.order: lexical, list the whole source this run (finds late keys that sort before the listing frontier now rather than at the next full listing)")
 	f.Int64Var(&untilEpoch, "until-epoch", 0, "stop after committing this epoch")
+	f.IntVar(&workers, "workers", 1, "run the pipeline in this many processes together, coordinated through the state store (each started with its own --worker); a change starts a new generation")
+	f.IntVar(&worker, "worker", 0, "with --workers: this process's index, 0..workers-1 (default $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it)")
+	f.DurationVar(&takeOver, "worker-takeover", 0, "with --workers: how long worker 1 waits for worker 0 to decide or commit an epoch before doing it itself (worker w waits w times as long; default 10s)")
+	_ = f.MarkHidden("worker-takeover")
+	f.DurationVar(&workerWait, "worker-timeout", 5*time.Minute, "with --workers: give up (exit 2, naming the missing workers) when the other workers show no progress for this long")
 	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
 	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")
 	f.BoolVar(&verbose, "verbose", false, "debug logs (phase timings, generations)")

@@ -30,7 +30,7 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, engine.ErrFenced), errors.Is(err, engine.ErrSuperseded):
+	case errors.Is(err, engine.ErrFenced), errors.Is(err, engine.ErrSuperseded), errors.Is(err, engine.ErrWorkerFenced):
 		return exitFenced
 	}
 	return exitFailed

@@ -1,7 +1,9 @@
 package decide
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -393,4 +395,73 @@ func rangeLen(key string) int64 {
 		return 1
 	}
 	return to - from
+}
+
+// Waiting returns the inputs that have listed files an epoch taking the
+// first taken of pend leaves waiting, sorted: what a worker that decides an
+// epoch records in the decision, so that every worker judges idle inputs
+// alike (DecideSeen).
+func (c Config) Waiting(pend []store.ObjectInfo, taken int) []string {
+	return slices.Sorted(maps.Keys(c.waiting(pend, taken)))
+}
+
+// SeenOf returns the greatest event time of files per input: what one
+// worker of a pipeline run by several reports of the files it decoded.
+func (c Config) SeenOf(files []FileObs) map[string]int64 {
+	out := map[string]int64{}
+	for _, f := range files {
+		name := c.inputOf(f.Key)
+		if cur, ok := out[name]; !ok || f.MaxTS > cur {
+			out[name] = f.MaxTS
+		}
+	}
+	return out
+}
+
+// DecideSeen is Decide for an epoch known by the greatest event time per
+// input of its files (seen: SeenOf, merged over the workers by max) and by
+// the inputs still waiting (Waiting, recorded in the epoch's decision):
+// the same result as Decide over the files themselves.
+func (c Config) DecideSeen(inputs map[string]manifest.InputState, prevWM int64, seen map[string]int64, now time.Time,
+	waiting []string, drain, idle bool) EpochDecision {
+	next := make(map[string]manifest.InputState, len(inputs)+len(seen))
+	maps.Copy(next, inputs)
+	for name, ts := range seen {
+		st := next[name]
+		if st.LastActive.IsZero() {
+			st.MaxEventTime = math.MinInt64
+		}
+		st.LastActive = now
+		st.MaxEventTime = max(st.MaxEventTime, ts)
+		next[name] = st
+	}
+	w := map[string]bool{}
+	for _, n := range waiting {
+		w[n] = true
+	}
+	d := EpochDecision{Inputs: next, Watermark: c.watermark(next, prevWM, now, w)}
+	if drain {
+		d.Watermark = math.MaxInt64
+	}
+	d.Commit = !idle || d.Watermark != prevWM
+	return d
+}
+
+// InputWatermarksWaiting is InputWatermarks with the waiting inputs given
+// (a decided epoch's).
+func (c Config) InputWatermarksWaiting(inputs map[string]manifest.InputState, prev int64, now time.Time,
+	waiting []string, drain bool, names []string) map[string]int64 {
+	out := make(map[string]int64, len(names))
+	for _, n := range names {
+		if drain {
+			out[n] = math.MaxInt64
+			continue
+		}
+		sub := map[string]manifest.InputState{}
+		if in, ok := inputs[n]; ok {
+			sub[n] = in
+		}
+		out[n] = c.watermark(sub, prev, now, map[string]bool{n: slices.Contains(waiting, n)})
+	}
+	return out
 }

@@ -275,6 +275,10 @@ func (ip *IdentityPlan) ClaimSink(ctx context.Context, sink store.Store, name st
 		return nil // a legacy generation: the marker stays as it is until the next generation
 	}
 	ip.claimed = true
+	// The generation's id is the one the run writes under: another worker
+	// of a pipeline run by several may have created the generation (its
+	// id) that this one adopted.
+	ip.Want.ID = id.ID
 	for _, m := range ip.markers {
 		if err := claimMarker(ctx, sink, name, id.ID, ip.Want.State, m); err != nil {
 			return err

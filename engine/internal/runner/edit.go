@@ -27,6 +27,8 @@ type epochEdit struct {
 	out       *written
 	// What the epoch did, for the run's result and logs.
 	rows, late, rejected, windows int64
+	// prevRowsOut: the rows out before the epoch (workers' logs).
+	prevRowsOut int64
 }
 
 // prepareEdit builds the epoch's edit: it writes the processed-file and

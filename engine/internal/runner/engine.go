@@ -29,6 +29,17 @@ type Options struct {
 	Stop <-chan struct{}
 	// Parallelism overrides the spec's state.parallelism when > 0.
 	Parallelism int
+	// Workers > 1 runs the pipeline in Workers processes together, this
+	// one being worker Worker (0..Workers-1), coordinated through the
+	// state store only (workers.go, package cluster); WorkerTimeout bounds
+	// the wait for the other workers at any barrier (default
+	// cluster.DefaultTimeout).
+	Workers, Worker int
+	WorkerTimeout   time.Duration
+	// WorkerTakeOver is how long worker 1 waits for worker 0 to decide or
+	// commit an epoch before doing it itself (default
+	// cluster.DefaultTakeOver; worker w waits w times as long).
+	WorkerTakeOver time.Duration
 	// Drain ends the input: after the last file the watermark advances to
 	// +inf and every open window is emitted.
 	Drain bool
@@ -323,6 +334,12 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 		return nil, err
 	}
 	log := opts.log().With("pipeline", p.Name)
+	if err := checkWorkers(p, &opts); err != nil {
+		return nil, err
+	}
+	if opts.Workers > 1 {
+		log = log.With("worker", opts.Worker)
+	}
 	p, err := GraphFacade(p)
 	if err != nil {
 		return nil, err

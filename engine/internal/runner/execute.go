@@ -132,10 +132,10 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			}
 			var ref manifest.FileRef
 			if r.St.Rejected != nil {
-				ref, err = att.WriteSide(wctx, r.St.Rejected, "", 0, "jsonl", data, int64(len(rejects)))
+				ref, err = att.WriteSide(wctx, r.St.Rejected, "", r.slot0(), "jsonl", data, int64(len(rejects)))
 				ref.Path = refURL(r.P.Source.RejectedURL, ref.Path)
 			} else {
-				ref, err = att.WriteOutput(wctx, rejectedDir, 0, "jsonl", data, int64(len(rejects)))
+				ref, err = att.WriteOutput(wctx, rejectedDir, r.slot0(), "jsonl", data, int64(len(rejects)))
 			}
 			if err != nil {
 				return err

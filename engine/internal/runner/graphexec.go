@@ -64,6 +64,9 @@ func (r *Runner) RestoreGraph(ctx context.Context, rp *RunPlan) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for s, sr := range srs {
+			if !r.owns(s) {
+				continue // another worker's (workers.go)
+			}
 			g.Go(func() error {
 				op, err := n.NewOp()
 				if err != nil {
@@ -185,7 +188,7 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			}
 			continue
 		}
-		of(nd)[0] = append(of(nd)[0], res.batches...)
+		of(nd)[r.slot0()] = append(of(nd)[r.slot0()], res.batches...)
 	}
 	var lateN, winN int64
 	for _, nd := range gp.Nodes {
@@ -216,6 +219,14 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 					in[u] = slices.Concat(rows[u]...)
 				}
 			}
+			if r.cl != nil {
+				// Several workers: this worker's subtasks' rows from all
+				// of them (workers.go).
+				var err error
+				if in, err = r.exchange(ctx, nd, in); err != nil {
+					return nil, err
+				}
+			}
 			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, in, swm)
 			if err != nil {
 				return nil, err
@@ -228,7 +239,7 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 					return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 				}
 				if one != nil {
-					of(nd)[0] = append(of(nd)[0], one)
+					of(nd)[r.slot0()] = append(of(nd)[r.slot0()], one)
 				}
 			} else {
 				for s := range subOut {
@@ -289,6 +300,9 @@ func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*d
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for s, op := range subs {
+		if op == nil {
+			continue // another worker's subtask
+		}
 		g.Go(func() error {
 			ch := false
 			var myLate, myEm int64
@@ -396,12 +410,31 @@ func (r *Runner) writeGraph(ctx context.Context, att *epoch.Attempt, out *proces
 		w.graph[nd.Name] = states
 		changed := out.Graph.changed[nd.Name]
 		subs, pend := gs.Subs[nd.Name], gs.pending[nd.Name]
-		writes := func(s int) bool { return changed != nil && changed[s] || states[s].Base.Path == "" }
+		writes := func(s int) bool {
+			return r.owns(s) && (changed != nil && changed[s] || states[s].Base.Path == "")
+		}
 		var full []bool
-		if len(subs) > 0 && rowCounted(subs[0]) {
-			full = CompactPlanRows(states, writes, func(s int) (int64, int64) { return deltaRows(subs[s], pendingRowsOf(pend, s)) })
+		var first operators.Stateful
+		for _, op := range subs {
+			if op != nil {
+				first = op
+				break
+			}
+		}
+		if first != nil && rowCounted(first) {
+			full = CompactPlanRows(states, writes, func(s int) (int64, int64) {
+				if subs[s] == nil {
+					return 0, 0
+				}
+				return deltaRows(subs[s], pendingRowsOf(pend, s))
+			})
 		} else {
-			full = CompactPlan(states, writes, func(s int) (int64, int64) { return dirtySize(subs[s], pendingRowsOf(pend, s)) })
+			full = CompactPlan(states, writes, func(s int) (int64, int64) {
+				if subs[s] == nil {
+					return 0, 0
+				}
+				return dirtySize(subs[s], pendingRowsOf(pend, s))
+			})
 		}
 		for s, op := range subs {
 			if !writes(s) {
@@ -447,7 +480,9 @@ func (r *Runner) graphOperators(e *epochEdit) []manifest.OperatorState {
 		// it) is what its restore must start from.
 		emitted := int64(manifest.NoWatermark)
 		for _, op := range r.Graph.Subs[nd.Name] {
-			emitted = max(emitted, op.Watermark())
+			if op != nil {
+				emitted = max(emitted, op.Watermark())
+			}
 		}
 		os := manifest.OperatorState{ID: nd.Name, EmittedThrough: emitted}
 		for _, st := range e.out.graph[nd.Name] {

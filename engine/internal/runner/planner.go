@@ -35,6 +35,10 @@ type RunPlan struct {
 	// (same layout, same generation); each stateful stage restores the
 	// key-group ranges restoreSources gives it.
 	share bool
+	// Workers is the run's worker count (Options.Workers, at least 1);
+	// workersOnly: the new generation changes it alone.
+	Workers     int
+	workersOnly bool
 	// From is what the run restores: the head, or a savepoint, a retained
 	// epoch (rollback) or the head without operator state (reset).
 	From *RestoreSource
@@ -79,6 +83,10 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 	from := rp.From
 	if rp.Parallelism, rp.K, err = parallelismOf(p, opts); err != nil {
 		return nil, err
+	}
+	rp.Workers = max(opts.Workers, 1)
+	if rp.Workers > rp.Parallelism {
+		return nil, fmt.Errorf("--workers %d exceeds the parallelism %d: every worker owns at least one subtask (raise state.parallelism or --parallelism)", rp.Workers, rp.Parallelism)
 	}
 	rp.listing = PlanListing(p, opts, head, from.Kind != "")
 	setKafkaCommitted(st.Source, head, from)
@@ -151,6 +159,10 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 		rp.NewGeneration, rp.Reason = true, fmt.Sprintf("parallelism %d -> %d", hg.Parallelism, rp.Parallelism)
 	case !dataflow.SamePlan(hg.PlanHash, p, rp.Plan.Declared, rp.Plan.Hash):
 		rp.NewGeneration, rp.Reason = true, "plan changed"
+	case max(hg.Workers, 1) != rp.Workers:
+		// The state layout is the parallelism's: only who runs which
+		// subtasks changes, so the state files are shared as they are.
+		rp.NewGeneration, rp.Reason, rp.workersOnly = true, fmt.Sprintf("workers %d -> %d", max(hg.Workers, 1), rp.Workers), true
 	}
 	if c := dataflow.FirstChain(rp.Plan, rp.Stages); c != nil && !rp.NewGeneration {
 		// The migrated state is written in the new format by a new
@@ -162,7 +174,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 	// stateful stage its state format and the parent's base count
 	// (restoreGraph).
 	rp.share = hg != nil && hg.Parallelism == rp.Parallelism &&
-		(!rp.NewGeneration || from.Kind == manifest.RestoreRollback || from.Kind == manifest.RestoreReprocess || from.claim)
+		(!rp.NewGeneration || rp.workersOnly || from.Kind == manifest.RestoreRollback || from.Kind == manifest.RestoreReprocess || from.claim)
 	return rp, nil
 }
 
@@ -205,6 +217,9 @@ func (rp *RunPlan) generationRecord() manifest.Generation {
 	id := rp.Identity.Want
 	g := manifest.Generation{Parallelism: rp.Parallelism, MaxParallelism: rp.K, Plan: rp.Plan.Ops,
 		PlanHash: rp.Plan.Hash, Identity: &id}
+	if rp.Workers > 1 {
+		g.Workers = rp.Workers // absent for one, as every earlier generation
+	}
 	if f := rp.From; f.Kind != "" {
 		g.RestoredFrom = &manifest.RestoredFrom{Kind: f.Kind, Savepoint: f.savepoint, Claimed: f.claim}
 		if f.Manifest != nil {

@@ -98,6 +98,9 @@ type Runner struct {
 	// (generation started, sinks claimed).
 	ident   *owner.IdentityPlan
 	claimed bool
+	// cl is this worker's side of a pipeline run by several (workers.go);
+	// nil in one process.
+	cl *clusterRun
 }
 
 func newRunner(p *spec.Pipeline, st *Stores, opts *Options, log *slog.Logger) (*Runner, error) {
@@ -185,6 +188,13 @@ func (r *Runner) start(ctx context.Context) ([]store.ObjectInfo, error) {
 	if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
 		return nil, err
 	}
+	if r.cl != nil {
+		// Several workers: the others may be writing the next epoch, whose
+		// files a listing cannot tell from orphans; worker 0 runs the
+		// chain's retention after each commit (workers.go).
+		phase("cleanup")
+		return rp.Files, nil
+	}
 	if r.sides, err = r.C.SweepSideOutputs(ctx, head, r.keep(), r.sideDirs()); err != nil {
 		return nil, err
 	}
@@ -239,6 +249,9 @@ func (r *Runner) gcOptions(skipSink bool) epoch.GCOptions {
 }
 
 func (r *Runner) run(ctx context.Context) (*Result, error) {
+	if r.Opts.Workers > 1 {
+		return r.runWorkers(ctx)
+	}
 	defer func() {
 		r.res.Requests = r.St.Requests()
 		r.res.StateRowsDecoded += r.decodedAll.Swap(0)

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/internal/s3test"
+	"github.com/floe-dev/floe/store"
+)
+
+// workerSpec is the kill test's pipeline at parallelism 4, so that up to
+// four workers can share it.
+func workerSpec(t testing.TB, dir, name, source, state, sink string) string {
+	t.Helper()
+	y := fmt.Sprintf(`name: %s
+source: {type: files, url: %q, format: jsonl,
+         schema: {event_time: timestamp, user_id: string, page: string, bytes: int64},
+         event_time: event_time, max_files_per_epoch: 4, late_url: %q,
+         watermark: {max_out_of_orderness: 5s, idle_timeout: 1h}}
+operators:
+  - filter: "bytes > 0"
+  - window: {key: [user_id], tumbling: 1m, allowed_lateness: 30s,
+             aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
+sink:  {type: files, url: %q, format: parquet}
+state: {url: %q, parallelism: 4, max_parallelism: 128, retain_epochs: 3}
+`, name, source, lateOf(sink), sink, state)
+	p := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+		t.Fatalf("write spec: %v", err)
+	}
+	return p
+}
+
+// landing is the kill test's data set, landed into a source in batches.
+type landing struct {
+	names []string
+	data  map[string][]byte
+	next  int
+}
+
+func newLanding(t testing.TB) *landing {
+	l := &landing{data: map[string][]byte{}}
+	err := datagen.Generate(killData, func(name string, data []byte) error {
+		l.names = append(l.names, name)
+		l.data[name] = data
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("generate data set: %v", err)
+	}
+	return l
+}
+
+// land puts the next n files (in name order) into the source at url.
+func (l *landing) land(t testing.TB, ctx context.Context, url string, n int) {
+	t.Helper()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open source %s: %v", url, err)
+	}
+	defer st.Close()
+	for ; n > 0 && l.next < len(l.names); n-- {
+		name := l.names[l.next]
+		if _, err := st.Put(ctx, name, l.data[name], store.PutOptions{}); err != nil {
+			t.Fatalf("land %s: %v", name, err)
+		}
+		l.next++
+	}
+}
+
+// workerProc is one running worker process.
+type workerProc struct {
+	index  int
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func startPeer(t testing.TB, spec string, workers, index int, extra ...string) *workerProc {
+	t.Helper()
+	args := append([]string{"run", spec, "--workers", strconv.Itoa(workers), "--worker", strconv.Itoa(index),
+		"--worker-timeout", "60s", "--worker-takeover", "2s", "--log-format", "json"}, extra...)
+	cmd := floeCommand(t, args...)
+	w := &workerProc{index: index, cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker %d: %v", index, err)
+	}
+	go func() { w.done <- cmd.Wait() }()
+	return w
+}
+
+// runWorkerRound runs W workers of spec until all exit 0, SIGKILLing a
+// random one kills times at random moments and starting it again with the
+// same index. It returns how many kills landed on a running process.
+func runWorkerRound(t *testing.T, rng *rand.Rand, spec string, workers, kills int, extra ...string) int {
+	t.Helper()
+	procs := make([]*workerProc, workers)
+	for i := range procs {
+		procs[i] = startPeer(t, spec, workers, i, extra...)
+	}
+	landed := 0
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+		i := rng.IntN(workers)
+		p := procs[i]
+		select {
+		case err := <-p.done:
+			p.done <- err // finished already: nothing to kill
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Kill()
+		err := <-p.done
+		if !wasKilled(err) {
+			if err != nil {
+				t.Fatalf("worker %d failed before the kill: %v\n%s", i, err, tailString(p.stderr.String(), 3000))
+			}
+			p.done <- err
+			continue
+		}
+		landed++
+		procs[i] = startPeer(t, spec, workers, i, extra...)
+	}
+	for _, p := range procs {
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Fatalf("worker %d of %d: %v\n%s", p.index, workers, err, tailString(p.stderr.String(), 4000))
+			}
+		case <-time.After(5 * time.Minute):
+			_ = p.cmd.Process.Kill()
+			t.Fatalf("worker %d of %d still running after 5 minutes\n%s", p.index, workers, tailString(p.stderr.String(), 4000))
+		}
+	}
+	return landed
+}
+
+// TestWorkersKillRescale runs the kill test's pipeline as W = 3 worker
+// processes while its files land in four batches, SIGKILLing random
+// workers at random moments and restarting them, then rescales to W = 2
+// for the last batch and drains: the committed outputs and side outputs
+// must equal one uninterrupted single process's, row for row, and `floe
+// verify` must find nothing wrong; on file:// and on S3 (versitygw).
+func TestWorkersKillRescale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process kill test")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(killSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	t.Run("file", func(t *testing.T) {
+		root := t.TempDir()
+		fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+		workersKill(t, seed, killBackend{source: fu("events"), refState: fu("ref/state"), refSink: fu("ref/out"),
+			killState: fu("w/state"), killSink: fu("w/out")}, fu("refsrc"))
+	})
+	t.Run("s3", func(t *testing.T) {
+		srv := s3test.Shared(t)
+		u, err := url.Parse(srv.NewBucket(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := u.Host
+		workersKill(t, seed+1, killBackend{source: srv.URL(b, "events"), refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
+			killState: srv.URL(b, "w/state"), killSink: srv.URL(b, "w/out")}, srv.URL(b, "refsrc"))
+	})
+}
+
+func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(seed, 0x776f726b))
+	// Reference: one process over the same batches (an epoch takes four
+	// files, and every batch is a multiple of four, so the epochs are the
+	// same however the runs fall).
+	ref := newLanding(t)
+	refSpec := workerSpec(t, dir, "w-ref", refSource, be.refState, be.refSink)
+	batches := []int{12, 8, 12, 8}
+	for i, n := range batches {
+		ref.land(t, ctx, refSource, n)
+		args := []string{"run", refSpec, "--log-format", "json"}
+		if i == len(batches)-1 {
+			args = append(args, "--drain")
+		}
+		runFloe(t, args...)
+	}
+	want, wantFiles := committedRows(t, ctx, refSpec, be.refSink)
+	if len(want) == 0 {
+		t.Fatal("reference produced no rows")
+	}
+
+	spec := workerSpec(t, dir, "w-run", be.source, be.killState, be.killSink)
+	l := newLanding(t)
+	kills := 0
+	for i, n := range batches {
+		l.land(t, ctx, be.source, n)
+		workers, extra := 3, []string(nil)
+		if i == len(batches)-1 {
+			workers, extra = 2, []string{"--drain"} // rescale 3 -> 2, then drain
+		}
+		kills += runWorkerRound(t, rng, spec, workers, 3, extra...)
+	}
+	t.Logf("%d kills landed over %d rounds", kills, len(batches))
+	if kills == 0 {
+		t.Errorf("no kill landed on a running worker (seed %d)", seed)
+	}
+	got, gotFiles := committedRows(t, ctx, spec, be.killSink)
+	missing, extra := multisetDiff(want, got)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d rows in %d files, one process %d rows in %d files: %d missing, %d extra\nmissing: %q\nextra: %q",
+			len(got), gotFiles, len(want), wantFiles, len(missing), len(extra), firstN(missing, 10), firstN(extra, 10))
+	}
+	wantLate, wantRej := sideRows(t, ctx, be.refSink)
+	gotLate, gotRej := sideRows(t, ctx, be.killSink)
+	if len(wantLate) == 0 || len(wantRej) == 0 {
+		t.Errorf("reference has %d late and %d rejected rows; the data set should produce both", len(wantLate), len(wantRej))
+	}
+	for _, c := range []struct {
+		what      string
+		want, got []string
+	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
+		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
+			t.Errorf("%s rows: %d missing, %d extra (want %d, got %d)", c.what, len(m), len(x), len(c.want), len(c.got))
+		}
+	}
+	v := runFloe(t, "verify", spec)
+	if !strings.Contains(v.stdout, " 0 problems") {
+		t.Errorf("floe verify:\n%s", v.stdout)
+	}
+}
+
+// TestWorkerLoneTimeout: a worker whose peers never start gives up after
+// --worker-timeout with exit 2, naming the missing worker, and commits
+// nothing.
+func TestWorkerLoneTimeout(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+	l := newLanding(t)
+	l.land(t, ctx, fu("events"), 4)
+	spec := workerSpec(t, root, "lone", fu("events"), fu("state"), fu("out"))
+	cmd := floeCommand(t, "run", spec, "--workers", "2", "--worker", "1", "--worker-timeout", "2s", "--worker-takeover", "500ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 2 {
+		t.Fatalf("lone worker: exit %d (%v), want 2\n%s", code, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "worker(s) 0") {
+		t.Errorf("the error does not name the missing worker 0:\n%s", stderr.String())
+	}
+	t.Logf("gave up after %v: %s", time.Since(t0).Round(time.Millisecond), lastLine(stderr.String()))
+	st := runFloe(t, "status", spec)
+	if strings.Contains(st.stdout, "epoch 1") {
+		t.Errorf("a lone worker committed an epoch:\n%s", st.stdout)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,746 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/floe-dev/floe/cluster"
+	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
+	"github.com/floe-dev/floe/epoch"
+	"github.com/floe-dev/floe/manifest"
+	"github.com/floe-dev/floe/operators"
+	"github.com/floe-dev/floe/spec"
+	"github.com/floe-dev/floe/store"
+)
+
+// A pipeline run by W worker processes (Options.Workers > 1). Every worker
+// runs this same loop; package cluster holds the storage protocol. Per
+// epoch:
+//
+//  1. Join: the epoch's decision (its files, split among the workers in
+//     contiguous runs, the inputs still waiting, drain) is created once by
+//     the proposer (worker 0, another after the take-over delay) from its
+//     own listing, and followed by all.
+//  2. Each worker decodes its files and runs the stateless stages. Round 1
+//     exchanges only each worker's greatest event time per input (the
+//     exchange objects' meta): after it every worker computes the same
+//     watermark (decide.DecideSeen).
+//  3. Every keyed stage is one more round: a worker routes its input rows
+//     by key group (rows of its own subtasks stay local) and places the
+//     senders' rows in sender order, which, the files being split in
+//     contiguous runs and subtasks owned in contiguous ranges, is the order
+//     one process reads them in; then its own subtasks run as in one
+//     process. Rows a keyed stage hands on keep the subtask that produced
+//     them; rows not yet keyed are the worker's first subtask's, so two
+//     workers never write an output of the same subtask number.
+//  4. Each worker writes its subtasks' state and its outputs under the
+//     decision's attempt, then its part record; the manifest is built from
+//     the decision, the parts and the parent (the same in every worker:
+//     each restored the same head) and created once; _latest.json moves
+//     by compare-and-swap.
+//
+// A worker restarted with its part written commits and then restores
+// again from the new head; one restarted earlier redoes its share, whose
+// objects it finds already written with the same bytes.
+
+// clusterRun is this process's side of a pipeline run by several workers.
+type clusterRun struct {
+	w      *cluster.Worker
+	top    cluster.Topology
+	self   int
+	lo, hi int // the subtasks this worker owns, [lo, hi)
+	// The epoch in progress.
+	ep    *cluster.Epoch
+	round int
+	// seen: every worker's greatest event time per input of this epoch
+	// (after round 1), merged; mine: this worker's.
+	seen, mine map[string]int64
+}
+
+// owns reports whether this process runs subtask s.
+func (r *Runner) owns(s int) bool { return r.cl == nil || s >= r.cl.lo && s < r.cl.hi }
+
+// slot0 is the subtask rows not yet keyed belong to: 0 in one process, the
+// worker's first subtask with several.
+func (r *Runner) slot0() int {
+	if r.cl == nil {
+		return 0
+	}
+	return r.cl.lo
+}
+
+// checkWorkers refuses what a pipeline run by several workers does not
+// support yet, before anything is written.
+func checkWorkers(p *spec.Pipeline, opts *Options) error {
+	if opts.Workers <= 1 {
+		if opts.Worker != 0 {
+			return fmt.Errorf("--worker %d without --workers: a worker index needs the worker count", opts.Worker)
+		}
+		return nil
+	}
+	if opts.Worker < 0 || opts.Worker >= opts.Workers {
+		return fmt.Errorf("--worker %d: must be in 0..%d with --workers %d", opts.Worker, opts.Workers-1, opts.Workers)
+	}
+	var why []string
+	if p.Source.Type == spec.SourceKafka {
+		why = append(why, "a kafka source")
+	}
+	for _, s := range p.Sources {
+		if s.Source.Type == spec.SourceKafka {
+			why = append(why, "sources."+s.Name+" (kafka)")
+		}
+		if s.Source.Order != "" || s.Source.Capture || s.Source.ForgetAfter != 0 {
+			why = append(why, "sources."+s.Name+" with order, capture or forget_after")
+		}
+	}
+	if p.Sink.Type == spec.SinkIceberg {
+		why = append(why, "an iceberg sink")
+	}
+	if p.Source.Capture {
+		why = append(why, "source.capture")
+	}
+	if p.Source.Order != "" {
+		why = append(why, "source.order")
+	}
+	if p.Source.ForgetAfter != 0 {
+		why = append(why, "source.forget_after")
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("--workers %d: not supported yet with %s; run it in one process (--parallelism spreads its keyed stages over this machine's cores)",
+			opts.Workers, strings.Join(why, ", "))
+	}
+	return nil
+}
+
+// checkWorkerPlan refuses plans the exchange cannot yet keep exact.
+func checkWorkerPlan(gp *dataflow.GraphPlan) error {
+	for _, nd := range gp.Nodes {
+		if nd.Canonical {
+			return fmt.Errorf("--workers: stage %s hands its rows on in an order of their values to a stage that depends on the order (top_n, dedup, over, or a window with order-dependent aggregates); several workers cannot keep that order yet: run it in one process", nd.Name)
+		}
+		if nd.Lookup != nil {
+			return fmt.Errorf("--workers: stage %s is a lookup; several workers cannot share one version of its table yet: run it in one process", nd.Name)
+		}
+	}
+	return nil
+}
+
+// newClusterRun prepares this worker's side of the run.
+func (r *Runner) newClusterRun() error {
+	top := cluster.Topology{Workers: r.Opts.Workers, Parallelism: r.Parallelism, MaxParallelism: r.K}
+	w, err := cluster.New(cluster.Config{Store: r.St.State, Pipeline: r.P.Name, Worker: r.Opts.Worker, Topology: top,
+		Timeout: r.Opts.WorkerTimeout, TakeOver: r.Opts.WorkerTakeOver, Now: r.Opts.Now, Log: r.Log})
+	if err != nil {
+		return err
+	}
+	lo, hi := top.Subtasks(r.Opts.Worker)
+	r.cl = &clusterRun{w: w, top: top, self: r.Opts.Worker, lo: lo, hi: hi}
+	return nil
+}
+
+// errRestore ends a worker's epoch loop for a fresh start from the head:
+// the epoch was committed without this incarnation processing it (its
+// part existed), or by another writer, so its in-memory state is stale.
+var errRestore = errors.New("restore from the head")
+
+// runWorkers is run for a pipeline run by several workers.
+func (r *Runner) runWorkers(ctx context.Context) (*Result, error) {
+	defer func() {
+		r.res.Requests = r.St.Requests()
+		r.res.StateRowsDecoded += r.decodedAll.Swap(0)
+		r.res.StateRowsSkipped += r.rowsNotDecoded()
+	}()
+	if err := r.newClusterRun(); err != nil {
+		return &r.res, err
+	}
+	for {
+		files, err := r.start(ctx)
+		if err != nil {
+			return &r.res, err
+		}
+		if err := checkWorkerPlan(r.Plan.Graph); err != nil {
+			return &r.res, err
+		}
+		r.res.LastEpoch = r.head.Epoch()
+		err = r.workerEpochs(ctx, r.Dc.Interleave(r.pendingOf(files)))
+		if errors.Is(err, errRestore) {
+			r.Log.Info("restoring from the head the other workers committed", "epoch", r.head.Epoch(), "reason", err)
+			continue
+		}
+		if err != nil {
+			return &r.res, err
+		}
+		break
+	}
+	r.res.LastEpoch = r.head.Epoch()
+	r.res.Watermark = r.wm
+	return &r.res, nil
+}
+
+// workerEpochs runs epochs until the input is caught up (--once), the run
+// is stopped or reaches --until-epoch.
+func (r *Runner) workerEpochs(ctx context.Context, pend []store.ObjectInfo) error {
+	for {
+		if r.Opts.UntilEpoch > 0 && r.head.Epoch() >= r.Opts.UntilEpoch {
+			r.res.UntilReached = r.res.Epochs == 0
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if r.stopping() {
+			r.Log.Info("stop requested: stopping after the last committed epoch", "epoch", r.head.Epoch())
+			return nil
+		}
+		err := r.workerEpoch(ctx, &pend)
+		if errors.Is(err, cluster.ErrIdle) {
+			if r.Opts.Trigger == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-r.Opts.Stop:
+			case <-time.After(r.Opts.Trigger):
+			}
+			files, err := r.listing.List(ctx, r.P, r.St.Source, r.Opts.now())
+			if err != nil {
+				return err
+			}
+			pend = r.Dc.Interleave(r.pendingOf(files))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if r.wm == math.MaxInt64 && r.Opts.Drain {
+			return nil
+		}
+	}
+}
+
+// propose decides the next epoch from this worker's listing (pend): nil
+// when there is nothing to commit.
+func (r *Runner) propose(pend []store.ObjectInfo) cluster.Proposer {
+	return func(ctx context.Context) (*manifest.Decision, error) {
+		batch := r.Dc.SelectFiles(pend)
+		drain := len(batch) == 0 && r.Opts.Drain && r.wm != math.MaxInt64
+		d := &manifest.Decision{Inputs: maps.Clone(r.inputs), Watermark: r.wm, Drain: drain,
+			Waiting: r.Dc.Waiting(pend, len(batch)), CreatedAt: r.Opts.now().UTC()}
+		if len(batch) == 0 && !drain {
+			switch {
+			case r.mustCommit || r.recordListing:
+				d.Commit = true
+			case !r.Dc.DecideSeen(r.inputs, r.wm, nil, d.CreatedAt, d.Waiting, false, true).Commit:
+				return nil, nil // idle, and the idle timeout moves nothing
+			}
+		}
+		files := make([]cluster.File, len(batch))
+		for i, f := range batch {
+			files[i] = cluster.File{Key: f.Key, Size: f.Size}
+		}
+		d.Files = cluster.AssignFiles(files, r.cl.top.Workers)
+		return d, nil
+	}
+}
+
+// workerEpoch takes part in the next epoch.
+func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) error {
+	cl := r.cl
+	if err := r.beginWriting(ctx); err != nil {
+		return err
+	}
+	num := max(r.epochFloor, r.head.Epoch()+1)
+	ep, err := cl.w.Join(ctx, r.gen.Generation, num, r.head.Ref(), r.propose(*pend))
+	if err != nil {
+		return err
+	}
+	d := ep.Decision
+	cl.ep, cl.round, cl.seen, cl.mine = ep, 0, nil, nil
+	att := r.C.Resume(r.head, d.Generation, d.Epoch, d.Attempt)
+	t0 := time.Now()
+	req0 := r.St.Requests()
+	part, err := ep.Part(ctx)
+	if err != nil {
+		return err
+	}
+	restore := part != nil
+	if part == nil {
+		if part, err = r.workerShare(ctx, att, d, t0, req0); err != nil {
+			return err
+		}
+		if _, err := ep.WritePart(ctx, part); err != nil {
+			return err
+		}
+	}
+	var edit *epochEdit
+	build := func(d *manifest.Decision, parts []*manifest.WorkerPart) ([]byte, error) {
+		m, e, err := r.buildManifest(ctx, att, d, parts)
+		if err != nil {
+			return nil, err
+		}
+		edit = e
+		return manifest.EncodeManifest(m)
+	}
+	data, _, err := ep.Commit(ctx, build)
+	if errors.Is(err, cluster.ErrCommitted) {
+		return fmt.Errorf("%w: %w", errRestore, err)
+	}
+	if err != nil {
+		return err
+	}
+	m, err := manifest.DecodeManifest(manifest.ManifestPath(d.Generation, d.Epoch), data)
+	if err != nil {
+		return err
+	}
+	if edit == nil {
+		// Another worker built the manifest: build the same edit here.
+		parts, err := ep.Parts(ctx)
+		if err != nil {
+			if errors.Is(err, cluster.ErrCommitted) {
+				return fmt.Errorf("%w: %w", errRestore, err)
+			}
+			return err
+		}
+		if _, edit, err = r.buildManifest(ctx, att, d, parts); err != nil {
+			return err
+		}
+	}
+	head, err := att.Commit(ctx, m)
+	if errors.Is(err, epoch.ErrSuperseded) {
+		return fmt.Errorf("%w: %w", errRestore, err) // the other workers went on without this one
+	}
+	if err != nil {
+		return err
+	}
+	r.apply(edit, head)
+	r.mustCommit, r.recordListing = false, false
+	decided := map[string]bool{}
+	for _, f := range d.Files {
+		decided[f.Key] = true
+	}
+	*pend = slices.DeleteFunc(*pend, func(f store.ObjectInfo) bool { return decided[f.Key] })
+	if cl.self == 0 {
+		r.retain(ctx, true)
+	}
+	st := m.Stats
+	r.Log.Info("epoch committed", "epoch", head.Epoch(), "generation", r.gen.Generation, "worker", cl.self, "workers", cl.top.Workers,
+		"files", st.FilesIn, "rows_in", st.RowsIn, "rows_out", m.Counters.RowsOut-edit.prevRowsOut, "watermark", FmtWM(m.Watermark),
+		"duration", (time.Duration(st.DurationMs) * time.Millisecond).String(), "rounds", part.Rounds,
+		"gets", st.Gets, "puts", st.Puts, "lists", st.Lists)
+	if restore {
+		return fmt.Errorf("%w: this worker's part of epoch %d was written by an earlier run", errRestore, d.Epoch)
+	}
+	return nil
+}
+
+// workerShare does this worker's share of the epoch: decode its files,
+// exchange, run its subtasks, write its state and outputs. It returns its
+// part record.
+func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifest.Decision, t0 time.Time, req0 store.RetryStats) (*manifest.WorkerPart, error) {
+	cl := r.cl
+	mine := cluster.FilesOf(d, cl.self)
+	files := make([]store.ObjectInfo, len(mine))
+	for i, f := range mine {
+		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
+	}
+	results, err := r.DecodeEpoch(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	in := Summarize(results)
+	if err := r.checkRejected(in); err != nil {
+		return nil, err
+	}
+	cl.mine = r.Dc.SeenOf(in.Obs)
+	// Round 1: every worker's event times, for the one watermark.
+	meta, err := json.Marshal(cl.mine)
+	if err != nil {
+		return nil, err
+	}
+	incoming, err := r.exchangeRound(ctx, make([][]byte, cl.top.Workers), meta)
+	if err != nil {
+		return nil, err
+	}
+	cl.seen = maps.Clone(cl.mine)
+	for _, inc := range incoming {
+		var theirs map[string]int64
+		if err := json.Unmarshal(inc.Meta, &theirs); err != nil {
+			return nil, fmt.Errorf("exchange round 1: worker %d's event times: %w", inc.Sender, err)
+		}
+		mergeSeen(cl.seen, theirs)
+	}
+	dd := r.Dc.DecideSeen(r.inputs, r.wm, cl.seen, d.CreatedAt, d.Waiting, d.Drain, len(d.Files) == 0 && !d.Commit)
+	if !r.Plan.Graph.Linear {
+		r.sourceWM = r.Dc.InputWatermarksWaiting(dd.Inputs, r.wm, d.CreatedAt, d.Waiting, d.Drain, r.Plan.Graph.SourceNames())
+	}
+	out, err := r.Process(ctx, results, dd.Watermark)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
+		return nil, err
+	}
+	w, err := r.write(ctx, att, out, in.Rejects, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.writeGraph(ctx, att, out, w); err != nil {
+		return nil, err
+	}
+	p := &manifest.WorkerPart{Rounds: cl.round, Outputs: w.outRefs, SideOutputs: w.sideRefs, Inputs: map[string]manifest.InputState{}}
+	for name, ts := range cl.mine {
+		p.Inputs[name] = manifest.InputState{MaxEventTime: ts, LastActive: d.CreatedAt}
+	}
+	p.Counters = manifest.Counters{FilesIn: int64(len(files)), RowsIn: in.Rows + int64(len(in.Rejects)), RowsOut: w.rowsOut,
+		RowsLate: out.Late, RowsRejected: int64(len(in.Rejects)), RowsFiltered: in.Filtered, Windows: out.Windows,
+		FilesRejectedWhole: in.wholeFiles}
+	if r.wm == math.MaxInt64 {
+		p.Counters.FilesAfterDrain = int64(len(files))
+	}
+	for _, nd := range r.Plan.Graph.State {
+		emitted := int64(manifest.NoWatermark)
+		os := manifest.OperatorState{ID: nd.Name, Files: []manifest.FileRef{}}
+		for s, op := range r.Graph.Subs[nd.Name] {
+			if op == nil {
+				continue
+			}
+			emitted = max(emitted, op.Watermark())
+			st := w.graph[nd.Name][s]
+			os.Files = append(os.Files, st.Base)
+			os.Deltas = append(os.Deltas, st.Deltas...)
+		}
+		os.EmittedThrough = emitted
+		p.Operators = append(p.Operators, os)
+	}
+	req := r.St.Requests().Sub(req0)
+	p.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: p.Counters.RowsIn,
+		Gets: req.Requests.Get, Puts: req.Requests.Put + 1, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
+	for _, f := range files {
+		p.Stats.BytesIn += f.Size
+	}
+	for _, f := range append(slices.Clone(p.Outputs), p.SideOutputs...) {
+		p.Stats.BytesWritten += f.Size
+	}
+	for _, o := range p.Operators {
+		for _, f := range append(slices.Clone(o.Files), o.Deltas...) {
+			if strings.Contains(f.Path, att.ID[:manifest.AttemptPrefixLen]) {
+				p.Stats.BytesWritten += f.Size
+			}
+		}
+	}
+	return p, nil
+}
+
+func mergeSeen(into, from map[string]int64) {
+	for k, v := range from {
+		if cur, ok := into[k]; !ok || v > cur {
+			into[k] = v
+		}
+	}
+}
+
+// buildManifest builds the epoch's manifest and edit from the decision,
+// the parts and the runner's head (the same in every worker): the bytes do
+// not depend on which worker builds them. It writes the processed-file
+// and output-log segments (attempt-tagged, the same bytes from any
+// worker).
+func (r *Runner) buildManifest(ctx context.Context, att *epoch.Attempt, d *manifest.Decision, parts []*manifest.WorkerPart) (*manifest.Manifest, *epochEdit, error) {
+	mg, err := cluster.MergeParts(d, parts)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]int64{}
+	for _, p := range parts {
+		for name, in := range p.Inputs {
+			mergeSeen(seen, map[string]int64{name: in.MaxEventTime})
+		}
+	}
+	dd := r.Dc.DecideSeen(r.inputs, r.wm, seen, d.CreatedAt, d.Waiting, d.Drain, len(d.Files) == 0 && !d.Commit)
+	files := make([]store.ObjectInfo, len(d.Files))
+	keys := make([]string, len(d.Files))
+	sizes := make([]string, len(d.Files))
+	for i, f := range d.Files {
+		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
+		keys[i], sizes[i] = f.Key, sizeEntry(f.Key, f.Size)
+	}
+	w := &written{outRefs: mg.Outputs, sideRefs: mg.SideOutputs, rowsOut: mg.Counters.RowsOut, graph: map[string][]SubState{}}
+	e := &epochEdit{files: files, inputs: dd.Inputs, watermark: dd.Watermark, out: w, changed: map[string]int64{},
+		rows: mg.Counters.RowsIn - mg.Counters.RowsRejected, late: mg.Counters.RowsLate, rejected: mg.Counters.RowsRejected,
+		windows: mg.Counters.Windows, prevRowsOut: r.counters.RowsOut}
+	if e.seen, err = r.Seen.Prepare(ctx, att, keys); err != nil {
+		return nil, nil, err
+	}
+	if e.sizes, err = r.sizes.Prepare(ctx, att, sizes); err != nil {
+		return nil, nil, err
+	}
+	paths := make([]string, len(w.outRefs))
+	for i, o := range w.outRefs {
+		paths[i] = o.Path
+	}
+	if e.outputs, err = r.outputs.Prepare(ctx, att, paths); err != nil {
+		return nil, nil, err
+	}
+	c := r.counters
+	mc := mg.Counters
+	c.FilesIn += mc.FilesIn
+	c.RowsIn += mc.RowsIn
+	c.RowsOut += mc.RowsOut
+	c.RowsLate += mc.RowsLate
+	c.RowsRejected += mc.RowsRejected
+	c.RowsFiltered += mc.RowsFiltered
+	c.Windows += mc.Windows
+	c.FilesRejectedWhole += mc.FilesRejectedWhole
+	c.FilesAfterDrain += mc.FilesAfterDrain
+	e.counters = c
+	m := &manifest.Manifest{Watermark: e.watermark, Counters: e.counters, Outputs: w.outRefs, SideOutputs: w.sideRefs, OutputLog: e.outputs.Segments}
+	m.Source.Inline, m.Source.Segments = e.seen.Inline, e.seen.Segments
+	m.Source.SizesInline, m.Source.SizeSegments = e.sizes.Inline, e.sizes.Segments
+	m.Source.Count = int64(r.Seen.Len() + len(e.seen.Added))
+	m.Source.Inputs = maps.Clone(e.inputs)
+	if m.Source.Inputs == nil {
+		m.Source.Inputs = map[string]manifest.InputState{}
+	}
+	// Operators: per stateful stage, every subtask's state in subtask
+	// order (the workers own ascending ranges).
+	for i, nd := range r.Plan.Graph.State {
+		if i >= len(mg.Operators) || mg.Operators[i].ID != nd.Name {
+			return nil, nil, fmt.Errorf("worker parts do not list stage %s as the plan's keyed stage %d", nd.Name, i)
+		}
+		op := mg.Operators[i]
+		m.Operators = append(m.Operators, op)
+		w.graph[nd.Name], err = subStates(op, r.Parallelism, parts, i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+		}
+	}
+	if len(mg.Operators) != len(r.Plan.Graph.State) {
+		return nil, nil, fmt.Errorf("worker parts list %d keyed stages, the plan %d", len(mg.Operators), len(r.Plan.Graph.State))
+	}
+	m.Stats = mg.Stats
+	if m.Stats == nil {
+		m.Stats = &manifest.EpochStats{}
+	}
+	// Fill the identity fields as the attempt's Commit does, so the bytes
+	// are final.
+	m.FormatVersion = manifest.FormatVersion
+	m.Pipeline = r.C.Pipeline
+	m.Generation, m.Epoch, m.Attempt = d.Generation, d.Epoch, d.Attempt
+	m.Parent = d.Parent
+	m.CreatedAt = d.CreatedAt
+	return m, e, nil
+}
+
+// subStates splits a merged operator's files back into subtasks: worker
+// w's part lists one base per subtask of its range, in order, and its
+// deltas name their subtask.
+func subStates(op manifest.OperatorState, p int, parts []*manifest.WorkerPart, idx int) ([]SubState, error) {
+	out := make([]SubState, p)
+	for _, part := range parts {
+		po := part.Operators[idx]
+		if len(po.Files) != part.SubtaskHi-part.SubtaskLo {
+			return nil, fmt.Errorf("worker %d's part has %d state files for subtasks %d..%d", part.Worker, len(po.Files), part.SubtaskLo, part.SubtaskHi-1)
+		}
+		for j, f := range po.Files {
+			out[part.SubtaskLo+j].Base = f
+		}
+		for _, dl := range po.Deltas {
+			if dl.Subtask < part.SubtaskLo || dl.Subtask >= part.SubtaskHi {
+				return nil, fmt.Errorf("worker %d's delta %s is of subtask %d, outside its range", part.Worker, dl.Path, dl.Subtask)
+			}
+			out[dl.Subtask].Deltas = append(out[dl.Subtask].Deltas, dl)
+		}
+	}
+	return out, nil
+}
+
+// exchangeRound sends one round (segments per receiver, meta for all) and
+// returns what the others sent, in sender order.
+func (r *Runner) exchangeRound(ctx context.Context, segments [][]byte, meta []byte) ([]cluster.Incoming, error) {
+	cl := r.cl
+	cl.round++
+	if _, err := cl.ep.Send(ctx, cl.round, segments, meta); err != nil {
+		return nil, err
+	}
+	return cl.ep.Receive(ctx, cl.round)
+}
+
+// exchange routes a keyed stage's input rows (per input, this worker's)
+// to the workers owning their key groups and returns, per input, the rows
+// of this worker's subtasks: every sender's in sender order, its own at its
+// index.
+func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*dataflow.Node][]arrow.RecordBatch) (map[*dataflow.Node][]arrow.RecordBatch, error) {
+	cl := r.cl
+	nw := cl.top.Workers
+	// routed[w][i]: input i's rows for worker w.
+	routed := make([][][]arrow.RecordBatch, nw)
+	for w := range routed {
+		routed[w] = make([][]arrow.RecordBatch, len(nd.Ins))
+	}
+	done := map[*dataflow.Node]bool{}
+	for i, u := range nd.Ins {
+		if done[u] {
+			continue // a self-join reads one input twice: route it once
+		}
+		done[u] = true
+		for _, b := range in[u] {
+			sel, err := operators.PartitionIndices(b, nd.KeyCols[i], r.Parallelism, r.K)
+			if err != nil {
+				return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+			}
+			// Rows in their order, per receiving worker.
+			dest := make([]int32, b.NumRows())
+			for s, idx := range sel {
+				w := int32(cl.top.WorkerOfSubtask(s))
+				for _, j := range idx {
+					dest[j] = w
+				}
+			}
+			per := make([][]int32, nw)
+			for j, w := range dest {
+				per[w] = append(per[w], int32(j))
+			}
+			for w, idx := range per {
+				switch {
+				case len(idx) == 0:
+				case len(idx) == int(b.NumRows()):
+					b.Retain()
+					routed[w][i] = append(routed[w][i], b)
+				default:
+					t, err := operators.TakeRows(b, idx, r.Mem)
+					if err != nil {
+						return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+					}
+					routed[w][i] = append(routed[w][i], t)
+				}
+			}
+		}
+	}
+	segments := make([][]byte, nw)
+	for w := range nw {
+		if w == cl.self {
+			continue
+		}
+		seg, err := encodeSegment(nd, routed[w])
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: exchange: %w", nd.Name, err)
+		}
+		segments[w] = seg
+		for _, bs := range routed[w] {
+			ReleaseBatches(bs)
+		}
+	}
+	incoming, err := r.exchangeRound(ctx, segments, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+	}
+	bySender := make([][][]arrow.RecordBatch, nw)
+	bySender[cl.self] = routed[cl.self]
+	for _, inc := range incoming {
+		bs, err := decodeSegment(nd, inc.Data)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: exchange round %d: worker %d's rows: %w", nd.Name, cl.round, inc.Sender, err)
+		}
+		bySender[inc.Sender] = bs
+	}
+	out := map[*dataflow.Node][]arrow.RecordBatch{}
+	for i, u := range nd.Ins {
+		if _, ok := out[u]; ok {
+			continue
+		}
+		var all []arrow.RecordBatch
+		for _, bs := range bySender {
+			if bs != nil {
+				all = append(all, bs[i]...)
+			}
+		}
+		out[u] = all
+	}
+	return out, nil
+}
+
+// encodeSegment encodes one receiver's rows of a keyed stage: per input,
+// a u64 length and an Arrow IPC stream (nothing for an input without
+// rows).
+func encodeSegment(nd *dataflow.Node, perInput [][]arrow.RecordBatch) ([]byte, error) {
+	if countSub(perInput) == 0 {
+		return nil, nil
+	}
+	var out bytes.Buffer
+	for i, bs := range perInput {
+		var buf bytes.Buffer
+		if countRows(bs) > 0 {
+			wr := ipc.NewWriter(&buf, ipc.WithSchema(nd.Ins[i].Out))
+			for _, b := range bs {
+				if err := wr.Write(b); err != nil {
+					return nil, err
+				}
+			}
+			if err := wr.Close(); err != nil {
+				return nil, err
+			}
+		}
+		out.Write(binary.LittleEndian.AppendUint64(nil, uint64(buf.Len())))
+		out.Write(buf.Bytes())
+	}
+	return out.Bytes(), nil
+}
+
+// decodeSegment is encodeSegment's inverse.
+func decodeSegment(nd *dataflow.Node, data []byte) ([][]arrow.RecordBatch, error) {
+	out := make([][]arrow.RecordBatch, len(nd.Ins))
+	if len(data) == 0 {
+		return out, nil
+	}
+	for i := range nd.Ins {
+		if len(data) < 8 {
+			return nil, fmt.Errorf("segment truncated before input %d", i)
+		}
+		n := binary.LittleEndian.Uint64(data)
+		data = data[8:]
+		if n > uint64(len(data)) {
+			return nil, fmt.Errorf("segment input %d: %d bytes announced, %d left", i, n, len(data))
+		}
+		part := data[:n]
+		data = data[n:]
+		if n == 0 {
+			continue
+		}
+		rd, err := ipc.NewReader(bytes.NewReader(part))
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		if !rd.Schema().Equal(nd.Ins[i].Out) {
+			rd.Release()
+			return nil, fmt.Errorf("input %d: schema %s, the plan's %s", i, rd.Schema(), nd.Ins[i].Out)
+		}
+		for rd.Next() {
+			b := rd.RecordBatch()
+			b.Retain()
+			out[i] = append(out[i], b)
+		}
+		err = rd.Err()
+		rd.Release()
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	if len(data) != 0 {
+		return nil, fmt.Errorf("%d bytes after the last input", len(data))
+	}
+	return out, nil
+}
+
+var _ = decide.FileObs{}
