@@ -283,3 +283,62 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestWorkersJoin runs a two-source graph (bids joined with their auctions
+// in 10 s windows, then bids and volume per category) as W = 3 workers
+// with kills, and as one process: equal sinks row for row. The join's two
+// inputs and the window after it each cross workers (three exchange
+// rounds per epoch).
+func TestWorkersJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	abs, err := filepath.Abs("../../testdata/auctions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(name string) string {
+		y := fmt.Sprintf(`name: %s
+sources:
+  bids: {type: files, url: %q, format: jsonl, schema: {auction: int64, bidder: int64, price: int64, ts: timestamp},
+         event_time: ts, max_files_per_epoch: 2, watermark: {max_out_of_orderness: 2s}}
+  auctions: {type: files, url: %q, format: jsonl, schema: {id: int64, seller: int64, category: int64, ts: timestamp},
+             event_time: ts, max_files_per_epoch: 2, watermark: {max_out_of_orderness: 2s}}
+stages:
+  - name: bid-auction
+    inputs: [bids, auctions]
+    join: {left_on: [auction], right_on: [id], window: {tumbling: 10s}}
+  - name: per-category
+    input: bid-auction
+    window: {key: [category], tumbling: 10s, aggregates: {bids: "count()", volume: "sum(price)", top: "max(price)"}}
+sinks:
+  out: {input: per-category, type: files, url: %q, format: parquet}
+state: {url: %q, parallelism: 3}
+`, name, filepath.Join(abs, "bids"), filepath.Join(abs, "auctions"), filepath.Join(root, name, "out"), filepath.Join(root, name, "state"))
+		p := filepath.Join(root, name+".yaml")
+		if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ref := spec("ref")
+	runFloe(t, "run", ref, "--drain")
+	want, _ := committedRows(t, ctx, ref, "file://"+filepath.Join(root, "ref", "out"))
+	if len(want) == 0 {
+		t.Fatal("reference produced no rows")
+	}
+	w := spec("w")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills := runWorkerRound(t, rng, w, 3, 2, "--drain")
+	got, _ := committedRows(t, ctx, w, "file://"+filepath.Join(root, "w", "out"))
+	if m, x := multisetDiff(want, got); len(m) > 0 || len(x) > 0 {
+		t.Errorf("3 workers (%d kills) committed %d rows, one process %d: %d missing, %d extra\nmissing: %q\nextra: %q",
+			kills, len(got), len(want), len(m), len(x), firstN(m, 5), firstN(x, 5))
+	}
+	t.Logf("%d rows equal; %d kills landed", len(got), kills)
+	if v := runFloe(t, "verify", w); !strings.Contains(v.stdout, " 0 problems") {
+		t.Errorf("floe verify:\n%s", v.stdout)
+	}
+}
