@@ -11,7 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/floe-dev/floe/cluster"
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
 	"github.com/floe-dev/floe/epoch"
@@ -289,12 +291,38 @@ type PlanReport struct {
 	TableChanges []string      `json:"table_changes,omitempty"`
 	Subtasks     []SubtaskPlan `json:"subtasks,omitempty"`
 	PendingFiles int           `json:"pending_files"`
+	// Workers (plan --workers W) says what each of W worker processes
+	// owns, and EpochRequests what the next epoch costs in requests by
+	// the cost model (docs/workers.md).
+	Workers       []WorkerPlan   `json:"workers,omitempty"`
+	EpochRequests *EpochRequests `json:"epoch_requests,omitempty"`
 	// Graph draws a graph-form pipeline: its sources, stages (kind, keys,
 	// parallelism) and sink, in topological order.
 	Graph string `json:"graph,omitempty"`
 	// Warnings are what the run would log as warnings before it writes
 	// anything (a sink added, a sink taken over from another state ...).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// WorkerPlan is what one worker of a pipeline run by several owns: the
+// subtasks [SubtaskLo, SubtaskHi) and their key groups.
+type WorkerPlan struct {
+	Worker     int `json:"worker"`
+	SubtaskLo  int `json:"subtask_lo"`
+	SubtaskHi  int `json:"subtask_hi"`
+	KeyGroupLo int `json:"key_group_lo"`
+	KeyGroupHi int `json:"key_group_hi"`
+}
+
+// EpochRequests is the cost model's count of the next epoch's requests:
+// the coordination of the workers (Protocol) and the work one process
+// would do too (Work), priced at S3's request prices.
+type EpochRequests struct {
+	Files    int              `json:"files"`
+	Rounds   int              `json:"rounds"`
+	Protocol cluster.Requests `json:"protocol"`
+	Work     cluster.Requests `json:"work"`
+	Dollars  float64          `json:"dollars"`
 }
 
 // Print writes the plan for people.
@@ -337,6 +365,18 @@ func (r *PlanReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "warning: %s\n", x)
 	}
 	fmt.Fprintf(w, "pending input files: %d\n", r.PendingFiles)
+	if len(r.Workers) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "worker\tsubtasks\tkey groups\n")
+		for _, o := range r.Workers {
+			fmt.Fprintf(tw, "%d\t[%d, %d)\t[%d, %d)\n", o.Worker, o.SubtaskLo, o.SubtaskHi, o.KeyGroupLo, o.KeyGroupHi)
+		}
+		tw.Flush()
+	}
+	if e := r.EpochRequests; e != nil {
+		fmt.Fprintf(w, "next epoch (%d files, %d exchange rounds) by the cost model: coordination %d PUTs + %d GETs, work %d PUTs + %d GETs + %d LISTs; $%.6f at S3 request prices\n",
+			e.Files, e.Rounds, e.Protocol.Puts, e.Protocol.Gets, e.Work.Puts, e.Work.Gets, e.Work.Lists, e.Dollars)
+	}
 	if r.Graph != "" {
 		fmt.Fprintf(w, "graph:\n%s", dataflow.Indent(r.Graph, "  "))
 	}
@@ -780,7 +820,21 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 			return nil, err
 		}
 	}
-	rep.PendingFiles = len(runner.PendingFiles(rp.Files, seen.Has))
+	pend := runner.PendingFiles(rp.Files, seen.Has)
+	rep.PendingFiles = len(pend)
+	if opts.Workers > 1 {
+		top := cluster.Topology{Workers: opts.Workers, Parallelism: rp.Parallelism, MaxParallelism: rp.K}
+		for _, o := range top.Owners() {
+			rep.Workers = append(rep.Workers, WorkerPlan{Worker: o.Worker, SubtaskLo: o.SubtaskLo, SubtaskHi: o.SubtaskHi,
+				KeyGroupLo: o.KeyGroupLo, KeyGroupHi: o.KeyGroupHi})
+		}
+		// Round 1 carries the event times; each keyed stage is one more.
+		shape := cluster.Shape{Workers: opts.Workers, Parallelism: rp.Parallelism,
+			Files: len(decide.NewConfig(p).SelectFiles(pend)), Rounds: len(rp.Plan.Graph.State) + 1}
+		proto, work := cluster.Protocol(shape), cluster.Work(shape)
+		rep.EpochRequests = &EpochRequests{Files: shape.Files, Rounds: shape.Rounds, Protocol: proto, Work: work,
+			Dollars: proto.Add(work).Dollars()}
+	}
 	if runner.IsGraph(p) {
 		rep.Graph = dataflow.DescribeGraph(p, rp.Parallelism)
 	}

@@ -480,7 +480,7 @@ func outputsCmd(stdout io.Writer) *cobra.Command {
 }
 
 func planCmd(stdout io.Writer) *cobra.Command {
-	var parallelism int
+	var parallelism, workers int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "plan SPEC.yaml",
@@ -491,7 +491,10 @@ func planCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := engine.Plan(cmd.Context(), p, engine.Options{Parallelism: parallelism})
+			if workers < 1 {
+				return fmt.Errorf("--workers %d: must be at least 1", workers)
+			}
+			rep, err := engine.Plan(cmd.Context(), p, engine.Options{Parallelism: parallelism, Workers: workers})
 			if err != nil {
 				return err
 			}
@@ -506,6 +509,7 @@ func planCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "parallelism the next run would use")
+	cmd.Flags().IntVar(&workers, "workers", 1, "worker processes the next run would use: what each owns, and what an epoch costs in requests")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
 	return cmd
 }
