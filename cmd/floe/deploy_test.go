@@ -47,7 +47,7 @@ func list(v any) []any { l, _ := v.([]any); return l }
 func loadDeploy(t *testing.T) []k8sDoc {
 	t.Helper()
 	var files []string
-	for _, pat := range []string{"*.yaml", "*.yml"} {
+	for _, pat := range []string{"*.yaml", "*.yml", "workers/*.yaml"} {
 		m, err := filepath.Glob(filepath.Join(deployDir, pat))
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +77,11 @@ func loadDeploy(t *testing.T) []k8sDoc {
 			if obj == nil {
 				continue
 			}
-			d := k8sDoc{file: filepath.Base(f), obj: obj}
+			rel, err := filepath.Rel(deployDir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := k8sDoc{file: rel, obj: obj}
 			if _, ok := obj["apiVersion"].(string); !ok || d.kind() == "" || d.name() == "" {
 				t.Errorf("%s: document %d lacks apiVersion, kind or metadata.name", f, i)
 			}
