@@ -75,7 +75,29 @@ state: {url: st}
 // its place in the spec (file, line, column and path) and the kinds the
 // engine runs, rather than compiled as something else.
 func TestUnknownKindNamesStage(t *testing.T) {
-	p, err := spec.Parse("p.yaml", []byte(kindSpec), t.TempDir())
+	p, schemas := parseGraph(t, "p.yaml", kindSpec)
+	if _, err := CompileGraph(p, schemas, nil); err != nil {
+		t.Fatalf("with every kind registered: %v", err)
+	}
+	over := kinds[spec.KindOver]
+	delete(kinds, spec.KindOver)
+	t.Cleanup(func() { kinds[spec.KindOver] = over })
+	_, err := CompileGraph(p, schemas, nil)
+	if err == nil {
+		t.Fatal("compiled a stage of an unregistered kind")
+	}
+	for _, want := range []string{"p.yaml:8:5: stages[1]", "stage recent", `stage kind "over" is not one the engine runs`, "(dedup, filter, join, lookup, project, top_n, window)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// parseGraph parses the spec text (as file name) and returns it with its
+// sources' declared schemas, by source name.
+func parseGraph(t *testing.T, name, text string) (*spec.Pipeline, map[string]*arrow.Schema) {
+	t.Helper()
+	p, err := spec.Parse(name, []byte(text), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,19 +109,5 @@ func TestUnknownKindNamesStage(t *testing.T) {
 		}
 		schemas[ns.Name] = sc
 	}
-	if _, err := CompileGraph(p, schemas, nil); err != nil {
-		t.Fatalf("with every kind registered: %v", err)
-	}
-	over := kinds[spec.KindOver]
-	delete(kinds, spec.KindOver)
-	t.Cleanup(func() { kinds[spec.KindOver] = over })
-	_, err = CompileGraph(p, schemas, nil)
-	if err == nil {
-		t.Fatal("compiled a stage of an unregistered kind")
-	}
-	for _, want := range []string{"p.yaml:8:5: stages[1]", "stage recent", `stage kind "over" is not one the engine runs`, "(dedup, filter, join, lookup, project, top_n, window)"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not contain %q", err, want)
-		}
-	}
+	return p, schemas
 }
