@@ -109,8 +109,16 @@ type stageCompile struct {
 // in is the schema of input i's rows.
 func (c *stageCompile) in(i int) *arrow.Schema { return c.n.Ins[i].Out }
 
-// inputTime is the event-time column of input i's rows.
-func (c *stageCompile) inputTime(i int) string { return EventTimeOf(c.g, c.st.Inputs[i]) }
+// timeOr is col, or when col is "" the event-time column of input i's
+// rows.
+func (c *stageCompile) timeOr(col string, i int) string { return timeOr(c.g, c.st, col, i) }
+
+func timeOr(g *spec.Graph, st *spec.Stage, col string, i int) string {
+	if col == "" {
+		return EventTimeOf(g, st.Inputs[i])
+	}
+	return col
+}
 
 // keyed makes the node a keyed stage whose operator newOp builds: its
 // state fingerprint (with the time rule of graphwin.go) and its key
@@ -139,8 +147,18 @@ type needsCtx struct {
 	xo  []expr.Option
 }
 
-// inputTime is the event-time column of input i's rows.
-func (c *needsCtx) inputTime(i int) string { return EventTimeOf(c.g, c.st.Inputs[i]) }
+// timeOr is col, or when col is "" the event-time column of input i's
+// rows.
+func (c *needsCtx) timeOr(col string, i int) string { return timeOr(c.g, c.st, col, i) }
+
+// holds reads, of the one input of a stage that holds its input's rows
+// (top_n, dedup, over), the columns cols, the window bounds and the
+// columns the stage hands on.
+func (c *needsCtx) holds(cols ...string) {
+	c.ins[0].addAll(cols...)
+	c.bounds(0)
+	c.passthrough(0)
+}
 
 // passthrough reads the output columns the stage hands on from input i
 // under their own names.

@@ -20,22 +20,13 @@ func init() {
 			if d.Keep == spec.KeepLast {
 				ds.Keep = operators.KeepLast
 			}
-			if ds.EventTime == "" {
-				ds.EventTime = c.inputTime(0)
-			}
+			ds.EventTime = c.timeOr(ds.EventTime, 0)
 			in, k := c.in(0), c.k
 			return c.keyed(func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) })
 		},
 		needs: func(c *needsCtx) {
 			d := c.st.Dedup
-			c.ins[0].addAll(d.Keys...)
-			et := d.EventTime
-			if et == "" {
-				et = c.inputTime(0)
-			}
-			c.ins[0].addAll(et)
-			c.bounds(0)
-			c.passthrough(0)
+			c.holds(append(slices.Clone(d.Keys), c.timeOr(d.EventTime, 0))...)
 		},
 		orderSensitive: func(*spec.Stage) bool { return true },
 		held: func(st *spec.Stage) *HeldRows {

@@ -21,17 +21,10 @@ func init() {
 		compile: compileJoin,
 		needs: func(c *needsCtx) {
 			j := c.st.Join
-			lt, rt := j.LeftTime, j.RightTime
-			if lt == "" {
-				lt = c.inputTime(0)
-			}
-			if rt == "" {
-				rt = c.inputTime(1)
-			}
 			c.ins[0].addAll(j.LeftKeys...)
-			c.ins[0].addAll(lt)
+			c.ins[0].addAll(c.timeOr(j.LeftTime, 0))
 			c.ins[1].addAll(j.RightKeys...)
-			c.ins[1].addAll(rt)
+			c.ins[1].addAll(c.timeOr(j.RightTime, 1))
 			c.bounds(0)
 			c.bounds(1)
 			prefix := j.RightPrefix
@@ -86,12 +79,7 @@ func compileJoin(c *stageCompile) error {
 	if j.Type == spec.JoinLeft {
 		js.Type = operators.LeftJoin
 	}
-	if js.LeftTime == "" {
-		js.LeftTime = c.inputTime(0)
-	}
-	if js.RightTime == "" {
-		js.RightTime = c.inputTime(1)
-	}
+	js.LeftTime, js.RightTime = c.timeOr(js.LeftTime, 0), c.timeOr(js.RightTime, 1)
 	switch {
 	case j.Interval != nil:
 		js.Interval = &operators.JoinInterval{Lower: j.Interval.Lower, Upper: j.Interval.Upper}

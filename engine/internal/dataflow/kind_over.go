@@ -18,9 +18,7 @@ func init() {
 		compile: func(c *stageCompile) error {
 			n, ov := c.n, c.st.Over
 			os := operators.OverSpec{ID: n.Name, Keys: ov.Keys, EventTime: ov.OrderBy, Rows: ov.Rows, AllowedLateness: ov.AllowedLateness}
-			if os.EventTime == "" {
-				os.EventTime = c.inputTime(0)
-			}
+			os.EventTime = c.timeOr(os.EventTime, 0)
 			for _, a := range ov.Aggregates {
 				as, err := operators.ParseAggregate(a.Name, fmt.Sprintf("%s(%s)", a.Func, a.Column))
 				if err != nil {
@@ -33,17 +31,11 @@ func init() {
 		},
 		needs: func(c *needsCtx) {
 			o := c.st.Over
-			c.ins[0].addAll(o.Keys...)
-			et := o.OrderBy
-			if et == "" {
-				et = c.inputTime(0)
-			}
-			c.ins[0].addAll(et)
+			cols := append(slices.Clone(o.Keys), c.timeOr(o.OrderBy, 0))
 			for _, a := range o.Aggregates {
-				c.ins[0].addAll(a.Column)
+				cols = append(cols, a.Column)
 			}
-			c.bounds(0)
-			c.passthrough(0)
+			c.holds(cols...)
 		},
 		orderSensitive: func(*spec.Stage) bool { return true },
 		held: func(st *spec.Stage) *HeldRows {

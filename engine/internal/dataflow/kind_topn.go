@@ -22,10 +22,7 @@ func init() {
 				ts.OrderBy = append(ts.OrderBy, operators.OrderSpec{Column: o.Column, Desc: o.Desc, NullsFirst: o.NullsFirst})
 			}
 			if t.Tumbling > 0 {
-				ts.EventTime = t.EventTime
-				if ts.EventTime == "" {
-					ts.EventTime = c.inputTime(0)
-				}
+				ts.EventTime = c.timeOr(t.EventTime, 0)
 				if prod, renamed, ok := windowEndAlias(n.Ins[0], ts.EventTime); ok {
 					return offByOneWindow("event_time", ts.EventTime, prod, renamed)
 				}
@@ -35,19 +32,14 @@ func init() {
 		},
 		needs: func(c *needsCtx) {
 			t := c.st.TopN
-			c.ins[0].addAll(t.Keys...)
+			cols := slices.Clone(t.Keys)
 			for _, o := range t.OrderBy {
-				c.ins[0].addAll(o.Column)
+				cols = append(cols, o.Column)
 			}
 			if t.Tumbling > 0 {
-				et := t.EventTime
-				if et == "" {
-					et = c.inputTime(0)
-				}
-				c.ins[0].addAll(et)
+				cols = append(cols, c.timeOr(t.EventTime, 0))
 			}
-			c.bounds(0)
-			c.passthrough(0)
+			c.holds(cols...)
 		},
 		orderSensitive: func(*spec.Stage) bool { return true },
 		held: func(st *spec.Stage) *HeldRows {

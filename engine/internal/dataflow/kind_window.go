@@ -21,7 +21,7 @@ func init() {
 		needs: func(c *needsCtx) {
 			w := c.st.Window
 			c.ins[0].addAll(w.Key...)
-			c.ins[0].addAll(c.inputTime(0))
+			c.ins[0].addAll(c.timeOr("", 0))
 			for _, a := range w.Aggregates {
 				c.ins[0].addAll(a.Column)
 			}
@@ -58,7 +58,7 @@ func compileWindow(c *stageCompile) error {
 	n, st, in, k := c.n, c.st, c.in(0), c.k
 	n.windows = true
 	n.window, n.fixedWindow = shapeOfWindow(st.Window)
-	ws, err := WindowSpec(n.Name, st.Window, c.inputTime(0))
+	ws, err := WindowSpec(n.Name, st.Window, c.timeOr("", 0))
 	if err != nil {
 		return err
 	}
