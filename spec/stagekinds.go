@@ -247,13 +247,6 @@ func (s Stage) Kind() string {
 	return ""
 }
 
-// Keyed reports whether the stage keeps state by key (a window, join,
-// top_n, dedup or over stage); false when its kind is not one.
-func (s Stage) Keyed() bool {
-	k := s.kind()
-	return k != nil && k.keyed
-}
-
 // Stateless reports whether the stage is of a kind that maps each batch on
 // its own (a filter, project or lookup stage); false when its kind is not
 // one.
