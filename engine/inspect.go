@@ -114,7 +114,7 @@ type WindowState struct {
 }
 
 // windowed reports whether op's rows are windows with aggregates.
-func (op *WindowState) windowed() bool { return op.Kind == "" || op.Kind == spec.KindWindow }
+func (op *WindowState) windowed() bool { return op.Kind == "" || dataflow.FinalisedKind(op.Kind) }
 
 // hidden reports whether column c of r is the other join side's.
 func (op *WindowState) hidden(r *StateRow, c int) bool {

@@ -130,7 +130,7 @@ func (x *inspector) readGraph(ctx context.Context, m *manifest.Manifest, g *mani
 		subs := r.Graph.Subs[n.Name]
 		r.Graph.Subs[n.Name] = nil
 		var op *WindowState
-		if n.Kind == spec.KindWindow {
+		if n.Finalised() { // a window stage (dataflow kind_window.go)
 			ws, err := dataflow.WindowSpec(n.Name, st.Window, dataflow.EventTimeOf(sg, st.Inputs[0]))
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", n.Name, err)
@@ -172,9 +172,14 @@ type heldLayout struct {
 	keyType []arrow.Field // the export fields of the key (a join: named by the left keys)
 }
 
-// heldState decodes the rows a dedup, top_n or join stage's restored
-// subtasks hold, from their snapshots.
+// heldState decodes the rows a dedup, top_n, over or join stage's restored
+// subtasks hold, from their snapshots, as its kind says they read
+// (dataflow.HeldRowsOf).
 func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators.Stateful, srs []runner.SubtaskRestore) (*WindowState, error) {
+	h := dataflow.HeldRowsOf(st)
+	if h == nil {
+		return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.Kind)
+	}
 	fresh, err := n.NewOp()
 	if err != nil {
 		return nil, err
@@ -183,7 +188,7 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 	if sch.NumFields() == 0 || sch.Field(0).Name != operators.ColKeyGroup {
 		return nil, fmt.Errorf("internal error: the state schema does not start with %s: %s", operators.ColKeyGroup, sch)
 	}
-	op := &WindowState{ID: n.Name, Kind: n.Kind, Stage: describeStage(st), EmittedThrough: emitted}
+	op := &WindowState{ID: n.Name, Kind: n.Kind, Stage: dataflow.StateHeader(st), EmittedThrough: emitted}
 	idx := func(name string) (int, error) {
 		is := sch.FieldIndices(name)
 		if len(is) != 1 {
@@ -192,17 +197,15 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 		return is[0], nil
 	}
 	var lay heldLayout
-	var ident, sorts []string // identity and order columns, besides the key
-	var seq string            // the arrival-sequence column
 	skip := map[int]bool{0: true}
-	switch {
-	case st.Join != nil:
-		op.Keys = slices.Clone(st.Join.LeftKeys)
-		for side, ks := range [][]string{st.Join.LeftKeys, st.Join.RightKeys} {
-			pre := [...]string{"left.", "right."}[side]
+	op.Keys = slices.Clone(h.Keys)
+	if h.SideKeys != nil {
+		// A stage of two sides: each side's key columns, the key
+		// named by the first side's.
+		for _, ks := range h.SideKeys {
 			var cols []int
 			for _, k := range ks {
-				c, err := idx(pre + k)
+				c, err := idx(k)
 				if err != nil {
 					return nil, err
 				}
@@ -212,32 +215,12 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 		}
 		for _, c := range lay.keys[0] {
 			f := sch.Field(c)
-			f.Name = strings.TrimPrefix(f.Name, "left.")
+			f.Name = strings.TrimPrefix(f.Name, h.Sides[0])
 			lay.keyType = append(lay.keyType, f)
 		}
-		// A buffered row is its side and its values (the n-th of equal
-		// rows): its arrival sequence is renumbered by a rescale.
-		ident, sorts, seq = []string{"side"}, []string{"side", "seq"}, "seq"
-	default:
-		var keys []string
-		switch {
-		case st.Dedup != nil:
-			keys, seq = st.Dedup.Keys, operators.ColDedupSeq
-			ident, sorts = []string{operators.ColDedupPending, operators.ColDedupTime}, []string{operators.ColDedupTime, operators.ColDedupPending}
-		case st.Over != nil:
-			keys, seq = st.Over.Keys, operators.ColOverSeq
-			ident = []string{operators.ColOverPending, operators.ColOverTime}
-			sorts = ident
-		case st.TopN != nil:
-			keys, seq = st.TopN.Keys, operators.ColTopNSeq
-			ident = []string{"window_start", "window_end", colTopNRank}
-			sorts = ident
-		default:
-			return nil, fmt.Errorf("internal error: stage kind %s keeps no rows to show", n.Kind)
-		}
-		op.Keys = slices.Clone(keys)
+	} else {
 		var cols []int
-		for _, k := range keys {
+		for _, k := range h.Keys {
 			c, err := idx(k)
 			if err != nil {
 				return nil, err
@@ -252,11 +235,11 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 		if skip[c] || strings.HasSuffix(f.Name, dataflow.HiddenTime) {
 			continue
 		}
-		if f.Name == operators.ColTopNSeq && st.TopN != nil {
+		if h.Rank != "" && f.Name == h.Seq {
 			// The rank in the group, from the snapshot's order.
 			lay.cols = append(lay.cols, -1)
-			op.Columns = append(op.Columns, colTopNRank)
-			lay.fields = append(lay.fields, arrow.Field{Name: colTopNRank, Type: arrow.PrimitiveTypes.Int64})
+			op.Columns = append(op.Columns, h.Rank)
+			lay.fields = append(lay.fields, arrow.Field{Name: h.Rank, Type: arrow.PrimitiveTypes.Int64})
 		}
 		// A carried input window's bounds show under their own names
 		// (graphwin.go).
@@ -276,21 +259,21 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 		}
 		return out, nil
 	}
-	if op.identCols, err = at(ident); err != nil {
+	if op.identCols, err = at(h.Ident); err != nil {
 		return nil, err
 	}
-	if op.sortCols, err = at(sorts); err != nil {
+	if op.sortCols, err = at(h.Sort); err != nil {
 		return nil, err
 	}
-	seqAt, err := at([]string{seq})
+	seqAt, err := at([]string{h.Seq})
 	if err != nil {
 		return nil, err
 	}
 	op.noCmp = map[int]bool{seqAt[0]: true}
-	if st.Join != nil {
+	if h.Sides != nil {
 		op.joinSide = 1 + op.identCols[0]
 		for c, name := range op.Columns { // the row's values identify it
-			if strings.HasPrefix(name, "left.") || strings.HasPrefix(name, "right.") {
+			if slices.ContainsFunc(h.Sides, func(pre string) bool { return strings.HasPrefix(name, pre) }) {
 				op.identCols = append(op.identCols, c)
 			}
 		}
@@ -311,10 +294,6 @@ func heldState(n *dataflow.Node, st *spec.Stage, emitted int64, subs []operators
 	}
 	return op, nil
 }
-
-// colTopNRank is the column cat adds to a top_n stage's rows: the row's
-// rank in its group (1 = first), from the order the state keeps.
-const colTopNRank = "topn.rank"
 
 // appendHeld appends the rows of subtask s's snapshot batches to op.Rows.
 func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s int, sr runner.SubtaskRestore) error {
@@ -389,59 +368,6 @@ func (op *WindowState) appendHeld(recs []arrow.RecordBatch, lay *heldLayout, s i
 		}
 	}
 	return nil
-}
-
-// describeStage is a dedup, top_n or join stage as cat's header shows it.
-func describeStage(st *spec.Stage) string {
-	switch {
-	case st.Dedup != nil:
-		d := st.Dedup
-		keep := spec.KeepFirst
-		if d.Keep == spec.KeepLast {
-			keep = spec.KeepLast
-		}
-		return fmt.Sprintf("dedup keep %s within %s, allowed lateness %s", keep, d.Within, d.AllowedLateness)
-	case st.TopN != nil:
-		t := st.TopN
-		order := make([]string, len(t.OrderBy))
-		for i, o := range t.OrderBy {
-			order[i] = o.String()
-		}
-		per := "per input window"
-		if t.Tumbling > 0 {
-			per = fmt.Sprintf("per tumbling %s", t.Tumbling)
-		}
-		return fmt.Sprintf("top_n %d by %s %s, allowed lateness %s", t.N, strings.Join(order, ", "), per, t.AllowedLateness)
-	case st.Over != nil:
-		o := st.Over
-		aggs := make([]string, len(o.Aggregates))
-		for i, a := range o.Aggregates {
-			aggs[i] = a.Name + "=" + a.String()
-		}
-		order := o.OrderBy
-		if order == "" {
-			order = "the input's event time"
-		}
-		return fmt.Sprintf("over rows %d preceding by %s, %s, allowed lateness %s", o.Rows, order, strings.Join(aggs, " "), o.AllowedLateness)
-	case st.Join != nil:
-		j := st.Join
-		typ := "inner"
-		if j.Type == spec.JoinLeft {
-			typ = "left"
-		}
-		var cond string
-		switch {
-		case j.Interval != nil:
-			cond = fmt.Sprintf("interval [-%s, +%s]", j.Interval.Lower, j.Interval.Upper)
-		case j.Window != nil && j.Window.Sliding != nil:
-			cond = fmt.Sprintf("window sliding %s every %s", j.Window.Sliding.Size, j.Window.Sliding.Slide)
-		case j.Window != nil:
-			cond = fmt.Sprintf("window tumbling %s", j.Window.Tumbling)
-		}
-		return fmt.Sprintf("%s join on [%s] = [%s], %s, allowed lateness %s", typ,
-			strings.Join(j.LeftKeys, ", "), strings.Join(j.RightKeys, ", "), cond, j.AllowedLateness)
-	}
-	return st.Kind()
 }
 
 // writeHeldText prints a dedup, top_n or join stage's header and rows.

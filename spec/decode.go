@@ -597,20 +597,28 @@ func (d *decoder) operator(n *node, path string) Operator {
 		op.ID = d.str(v, join(path, "id"))
 	}
 	if v := f[KindFilter]; v != nil {
-		op.Filter = &Filter{Expr: d.str(v, join(path, KindFilter))}
+		op.Filter = d.filter(v, join(path, KindFilter))
 	}
 	if v := f[KindProject]; v != nil {
-		fp := join(path, KindProject)
-		op.Project = &Project{}
-		names, vals := d.pairs(v, fp)
-		for i, name := range names {
-			op.Project.Columns = append(op.Project.Columns, Projection{Name: name, Expr: d.str(vals[i], join(fp, name))})
-		}
+		op.Project = d.project(v, join(path, KindProject))
 	}
 	if v := f[KindWindow]; v != nil {
 		op.Window = d.window(v, join(path, KindWindow), &op, path)
 	}
 	return op
+}
+
+// filter decodes a filter (an operator's or a stage's) at path.
+func (d *decoder) filter(n *node, path string) *Filter { return &Filter{Expr: d.str(n, path)} }
+
+// project decodes a project (an operator's or a stage's) at path.
+func (d *decoder) project(n *node, path string) *Project {
+	pr := &Project{}
+	names, vals := d.pairs(n, path)
+	for i, name := range names {
+		pr.Columns = append(pr.Columns, Projection{Name: name, Expr: d.str(vals[i], join(path, name))})
+	}
+	return pr
 }
 
 func (d *decoder) window(n *node, path string, op *Operator, opPath string) *Window {

@@ -49,9 +49,6 @@ const (
 	KindOver   = "over"
 )
 
-// StageKinds lists every stage kind, in documentation order.
-var StageKinds = []string{KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup, KindOver}
-
 // NamedSource is one entry of `sources:`. Its name is unique among
 // sources and stages.
 type NamedSource struct {
@@ -70,7 +67,8 @@ type NamedSink struct {
 
 // Stage is one entry of `stages:`: a named step that reads one or two
 // named upstreams (sources or stages). Exactly one of Filter, Project,
-// Window, Join, Lookup, TopN and Dedup is set.
+// Window, Join, Lookup, TopN, Dedup and Over is set: its kind (Kind; the
+// kinds are registered in stagekinds.go).
 type Stage struct {
 	// Name is unique among sources and stages, and is the stage's state
 	// operator id (op=<name>).
@@ -93,27 +91,6 @@ type Stage struct {
 	// of a graph without an over stage (engine graphHash) is what it was
 	// before the kind existed.
 	Over *Over `json:",omitempty"`
-}
-
-// Kind returns one of StageKinds, or "" when none or several are set.
-func (s Stage) Kind() string {
-	n, k := 0, ""
-	for _, c := range []struct {
-		set  bool
-		kind string
-	}{
-		{s.Filter != nil, KindFilter}, {s.Project != nil, KindProject}, {s.Window != nil, KindWindow},
-		{s.Join != nil, KindJoin}, {s.Lookup != nil, KindLookup}, {s.TopN != nil, KindTopN}, {s.Dedup != nil, KindDedup},
-		{s.Over != nil, KindOver},
-	} {
-		if c.set {
-			n, k = n+1, c.kind
-		}
-	}
-	if n != 1 {
-		return ""
-	}
-	return k
 }
 
 // JoinType is inner or left (outer).
@@ -334,19 +311,10 @@ func (p *Pipeline) setGraphDefaults() {
 	}
 	for i := range p.Stages {
 		st := &p.Stages[i]
-		if st.Join != nil && st.Join.Type == "" {
-			st.Join.Type = JoinInner
-		}
-		if l := st.Lookup; l != nil {
-			if l.Type == "" {
-				l.Type = JoinInner
+		for _, k := range st.setKinds() {
+			if k.defaults != nil {
+				k.defaults(st)
 			}
-			if l.Format == CSV && l.CSV == nil {
-				l.CSV = &CSVOptions{Header: true, Delimiter: ","}
-			}
-		}
-		if st.Dedup != nil && st.Dedup.Keep == "" {
-			st.Dedup.Keep = KeepFirst
 		}
 	}
 }
@@ -354,7 +322,7 @@ func (p *Pipeline) setGraphDefaults() {
 // ---- decoding ----
 
 var (
-	stageFields  = []string{"name", "input", "inputs", "late_url", KindFilter, KindProject, KindWindow, KindJoin, KindLookup, KindTopN, KindDedup, KindOver}
+	stageFields  []string // name, input, inputs, late_url and StageKinds (stagekinds.go)
 	joinFields   = []string{"type", "on", "left_on", "right_on", "left_time", "right_time", "interval", "window", "allowed_lateness", "right_prefix"}
 	lookupFields = []string{"url", "format", "schema", "csv", "pattern", "type", "on", "left_on", "right_on", "right_prefix"}
 	topNFields   = []string{"n", "key", "order_by", "tumbling", "event_time", "allowed_lateness", "rank_column"}
@@ -447,35 +415,10 @@ func (d *decoder) stage(n *node, sp string) Stage {
 	if v := f["late_url"]; v != nil {
 		st.LateURL = d.url(v, join(sp, "late_url"))
 	}
-	// filter, project and window decode as operators do.
-	ops := &node{kind: kindMap, pos: n.pos}
-	for i, k := range n.keys {
-		if (k.str == KindFilter || k.str == KindProject || k.str == KindWindow) && f[k.str] == n.vals[i] {
-			ops.keys, ops.vals = append(ops.keys, k), append(ops.vals, n.vals[i])
+	for _, k := range stageKinds { // stagekinds.go
+		if v := f[k.name]; v != nil {
+			k.decode(d, v, join(sp, k.name), sp, &st)
 		}
-	}
-	if len(ops.keys) > 0 {
-		op := d.operator(ops, sp)
-		st.Filter, st.Project, st.Window = op.Filter, op.Project, op.Window
-		if op.ID != "" {
-			ip := join(sp, "window.id")
-			d.c.decodeErr(d.o.at(ip), ip, "a stage's id is its name; leave window.id out")
-		}
-	}
-	if v := f[KindJoin]; v != nil {
-		st.Join = d.joinStage(v, join(sp, KindJoin))
-	}
-	if v := f[KindLookup]; v != nil {
-		st.Lookup = d.lookupStage(v, join(sp, KindLookup))
-	}
-	if v := f[KindTopN]; v != nil {
-		st.TopN = d.topNStage(v, join(sp, KindTopN))
-	}
-	if v := f[KindDedup]; v != nil {
-		st.Dedup = d.dedupStage(v, join(sp, KindDedup))
-	}
-	if v := f[KindOver]; v != nil {
-		st.Over = d.overStage(v, join(sp, KindOver))
 	}
 	return st
 }
@@ -843,11 +786,10 @@ func (g *Graph) EventTime(name string) string {
 		if st == nil || len(st.Inputs) == 0 {
 			return ""
 		}
-		switch {
-		case st.Window != nil, st.Join != nil && st.Join.Window != nil:
-			return WindowEventTime
-		case st.Join != nil && st.Join.LeftTime != "":
-			return st.Join.LeftTime
+		if k := st.kind(); k != nil && k.eventTime != nil {
+			if et := k.eventTime(st); et != "" {
+				return et
+			}
 		}
 		name = st.Inputs[0]
 	}
@@ -867,23 +809,8 @@ func (g *Graph) WatermarkDelay(name string) time.Duration {
 	if st == nil {
 		return 0
 	}
-	switch {
-	case st.Window != nil:
-		return st.Window.AllowedLateness
-	case st.Join != nil:
-		if j := st.Join; j.Interval != nil {
-			return j.AllowedLateness + max(j.Interval.Upper, 0)
-		}
-		return st.Join.AllowedLateness // a windowed join's rows are stamped by window_end
-	case st.Dedup != nil:
-		if st.Dedup.Keep == KeepLast {
-			return st.Dedup.AllowedLateness + st.Dedup.Within
-		}
-		return st.Dedup.AllowedLateness
-	case st.TopN != nil:
-		return st.TopN.AllowedLateness + st.TopN.Tumbling
-	case st.Over != nil:
-		return st.Over.AllowedLateness
+	if k := st.kind(); k != nil && k.delay != nil {
+		return k.delay(st)
 	}
 	return 0
 }
@@ -941,7 +868,7 @@ func (g *Graph) DescribeWith(note func(name string) string) string {
 	for _, st := range g.Stages {
 		header("stage", st.Name, g.describeStage(&st))
 		in := st.Inputs
-		if st.Join != nil && len(in) == 2 {
+		if k := st.kind(); k != nil && k.inputs == 2 && len(in) == 2 {
 			in = []string{in[0] + " (left)", in[1] + " (right)"}
 		}
 		flow(in, st.Name, false)
@@ -972,104 +899,115 @@ func describeSource(s *Source) string {
 }
 
 func (g *Graph) describeStage(st *Stage) string {
-	var what string
-	switch st.Kind() {
-	case KindFilter:
-		what = "filter " + excerpt(st.Filter.Expr)
-	case KindProject:
-		cols := make([]string, len(st.Project.Columns))
-		for i, c := range st.Project.Columns {
-			cols[i] = c.Name
-		}
-		what = "project " + strings.Join(cols, ", ")
-	case KindWindow:
-		w := st.Window
-		switch w.Kind() {
-		case WindowTumbling:
-			what = "window tumbling " + fmtDur(w.Tumbling)
-		case WindowSliding:
-			what = fmt.Sprintf("window sliding %s every %s", fmtDur(w.Sliding.Size), fmtDur(w.Sliding.Slide))
-		case WindowSession:
-			what = "window session gap " + fmtDur(w.Session.Gap)
-		default:
-			what = "window"
-		}
-		what += ", key " + keyList(w.Key)
-		if w.AllowedLateness > 0 {
-			what += ", lateness " + fmtDur(w.AllowedLateness)
-		}
-		aggs := make([]string, len(w.Aggregates))
-		for i, a := range w.Aggregates {
-			aggs[i] = a.Name + "=" + a.String()
-		}
-		what += ", " + strings.Join(aggs, " ")
-	case KindJoin:
-		j := st.Join
-		what = fmt.Sprintf("join %s on %s", j.Type, onList(j.LeftKeys, j.RightKeys))
-		lt, rt := "left."+j.LeftTime, "right."+j.RightTime
-		if j.LeftTime == "" && len(st.Inputs) == 2 {
-			lt = "left." + g.EventTime(st.Inputs[0])
-		}
-		if j.RightTime == "" && len(st.Inputs) == 2 {
-			rt = "right." + g.EventTime(st.Inputs[1])
-		}
-		switch {
-		case j.Interval != nil:
-			what += fmt.Sprintf(", %s between %s - %s and %s + %s", rt, lt, fmtDur(j.Interval.Lower), lt, fmtDur(j.Interval.Upper))
-		case j.Window != nil && j.Window.Sliding != nil:
-			what += fmt.Sprintf(", same sliding window %s every %s", fmtDur(j.Window.Sliding.Size), fmtDur(j.Window.Sliding.Slide))
-		case j.Window != nil:
-			what += ", same tumbling window " + fmtDur(j.Window.Tumbling)
-		}
-		if j.AllowedLateness > 0 {
-			what += ", lateness " + fmtDur(j.AllowedLateness)
-		}
-	case KindLookup:
-		l := st.Lookup
-		what = fmt.Sprintf("lookup %s on %s in %s %s", l.Type, onList(l.LeftKeys, l.RightKeys), l.Format, l.URL)
-	case KindTopN:
-		t := st.TopN
-		order := make([]string, len(t.OrderBy))
-		for i, o := range t.OrderBy {
-			order[i] = o.String()
-		}
-		what = fmt.Sprintf("top_n %d by %s, key %s", t.N, strings.Join(order, ", "), keyList(t.Keys))
-		if t.PerWindow() {
-			what += ", per input window"
-		} else {
-			what += ", tumbling " + fmtDur(t.Tumbling)
-		}
-		if t.AllowedLateness > 0 {
-			what += ", lateness " + fmtDur(t.AllowedLateness)
-		}
-	case KindDedup:
-		dd := st.Dedup
-		what = fmt.Sprintf("dedup keep %s within %s, key %s", dd.Keep, fmtDur(dd.Within), keyList(dd.Keys))
-		if dd.EventTime != "" {
-			what += ", event time " + dd.EventTime
-		}
-		if dd.AllowedLateness > 0 {
-			what += ", lateness " + fmtDur(dd.AllowedLateness)
-		}
-	case KindOver:
-		o := st.Over
-		order := o.OrderBy
-		if order == "" && len(st.Inputs) == 1 {
-			order = g.EventTime(st.Inputs[0])
-		}
-		aggs := make([]string, len(o.Aggregates))
-		for i, a := range o.Aggregates {
-			aggs[i] = a.Name + "=" + a.String()
-		}
-		what = fmt.Sprintf("over rows %d preceding by %s, key %s, %s", o.Rows, order, keyList(o.Keys), strings.Join(aggs, " "))
-		if o.AllowedLateness > 0 {
-			what += ", lateness " + fmtDur(o.AllowedLateness)
-		}
-	default:
-		what = "?"
+	what := "?"
+	if k := st.kind(); k != nil {
+		what = k.describe(g, st)
 	}
 	if st.LateURL != "" {
 		what += ", late rows to " + st.LateURL
+	}
+	return what
+}
+
+func describeProject(_ *Graph, st *Stage) string {
+	cols := make([]string, len(st.Project.Columns))
+	for i, c := range st.Project.Columns {
+		cols[i] = c.Name
+	}
+	return "project " + strings.Join(cols, ", ")
+}
+
+func describeWindowStage(_ *Graph, st *Stage) string {
+	var what string
+	w := st.Window
+	switch w.Kind() {
+	case WindowTumbling:
+		what = "window tumbling " + fmtDur(w.Tumbling)
+	case WindowSliding:
+		what = fmt.Sprintf("window sliding %s every %s", fmtDur(w.Sliding.Size), fmtDur(w.Sliding.Slide))
+	case WindowSession:
+		what = "window session gap " + fmtDur(w.Session.Gap)
+	default:
+		what = "window"
+	}
+	what += ", key " + keyList(w.Key)
+	if w.AllowedLateness > 0 {
+		what += ", lateness " + fmtDur(w.AllowedLateness)
+	}
+	aggs := make([]string, len(w.Aggregates))
+	for i, a := range w.Aggregates {
+		aggs[i] = a.Name + "=" + a.String()
+	}
+	return what + ", " + strings.Join(aggs, " ")
+}
+
+func describeJoin(g *Graph, st *Stage) string {
+	j := st.Join
+	what := fmt.Sprintf("join %s on %s", j.Type, onList(j.LeftKeys, j.RightKeys))
+	lt, rt := "left."+j.LeftTime, "right."+j.RightTime
+	if j.LeftTime == "" && len(st.Inputs) == 2 {
+		lt = "left." + g.EventTime(st.Inputs[0])
+	}
+	if j.RightTime == "" && len(st.Inputs) == 2 {
+		rt = "right." + g.EventTime(st.Inputs[1])
+	}
+	switch {
+	case j.Interval != nil:
+		what += fmt.Sprintf(", %s between %s - %s and %s + %s", rt, lt, fmtDur(j.Interval.Lower), lt, fmtDur(j.Interval.Upper))
+	case j.Window != nil && j.Window.Sliding != nil:
+		what += fmt.Sprintf(", same sliding window %s every %s", fmtDur(j.Window.Sliding.Size), fmtDur(j.Window.Sliding.Slide))
+	case j.Window != nil:
+		what += ", same tumbling window " + fmtDur(j.Window.Tumbling)
+	}
+	if j.AllowedLateness > 0 {
+		what += ", lateness " + fmtDur(j.AllowedLateness)
+	}
+	return what
+}
+
+func describeTopN(_ *Graph, st *Stage) string {
+	t := st.TopN
+	order := make([]string, len(t.OrderBy))
+	for i, o := range t.OrderBy {
+		order[i] = o.String()
+	}
+	what := fmt.Sprintf("top_n %d by %s, key %s", t.N, strings.Join(order, ", "), keyList(t.Keys))
+	if t.PerWindow() {
+		what += ", per input window"
+	} else {
+		what += ", tumbling " + fmtDur(t.Tumbling)
+	}
+	if t.AllowedLateness > 0 {
+		what += ", lateness " + fmtDur(t.AllowedLateness)
+	}
+	return what
+}
+
+func describeDedup(_ *Graph, st *Stage) string {
+	dd := st.Dedup
+	what := fmt.Sprintf("dedup keep %s within %s, key %s", dd.Keep, fmtDur(dd.Within), keyList(dd.Keys))
+	if dd.EventTime != "" {
+		what += ", event time " + dd.EventTime
+	}
+	if dd.AllowedLateness > 0 {
+		what += ", lateness " + fmtDur(dd.AllowedLateness)
+	}
+	return what
+}
+
+func describeOver(g *Graph, st *Stage) string {
+	o := st.Over
+	order := o.OrderBy
+	if order == "" && len(st.Inputs) == 1 {
+		order = g.EventTime(st.Inputs[0])
+	}
+	aggs := make([]string, len(o.Aggregates))
+	for i, a := range o.Aggregates {
+		aggs[i] = a.Name + "=" + a.String()
+	}
+	what := fmt.Sprintf("over rows %d preceding by %s, key %s, %s", o.Rows, order, keyList(o.Keys), strings.Join(aggs, " "))
+	if o.AllowedLateness > 0 {
+		what += ", lateness " + fmtDur(o.AllowedLateness)
 	}
 	return what
 }

@@ -161,28 +161,25 @@ func (p *Pipeline) buildGraph(c *collector) *Graph {
 	reads := make([][]string, len(p.Stages)) // resolved inputs
 	for i, st := range p.Stages {
 		sp := index("stages", i)
-		kind := st.Kind()
-		want := 1
-		if kind == KindJoin {
-			want = 2
-		}
+		k := st.kind() // nil: none or several kinds set (validateStage reports it)
+		two := k != nil && k.inputs == 2
 		switch {
 		case len(st.Inputs) == 0:
 			broken = true
 			if c.hasFailed(sp+".input") || c.hasFailed(sp+".inputs") {
 				break // reported by the decoder
 			}
-			if kind == KindJoin {
-				c.add(sp+".inputs", "required: a join reads two inputs, inputs: [left, right]")
+			if two {
+				c.add(sp+".inputs", "required: a %s reads two inputs, inputs: [left, right]", k.name)
 			} else {
 				c.add(sp+".input", "required: name the source or stage this stage reads")
 			}
 		default:
-			if kind != "" && len(st.Inputs) != want {
-				if kind == KindJoin {
-					c.add(p.inputPath(i, 0), "a join reads two inputs (inputs: [left, right]), got %d", len(st.Inputs))
+			if k != nil && len(st.Inputs) != k.inputs {
+				if two {
+					c.add(p.inputPath(i, 0), "a %s reads two inputs (inputs: [left, right]), got %d", k.name, len(st.Inputs))
 				} else {
-					c.add(p.inputPath(i, 0), "a %s stage reads one input, got %d", kind, len(st.Inputs))
+					c.add(p.inputPath(i, 0), "a %s stage reads one input, got %d", k.name, len(st.Inputs))
 				}
 			}
 			for j, in := range st.Inputs {
@@ -455,8 +452,8 @@ func (p *Pipeline) validateGraph(c *collector) {
 		p.validateStage(c, i)
 	}
 	for i, st := range p.Stages {
-		if st.TopN != nil && st.TopN.PerWindow() && len(st.Inputs) == 1 && p.sourceIndex(st.Inputs[0]) >= 0 {
-			c.add(p.inputPath(i, 0), "a top_n without tumbling ranks within its input's windows, and source %q has none: read a window stage, or set tumbling", st.Inputs[0])
+		if k := st.kind(); k != nil && k.check != nil {
+			k.check(p, c, i)
 		}
 	}
 	// Locations: a sink must not write where the pipeline reads, nor where
@@ -473,9 +470,14 @@ func (p *Pipeline) validateGraph(c *collector) {
 		}
 	}
 	for i, st := range p.Stages {
-		if st.Lookup != nil && st.Lookup.URL != "" {
-			if _, dup := reads[st.Lookup.URL]; !dup {
-				reads[st.Lookup.URL] = index("stages", i) + ".lookup.url"
+		for _, k := range st.setKinds() {
+			if k.reads == nil {
+				continue
+			}
+			if u, field := k.reads(&st); u != "" {
+				if _, dup := reads[u]; !dup {
+					reads[u] = index("stages", i) + "." + field
+				}
 			}
 		}
 	}
@@ -499,43 +501,19 @@ func (p *Pipeline) validateGraph(c *collector) {
 func (p *Pipeline) validateStage(c *collector, i int) {
 	st := &p.Stages[i]
 	sp := index("stages", i)
-	kind := st.Kind()
-	switch kind {
-	case KindFilter:
-		checkExpr(c, sp+"."+KindFilter, st.Filter.Expr)
-	case KindProject:
-		validateProject(c, sp+"."+KindProject, st.Project)
-	case KindWindow:
-		validateWindow(c, sp+"."+KindWindow, st.Window)
-	case KindJoin:
-		validateJoin(c, sp+"."+KindJoin, st.Join)
-	case KindLookup:
-		validateLookup(c, sp+"."+KindLookup, st.Lookup)
-	case KindTopN:
-		validateTopN(c, sp+"."+KindTopN, st.TopN)
-	case KindDedup:
-		validateDedup(c, sp+"."+KindDedup, st.Dedup)
-	case KindOver:
-		validateOver(c, sp+"."+KindOver, st.Over)
-	case "":
-		all := strings.Join(StageKinds, ", ")
-		n := 0
-		for _, set := range []bool{st.Filter != nil, st.Project != nil, st.Window != nil, st.Join != nil, st.Lookup != nil, st.TopN != nil, st.Dedup != nil, st.Over != nil} {
-			if set {
-				n++
-			}
-		}
-		if n == 0 {
-			c.add(sp, "needs one of %s", all)
-		} else {
-			c.add(sp, "sets more than one of %s; use one list item per stage", all)
-		}
+	k := st.kind()
+	switch all := strings.Join(StageKinds, ", "); {
+	case k != nil:
+		k.validate(c, sp+"."+k.name, st) // stagekinds.go
+	case len(st.setKinds()) == 0:
+		c.add(sp, "needs one of %s", all)
+	default:
+		c.add(sp, "sets more than one of %s; use one list item per stage", all)
 	}
 	if st.LateURL != "" {
-		switch kind {
-		case KindFilter, KindProject, KindLookup:
-			c.add(sp+".late_url", "a %s stage finds no rows late (window, join, top_n, dedup and over stages do)", kind)
-		default:
+		if k != nil && !k.keyed {
+			c.add(sp+".late_url", "a %s stage finds no rows late (%s stages do)", k.name, lateKinds())
+		} else {
 			checkURLField(c, sp+".late_url", st.LateURL, false)
 		}
 	}
@@ -699,6 +677,15 @@ func validateLookup(c *collector, lp string, l *Lookup) {
 				c.add(rp, "column %q is not in %s.schema%s", k, lp, colHint(k, l.Schema))
 			}
 		}
+	}
+}
+
+// checkTopNInput refuses a top_n of stages[i] that ranks within its
+// input's windows but reads a source, which has none.
+func checkTopNInput(p *Pipeline, c *collector, i int) {
+	st := &p.Stages[i]
+	if st.TopN.PerWindow() && len(st.Inputs) == 1 && p.sourceIndex(st.Inputs[0]) >= 0 {
+		c.add(p.inputPath(i, 0), "a top_n without tumbling ranks within its input's windows, and source %q has none: read a window stage, or set tumbling", st.Inputs[0])
 	}
 }
 

@@ -250,29 +250,16 @@ func validateSourceAt(c *collector, sp string, s *Source) {
 // validateOperator checks operator i on its own; its columns are checked
 // when the plan is compiled (see Validate).
 func (p *Pipeline) validateOperator(c *collector, i int) {
-	op := p.Operators[i]
+	st := operatorOf(p.Operators[i])
 	opPath := index("operators", i)
-	switch op.Kind() {
-	case KindFilter:
-		checkExpr(c, opPath+"."+KindFilter, op.Filter.Expr)
-		return
-	case KindProject:
-		validateProject(c, opPath+"."+KindProject, op.Project)
-		return
-	case KindWindow:
-		validateWindow(c, opPath+"."+KindWindow, op.Window)
-		return
-	}
-	n := 0
-	for _, set := range []bool{op.Filter != nil, op.Project != nil, op.Window != nil} {
-		if set {
-			n++
-		}
-	}
-	if n == 0 {
-		c.add(opPath, "needs one of filter, project, window")
-	} else {
-		c.add(opPath, "sets more than one of filter, project, window; use one list item per operator")
+	all := strings.Join(operatorKinds, ", ")
+	switch k := st.kind(); {
+	case k != nil && k.operator:
+		k.validate(c, opPath+"."+k.name, st) // stagekinds.go
+	case len(st.setKinds()) == 0:
+		c.add(opPath, "needs one of %s", all)
+	default:
+		c.add(opPath, "sets more than one of %s; use one list item per operator", all)
 	}
 }
 

@@ -9,6 +9,10 @@
 // shuffle edges (a keyed stage's input, routed by key group). The package
 // also decides everything about a plan that is fixed before it runs:
 //
+//   - stage kinds (kind.go): each kind's compile, column needs, order
+//     rules, evolution and state layout for floe state is registered by
+//     its own file, kind_<name>.go; the spec's half of each kind (decoding,
+//     validation, watermark delay) is spec's table, spec/stagekinds.go;
 //   - lowering: CompileLinear compiles the linear form as the graph
 //     spec.Pipeline.Graph gives, keeping that form's on-storage identity
 //     (plan hash, operator ids and state plans, source keys, output names);

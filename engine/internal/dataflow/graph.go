@@ -18,7 +18,6 @@ import (
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/spec"
-	"github.com/floe-dev/floe/store"
 )
 
 // A graph pipeline compiled: every source and stage is a node, in
@@ -58,8 +57,12 @@ type Node struct {
 	// Canonical: a keyed stage whose rows are handed on in an order of
 	// their values (markCanonical).
 	Canonical bool
-	// windowedJoin: a join whose results are window results.
-	windowedJoin bool
+	// windows: the node's rows are window results (a window stage's, a
+	// windowed join's), of window when fixedWindow (tumbling or sliding;
+	// not a session window); set by the kind's compile (graphwin.go).
+	windows     bool
+	window      winShape
+	fixedWindow bool
 	// srcs are the sources this node's rows come from, sorted.
 	srcs []string
 	// atDecode: a stateless stage of a source's decode chain (see
@@ -189,6 +192,10 @@ func CompileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 	for i := range g.Stages {
 		st := &g.Stages[i]
 		n := &Node{Name: st.Name, Kind: st.Kind(), path: g.Path(st.Name), LateURL: st.LateURL, spec: st}
+		kd, err := kindOf(p, n) // kind.go
+		if err != nil {
+			return nil, err
+		}
 		for _, in := range st.Inputs {
 			u := gp.ByName[in]
 			if u == nil {
@@ -208,7 +215,7 @@ func CompileGraphOn(p *spec.Pipeline, g *spec.Graph, schemas map[string]*arrow.S
 			n.keepOut = pr.out[n.Name]
 			orig, cols = n.narrowInputs(pr)
 		}
-		if err := compileStage(g, st, n, k, lookupSchemas, xo); err != nil {
+		if err := compileStage(kd, g, st, n, k, lookupSchemas, xo); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.path, err)
 		}
 		if orig != nil {
@@ -302,219 +309,11 @@ func graphHash(g *spec.Graph, gp *GraphPlan) string {
 // EventTimeOf is the event-time column of a node's output.
 func EventTimeOf(g *spec.Graph, name string) string { return g.EventTime(name) }
 
-func compileStage(g *spec.Graph, st *spec.Stage, n *Node, k int, lookupSchemas map[string]*arrow.Schema, xo []expr.Option) error {
-	in := n.Ins[0].Out
-	switch {
-	case st.Filter != nil:
-		e, err := expr.CompileFilter(st.Filter.Expr, in, xo...)
-		if err != nil {
-			return fmt.Errorf("filter: %w", err)
-		}
-		n.Stage, n.Out = &stage{id: n.Name, Filter: e, out: in}, in
-	case st.Project != nil:
-		items := make([]expr.ProjectItem, 0, len(st.Project.Columns))
-		for _, c := range st.Project.Columns {
-			items = append(items, expr.ProjectItem{Name: c.Name, Expr: c.Expr})
-		}
-		if kept := keptItems(items, n.keepOut); len(kept) > 0 {
-			items = kept // a pruned compile: only the items read
-		}
-		pr, err := expr.CompileProjection(items, in, xo...)
-		if err != nil {
-			return fmt.Errorf("project: %w", err)
-		}
-		n.Stage, n.Out = &stage{id: n.Name, proj: pr, out: pr.Schema()}, pr.Schema()
-	case st.Window != nil:
-		ws, err := WindowSpec(n.Name, st.Window, EventTimeOf(g, st.Inputs[0]))
-		if err != nil {
-			return fmt.Errorf("window: %w", err)
-		}
-		newOp := func() (operators.Stateful, error) { return operators.NewWindow(ws, in, k) }
-		own, err := OwnWindowKey(st.Window, n.Ins[0], ws.EventTime)
-		switch {
-		case err != nil:
-			return fmt.Errorf("window: %w", err)
-		case own != nil:
-			// Keyed by the input's window (issue 23): each input row is
-			// aggregated in its own window, which is this stage's: the
-			// operator runs on buckets one slide long that end where the
-			// windows end, keyed by the other columns.
-			hs := ws
-			hs.Keys = slices.DeleteFunc(slices.Clone(ws.Keys), IsWindowBound)
-			hs.Kind, hs.Size, hs.Slide, hs.EventTime = operators.Tumbling, own.slide, 0, HiddenTime
-			o := hiddenOpts{ends: []string{spec.WindowEventTime}}
-			if own.slide != own.size {
-				o.fixStart = own.size
-			}
-			newOp = func() (operators.Stateful, error) {
-				return newHiddenTimeOp([]*arrow.Schema{in}, o, func(exts []*arrow.Schema) (operators.Stateful, error) {
-					return operators.NewWindow(hs, exts[0], k)
-				})
-			}
-		case ws.EventTime == spec.WindowEventTime && readsWindowResults(n.Ins[0]):
-			// Window results are stamped window_end - 1µs (graphwin.go).
-			hs := ws
-			hs.EventTime = HiddenTime
-			newOp = func() (operators.Stateful, error) {
-				return newHiddenTimeOp([]*arrow.Schema{in}, hiddenOpts{ends: []string{ws.EventTime}}, func(exts []*arrow.Schema) (operators.Stateful, error) {
-					return operators.NewWindow(hs, exts[0], k)
-				})
-			}
-		}
-		op, err := newOp()
-		if err != nil {
-			return fmt.Errorf("window: %w", err)
-		}
-		n.Stateful = true
-		n.Fp = op.StateFingerprint() + timeRule(op)
-		n.KeyCols = [][]int{op.KeyColumns(0)}
-		n.NewOp = newOp
-	case st.Join != nil:
-		j := st.Join
-		js := operators.JoinSpec{ID: n.Name, Type: operators.InnerJoin, LeftKeys: j.LeftKeys, RightKeys: j.RightKeys,
-			LeftTime: j.LeftTime, RightTime: j.RightTime, AllowedLateness: j.AllowedLateness, RightPrefix: j.RightPrefix}
-		if j.Type == spec.JoinLeft {
-			js.Type = operators.LeftJoin
-		}
-		if js.LeftTime == "" {
-			js.LeftTime = EventTimeOf(g, st.Inputs[0])
-		}
-		if js.RightTime == "" {
-			js.RightTime = EventTimeOf(g, st.Inputs[1])
-		}
-		switch {
-		case j.Interval != nil:
-			js.Interval = &operators.JoinInterval{Lower: j.Interval.Lower, Upper: j.Interval.Upper}
-		case j.Window != nil && j.Window.Tumbling > 0:
-			js.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: j.Window.Tumbling}
-		case j.Window != nil && j.Window.Sliding != nil:
-			js.Window = &operators.JoinWindow{Kind: operators.Sliding, Size: j.Window.Sliding.Size, Slide: j.Window.Sliding.Slide}
-		}
-		right := n.Ins[1].Out
-		n.windowedJoin = js.Window != nil
-		newOp := func() (operators.Stateful, error) { return operators.NewJoin(js, in, right, k) }
-		carry, err := ownWindowSides(j, n.Ins)
-		if err != nil {
-			return fmt.Errorf("join: %w", err)
-		}
-		o := hiddenOpts{ends: []string{"", ""}, carry: carry[:]}
-		hs := js
-		times := [2]*string{&hs.LeftTime, &hs.RightTime}
-		for side := range 2 {
-			switch {
-			case carry[side]:
-				// Results of the join's own window: paired in their
-				// window, whose bounds the output shows once.
-				o.ends[side], *times[side] = spec.WindowEventTime, HiddenTime
-			case *times[side] == spec.WindowEventTime && readsWindowResults(n.Ins[side]):
-				o.ends[side], *times[side] = spec.WindowEventTime, HiddenTime
-			}
-		}
-		if carry[0] || carry[1] {
-			w := shapeOfJoin(j.Window)
-			// Buckets one slide long ending where the windows end hold
-			// one window's results each (for tumbling windows, the
-			// windows themselves).
-			hs.Window = &operators.JoinWindow{Kind: operators.Tumbling, Size: w.slide}
-			if w.slide != w.size {
-				o.fixStart = w.size
-			}
-		} else {
-			o.carry = nil
-		}
-		if o.ends[0] != "" || o.ends[1] != "" {
-			// A side of window results is timed window_end - 1µs (graphwin.go).
-			newOp = func() (operators.Stateful, error) {
-				return newHiddenTimeOp([]*arrow.Schema{in, right}, o, func(exts []*arrow.Schema) (operators.Stateful, error) {
-					return operators.NewJoin(hs, exts[0], exts[1], k)
-				})
-			}
-		}
-		op, err := newOp()
-		if err != nil {
-			return fmt.Errorf("join: %w", err)
-		}
-		n.Stateful, n.Fp = true, op.StateFingerprint()+timeRule(op)
-		n.KeyCols = [][]int{op.KeyColumns(0), op.KeyColumns(1)}
-		n.NewOp = newOp
-	case st.TopN != nil:
-		t := st.TopN
-		ts := operators.TopNSpec{ID: n.Name, N: t.N, Keys: t.Keys, Size: t.Tumbling, AllowedLateness: t.AllowedLateness, RankColumn: t.RankColumn}
-		for _, o := range t.OrderBy {
-			ts.OrderBy = append(ts.OrderBy, operators.OrderSpec{Column: o.Column, Desc: o.Desc, NullsFirst: o.NullsFirst})
-		}
-		if t.Tumbling > 0 {
-			ts.EventTime = t.EventTime
-			if ts.EventTime == "" {
-				ts.EventTime = EventTimeOf(g, st.Inputs[0])
-			}
-			if prod, renamed, ok := windowEndAlias(n.Ins[0], ts.EventTime); ok {
-				return fmt.Errorf("top_n: %w", offByOneWindow("event_time", ts.EventTime, prod, renamed))
-			}
-		}
-		op, err := operators.NewTopN(ts, in, k)
-		if err != nil {
-			return fmt.Errorf("top_n: %w", err)
-		}
-		n.Stateful, n.Fp = true, op.StateFingerprint()
-		n.KeyCols = [][]int{op.KeyColumns(0)}
-		n.NewOp = func() (operators.Stateful, error) { return operators.NewTopN(ts, in, k) }
-	case st.Dedup != nil:
-		d := st.Dedup
-		ds := operators.DedupSpec{ID: n.Name, Keys: d.Keys, EventTime: d.EventTime, Keep: operators.KeepFirst, Within: d.Within, AllowedLateness: d.AllowedLateness}
-		if d.Keep == spec.KeepLast {
-			ds.Keep = operators.KeepLast
-		}
-		if ds.EventTime == "" {
-			ds.EventTime = EventTimeOf(g, st.Inputs[0])
-		}
-		op, err := operators.NewDedup(ds, in, k)
-		if err != nil {
-			return fmt.Errorf("dedup: %w", err)
-		}
-		n.Stateful, n.Fp = true, op.StateFingerprint()
-		n.KeyCols = [][]int{op.KeyColumns(0)}
-		n.NewOp = func() (operators.Stateful, error) { return operators.NewDedup(ds, in, k) }
-	case st.Over != nil:
-		ov := st.Over
-		os := operators.OverSpec{ID: n.Name, Keys: ov.Keys, EventTime: ov.OrderBy, Rows: ov.Rows, AllowedLateness: ov.AllowedLateness}
-		if os.EventTime == "" {
-			os.EventTime = EventTimeOf(g, st.Inputs[0])
-		}
-		for _, a := range ov.Aggregates {
-			as, err := operators.ParseAggregate(a.Name, fmt.Sprintf("%s(%s)", a.Func, a.Column))
-			if err != nil {
-				return fmt.Errorf("over: %w", err)
-			}
-			os.Aggregates = append(os.Aggregates, as)
-		}
-		op, err := operators.NewOver(os, in, k)
-		if err != nil {
-			return fmt.Errorf("over: %w", err)
-		}
-		n.Stateful, n.Fp = true, op.StateFingerprint()
-		n.KeyCols = [][]int{op.KeyColumns(0)}
-		n.NewOp = func() (operators.Stateful, error) { return operators.NewOver(os, in, k) }
-	case st.Lookup != nil:
-		l := st.Lookup
-		ls := operators.LookupSpec{ID: n.Name, Type: operators.InnerJoin, StreamKeys: l.LeftKeys, TableKeys: l.RightKeys, RightPrefix: l.RightPrefix}
-		if l.Type == spec.JoinLeft {
-			ls.Type = operators.LeftJoin
-		}
-		tsch := lookupSchemas[n.Name]
-		if tsch == nil {
-			return fmt.Errorf("lookup: the table's schema is unknown (declare lookup.schema, or put a Parquet file under %s)", store.Redact(l.URL))
-		}
-		empty := array.NewRecordBatch(tsch, emptyColumns(tsch), 0)
-		op, err := operators.NewLookup(ls, in, []arrow.RecordBatch{empty})
-		empty.Release()
-		if err != nil {
-			return fmt.Errorf("lookup: %w", err)
-		}
-		n.Out = op.OutputSchema()
-		n.Lookup = &lookupNode{Spec: ls, Cfg: l, Table: tsch}
-	default:
-		return fmt.Errorf("stage %s: no stage kind set", n.Name)
+// compileStage compiles stage st into node n by its kind (kind_<name>.go);
+// the error names the kind.
+func compileStage(kd *kind, g *spec.Graph, st *spec.Stage, n *Node, k int, lookupSchemas map[string]*arrow.Schema, xo []expr.Option) error {
+	if err := kd.compile(&stageCompile{g: g, st: st, n: n, k: k, lookups: lookupSchemas, xo: xo}); err != nil {
+		return fmt.Errorf("%s: %w", kd.name, err)
 	}
 	return nil
 }
@@ -557,8 +356,7 @@ func DescribeGraph(p *spec.Pipeline, parallelism int) string {
 	}
 	return g.DescribeWith(func(name string) string {
 		if st := g.Stage(name); st != nil {
-			switch st.Kind() {
-			case spec.KindWindow, spec.KindJoin, spec.KindTopN, spec.KindDedup, spec.KindOver:
+			if kd := kinds[st.Kind()]; kd != nil && kd.stateful {
 				return fmt.Sprintf("parallelism %d", parallelism)
 			}
 		}

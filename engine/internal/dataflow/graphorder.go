@@ -1,11 +1,5 @@
 package dataflow
 
-import (
-	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/floe-dev/floe/spec"
-)
-
 // markCanonical sets Canonical on the nodes whose rows are handed on in
 // an order of their values (operators.CanonicalOrder): the keyed stages
 // whose rows reach, through stateless stages, a reader whose result or
@@ -50,46 +44,10 @@ func (gp *GraphPlan) markCanonical() {
 	}
 }
 
-// orderFree reports whether n is a window whose results, state and output
-// do not depend on the order of its input rows within an epoch: tumbling
-// or sliding, no late_url (late rows are written as they come), and only
-// aggregates whose value is the same in any order (count, count_distinct;
-// sum, avg, min and max of integers and timestamps, min and max of
-// strings; not first or last, and not over floats, whose sums round by
-// order and whose min and max pick one of -0 and +0 by arrival).
+// orderFree reports whether n is a keyed stage whose results, state and
+// output do not depend on the order of its input rows within an epoch
+// (its kind's orderFree: a window of order-free aggregates).
 func (n *Node) orderFree() bool {
-	if n.Kind != spec.KindWindow || n.spec == nil || n.spec.Window == nil || n.LateURL != "" || len(n.Ins) != 1 {
-		return false
-	}
-	w := n.spec.Window
-	if w.Session != nil || w.Kind() == "" {
-		return false
-	}
-	in := n.Ins[0].Out
-	for _, a := range w.Aggregates {
-		switch a.Func {
-		case spec.Count, spec.CountDistinct:
-			continue
-		case spec.Sum, spec.Avg, spec.Min, spec.Max:
-		default:
-			return false
-		}
-		if in == nil {
-			return false
-		}
-		idx := in.FieldIndices(a.Column)
-		if len(idx) != 1 {
-			return false
-		}
-		switch in.Field(idx[0]).Type.ID() {
-		case arrow.INT32, arrow.INT64, arrow.TIMESTAMP:
-		case arrow.STRING:
-			if a.Func != spec.Min && a.Func != spec.Max {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
+	k := kinds[n.Kind]
+	return k != nil && k.orderFree != nil && k.orderFree(n)
 }

@@ -3,10 +3,6 @@ package dataflow
 import (
 	"strings"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/floe-dev/floe/spec"
 )
 
 // TestMarkCanonical: a keyed stage hands its rows on sorted by their values
@@ -51,18 +47,7 @@ state: {url: st}
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := strings.Replace(chained, "WINDOW", c.window, 1)
-			p, err := spec.Parse("p.yaml", []byte(text), t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			schemas := map[string]*arrow.Schema{}
-			for _, ns := range p.Sources {
-				sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
-				if err != nil {
-					t.Fatal(err)
-				}
-				schemas[ns.Name] = sc
-			}
+			p, schemas := parseGraph(t, "p.yaml", text)
 			pl, err := CompileGraph(p, schemas, nil)
 			if err != nil {
 				t.Fatal(err)

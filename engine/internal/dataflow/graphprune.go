@@ -84,11 +84,8 @@ type graphPruning struct {
 // narrows reports whether a keyed stage's input may be narrowed by the
 // pruned compile (a window keeps only its keys and aggregates anyway).
 func narrows(kind string) bool {
-	switch kind {
-	case spec.KindJoin, spec.KindTopN, spec.KindDedup, spec.KindOver:
-		return true
-	}
-	return false
+	k := kinds[kind]
+	return k != nil && k.narrows
 }
 
 // neededColumns walks the compiled graph g (compiled over every column)
@@ -151,19 +148,12 @@ func (gp *GraphPlan) orderBound() map[string]bool {
 				continue
 			}
 			seen[r] = true
-			switch {
-			case !r.Stateful:
+			if !r.Stateful {
 				if sensitive(r, seen) {
 					return true
 				}
-			case r.Kind == spec.KindTopN || r.Kind == spec.KindDedup || r.Kind == spec.KindOver:
+			} else if k := kinds[r.Kind]; k != nil && k.orderSensitive != nil && k.orderSensitive(r.spec) {
 				return true
-			case r.Kind == spec.KindWindow:
-				for _, a := range r.spec.Window.Aggregates {
-					if a.Func == spec.First || a.Func == spec.Last {
-						return true
-					}
-				}
 			}
 		}
 		return false
@@ -184,140 +174,15 @@ func (n *Node) inputNeeds(g *spec.Graph, out colSet, wide bool, xo []expr.Option
 	for i := range ins {
 		ins[i] = colSet{}
 	}
-	st := n.spec
-	if st == nil || wide || n.LateURL != "" {
+	st, k := n.spec, kinds[n.Kind]
+	if st == nil || wide || n.LateURL != "" || k == nil || k.needs == nil {
 		// A stage with a late_url writes its late rows whole.
 		for i, in := range n.Ins {
 			ins[i].addSchema(in.Out)
 		}
 		return ins
 	}
-	in0 := n.Ins[0].Out
-	// passthrough: the output columns a stage hands on from input i
-	// under their own names.
-	passthrough := func(i int) {
-		for _, f := range n.Ins[i].Out.Fields() {
-			if out[f.Name] {
-				ins[i][f.Name] = true
-			}
-		}
-	}
-	// bounds: a keyed stage reading window results reads their bounds
-	// (its own window, per-window ranking, the carried bounds).
-	bounds := func(i int) {
-		if hasBounds(n.Ins[i].Out) {
-			ins[i].addAll(operators.ColWindowStart, operators.ColWindowEnd)
-		}
-	}
-	switch {
-	case st.Filter != nil:
-		for c := range out {
-			ins[0][c] = true
-		}
-		ins[0].addAll(n.Stage.Filter.Columns()...)
-	case st.Project != nil:
-		for _, c := range st.Project.Columns {
-			if c.Expr == "*" {
-				passthrough(0)
-				continue
-			}
-			name := c.Name
-			if name == "" {
-				name = strings.TrimSpace(c.Expr)
-			}
-			if !out[name] {
-				continue
-			}
-			pr, err := expr.CompileProjection([]expr.ProjectItem{{Name: c.Name, Expr: c.Expr}}, in0, xo...)
-			if err != nil {
-				ins[0].addSchema(in0) // compiled whole, so cannot happen; read everything
-				continue
-			}
-			ins[0].addAll(pr.Columns()...)
-		}
-	case st.Window != nil:
-		w := st.Window
-		ins[0].addAll(w.Key...)
-		ins[0].addAll(EventTimeOf(g, st.Inputs[0]))
-		for _, a := range w.Aggregates {
-			ins[0].addAll(a.Column)
-		}
-		bounds(0)
-	case st.Join != nil:
-		j := st.Join
-		lt, rt := j.LeftTime, j.RightTime
-		if lt == "" {
-			lt = EventTimeOf(g, st.Inputs[0])
-		}
-		if rt == "" {
-			rt = EventTimeOf(g, st.Inputs[1])
-		}
-		ins[0].addAll(j.LeftKeys...)
-		ins[0].addAll(lt)
-		ins[1].addAll(j.RightKeys...)
-		ins[1].addAll(rt)
-		bounds(0)
-		bounds(1)
-		prefix := j.RightPrefix
-		if prefix == "" {
-			prefix = operators.DefaultRightPrefix
-		}
-		sideNeeds(n.Ins[0].Out, n.Ins[1].Out, prefix, out, ins[0], ins[1])
-	case st.Lookup != nil:
-		l := st.Lookup
-		ins[0].addAll(l.LeftKeys...)
-		prefix := l.RightPrefix
-		if prefix == "" {
-			prefix = operators.DefaultRightPrefix
-		}
-		var table *arrow.Schema
-		if n.Lookup != nil {
-			table = n.Lookup.Table
-		}
-		sideNeeds(in0, table, prefix, out, ins[0], colSet{})
-	case st.TopN != nil:
-		t := st.TopN
-		ins[0].addAll(t.Keys...)
-		for _, o := range t.OrderBy {
-			ins[0].addAll(o.Column)
-		}
-		if t.Tumbling > 0 {
-			et := t.EventTime
-			if et == "" {
-				et = EventTimeOf(g, st.Inputs[0])
-			}
-			ins[0].addAll(et)
-		}
-		bounds(0)
-		passthrough(0)
-	case st.Dedup != nil:
-		d := st.Dedup
-		ins[0].addAll(d.Keys...)
-		et := d.EventTime
-		if et == "" {
-			et = EventTimeOf(g, st.Inputs[0])
-		}
-		ins[0].addAll(et)
-		bounds(0)
-		passthrough(0)
-	case st.Over != nil:
-		o := st.Over
-		ins[0].addAll(o.Keys...)
-		et := o.OrderBy
-		if et == "" {
-			et = EventTimeOf(g, st.Inputs[0])
-		}
-		ins[0].addAll(et)
-		for _, a := range o.Aggregates {
-			ins[0].addAll(a.Column)
-		}
-		bounds(0)
-		passthrough(0)
-	default:
-		for i, in := range n.Ins {
-			ins[i].addSchema(in.Out)
-		}
-	}
+	k.needs(&needsCtx{n: n, st: st, g: g, out: out, ins: ins, xo: xo}) // kind_<name>.go
 	return ins
 }
 
@@ -560,19 +425,16 @@ func dictSchemas(g *spec.Graph, gp *GraphPlan, schemas map[string]*arrow.Schema)
 			continue
 		}
 		w := rs[0]
-		if w.Kind != spec.KindWindow || w.LateURL != "" || len(w.Ins) != 1 {
+		kd := kinds[w.Kind]
+		if kd == nil || kd.dictKeys == nil || w.spec == nil || w.LateURL != "" || len(w.Ins) != 1 {
 			continue
-		}
-		aggIn := colSet{}
-		for _, a := range w.spec.Window.Aggregates {
-			aggIn.addAll(a.Column)
 		}
 		sc := schemas[ns.Name]
 		fields := slices.Clone(sc.Fields())
 		n := 0
-		for _, k := range w.spec.Window.Key {
+		for _, k := range kd.dictKeys(w) {
 			idx := sc.FieldIndices(k)
-			if len(idx) == 1 && fields[idx[0]].Type.ID() == arrow.STRING && !aggIn[k] && k != ns.Source.EventTime {
+			if len(idx) == 1 && fields[idx[0]].Type.ID() == arrow.STRING && k != ns.Source.EventTime {
 				fields[idx[0]].Type = DictKeyType
 				n++
 			}

@@ -48,18 +48,7 @@ func TestGraphPruningRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := strings.NewReplacer("LATE", c.late, "AFTER", c.after, "VALIDATE", c.validate).Replace(pruneSpec)
-			p, err := spec.Parse("p.yaml", []byte(text), t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			schemas := map[string]*arrow.Schema{}
-			for _, ns := range p.Sources {
-				sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
-				if err != nil {
-					t.Fatal(err)
-				}
-				schemas[ns.Name] = sc
-			}
+			p, schemas := parseGraph(t, "p.yaml", text)
 			pl, err := CompileGraph(p, schemas, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -124,18 +113,7 @@ sinks:
   out: {input: both, type: files, url: out, format: parquet}
 state: {url: st}
 `
-	p, err := spec.Parse("d.yaml", []byte(text), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemas := map[string]*arrow.Schema{}
-	for _, ns := range p.Sources {
-		sc, err := SourceSchema(&spec.Pipeline{Source: ns.Source})
-		if err != nil {
-			t.Fatal(err)
-		}
-		schemas[ns.Name] = sc
-	}
+	p, schemas := parseGraph(t, "d.yaml", text)
 	pl, err := CompileGraph(p, schemas, nil)
 	if err != nil {
 		t.Fatal(err)

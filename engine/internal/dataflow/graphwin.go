@@ -95,18 +95,12 @@ func resultWindow(n *Node) (winShape, string, bool) {
 	for n != nil {
 		st := n.spec
 		switch {
-		case n.Kind == spec.KindWindow && st != nil:
-			w, ok := shapeOfWindow(st.Window)
-			return w, n.Name, ok
-		case n.windowedJoin && st != nil:
-			return shapeOfJoin(st.Join.Window), n.Name, true
+		case n.windows && st != nil:
+			return n.window, n.Name, n.fixedWindow
 		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0 || st == nil:
 			return winShape{}, "", false
-		case st.Project != nil:
-			if projectedFrom(st.Project, operators.ColWindowStart) != operators.ColWindowStart ||
-				projectedFrom(st.Project, spec.WindowEventTime) != spec.WindowEventTime {
-				return winShape{}, "", false
-			}
+		case copied(n, operators.ColWindowStart) != operators.ColWindowStart || copied(n, spec.WindowEventTime) != spec.WindowEventTime:
+			return winShape{}, "", false
 		}
 		n = n.Ins[0]
 	}
@@ -144,23 +138,20 @@ func isIdent(s string) bool {
 // the stages that produced and renamed it.
 func windowEndAlias(n *Node, col string) (producer, renamed string, ok bool) {
 	for n != nil {
-		st := n.spec
 		switch {
-		case n.Kind == spec.KindWindow || n.windowedJoin:
+		case n.windows:
 			return n.Name, renamed, col == spec.WindowEventTime && renamed != ""
-		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0 || st == nil:
+		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0 || n.spec == nil:
 			return "", "", false
-		case st.Project != nil:
-			from := projectedFrom(st.Project, col)
-			if from == "" {
-				return "", "", false
-			}
-			if from != col {
-				renamed = n.Name
-			}
-			col = from
 		}
-		n = n.Ins[0]
+		from := copied(n, col)
+		if from == "" {
+			return "", "", false
+		}
+		if from != col {
+			renamed = n.Name
+		}
+		col, n = from, n.Ins[0]
 	}
 	return "", "", false
 }
@@ -179,7 +170,7 @@ func offByOneWindow(field, col, producer, renamed string) error {
 func readsWindowResults(n *Node) bool {
 	for n != nil {
 		switch {
-		case n.Kind == spec.KindWindow || n.windowedJoin:
+		case n.windows:
 			return true
 		case n.Kind == "source" || n.Stateful || len(n.Ins) == 0:
 			return false

@@ -289,7 +289,8 @@ func EvolveGraph(old []manifest.OpPlan, pl *Plan, regs []StateMigration) (map[st
 	for i, o := range ops {
 		prev, ok := prevOf[o.ID]
 		nd := pl.Graph.ByName[o.ID]
-		if !ok || nd == nil || o.Kind != "window" || prev.Kind != "window" {
+		kd := kinds[o.Kind]
+		if !ok || nd == nil || kd == nil || kd.evolve == nil || prev.Kind != o.Kind {
 			continue // compatible decides
 		}
 		chain, err := chainOf(old, pl.Ops, o.ID, regs)
@@ -304,34 +305,14 @@ func EvolveGraph(old []manifest.OpPlan, pl *Plan, regs []StateMigration) (map[st
 		if prev.StatePlan == "" || o.StatePlan == "" {
 			continue // nothing to migrate from: compatible decides
 		}
-		op, err := nd.NewOp()
+		m, err := kd.evolve(nd, prev, o) // kind_<name>.go
 		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+			return nil, err
 		}
-		w := WindowOf(op)
-		if w == nil {
+		if m == nil {
 			continue
 		}
-		oldSpec, oldIn, err := operators.UnmarshalStatePlan([]byte(prev.StatePlan))
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: the recorded state plan cannot be read: %w", o.ID, err)
-		}
-		ow, err := operators.NewWindow(oldSpec, oldIn, 1)
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: the recorded state plan: %w", o.ID, err)
-		}
-		if rule := timeRule(op); prev.StateSchema != ow.StateFingerprint()+rule {
-			return nil, fmt.Errorf("operator %q changed how it times its input rows (%s -> %s): its state cannot be migrated; "+
-				"start a new pipeline name to recompute from the input", o.ID, prev.StateSchema, o.StateSchema)
-		}
-		ev, err := operators.PlanStateEvolution(oldSpec, w.StateSpec(), oldIn, plainSchema(w.InputSchema()))
-		if err != nil {
-			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
-		}
-		if !ev.Compatible() {
-			return nil, fmt.Errorf("operator %q: %w", o.ID, ev.Err())
-		}
-		out[o.ID] = &StageMigration{Ev: ev}
+		out[o.ID] = m
 		ops[i].StateSchema = prev.StateSchema // migrated: the layouts correspond
 	}
 	if err := Compatible(old, ops); err != nil {

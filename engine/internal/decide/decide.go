@@ -80,7 +80,7 @@ func NewConfig(p *spec.Pipeline) Config {
 		}
 	}
 	for _, st := range p.Stages {
-		if !statelessKind(st.Kind()) {
+		if !st.Stateless() {
 			c.Streams = false // a keyed stage sees the epoch's rows at once
 		}
 	}
@@ -97,12 +97,6 @@ func NewConfig(p *spec.Pipeline) Config {
 		}
 	}
 	return c
-}
-
-// statelessKind reports whether a graph stage of kind maps each batch on
-// its own (keeps no state between rows): what a streamed epoch can run.
-func statelessKind(kind string) bool {
-	return kind == spec.KindFilter || kind == spec.KindProject || kind == spec.KindLookup
 }
 
 // Estimate is decodedEstimate of f by its input's format.
