@@ -47,7 +47,10 @@ type Status struct {
 	Generation  int64  `json:"generation,omitempty"`
 	Epoch       int64  `json:"epoch,omitempty"`
 	Parallelism int    `json:"parallelism,omitempty"`
-	Watermark   string `json:"watermark,omitempty"`
+	// Workers is the head generation's worker count when several worker
+	// processes run it (floe run --workers); absent for one.
+	Workers   int    `json:"workers,omitempty"`
+	Watermark string `json:"watermark,omitempty"`
 	// WatermarkUS is the watermark in microseconds (ReadStatus only;
 	// math.MinInt64: none yet, math.MaxInt64: drained).
 	WatermarkUS *int64             `json:"watermark_us,omitempty"`
@@ -149,7 +152,11 @@ func (s *Status) Print(w io.Writer) {
 	if s.LastCommit != nil {
 		fmt.Fprintf(tw, "last commit\t%s (%s ago)\n", s.LastCommit.Format(time.RFC3339), fmtAge(*s.LastCommitAgeS))
 	}
-	fmt.Fprintf(tw, "head\tgeneration %d, epoch %d, parallelism %d\n", s.Generation, s.Epoch, s.Parallelism)
+	if s.Workers > 1 {
+		fmt.Fprintf(tw, "head\tgeneration %d, epoch %d, parallelism %d, %d workers\n", s.Generation, s.Epoch, s.Parallelism, s.Workers)
+	} else {
+		fmt.Fprintf(tw, "head\tgeneration %d, epoch %d, parallelism %d\n", s.Generation, s.Epoch, s.Parallelism)
+	}
 	wm := s.Watermark
 	var lags []string
 	if s.WatermarkLagEventS != nil {
@@ -747,6 +754,7 @@ func headStatus(p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *Status {
 		c := m.Counters
 		s.Committed, s.Generation, s.Epoch = true, m.Generation, m.Epoch
 		s.Parallelism, s.Watermark, s.Counters, s.FilesSeen = head.Generation.Parallelism, runner.FmtWM(m.Watermark), &c, m.Source.Count
+		s.Workers = head.Generation.Workers
 	}
 	return s
 }
