@@ -146,7 +146,18 @@ state: {url: %q, parallelism: 2, max_parallelism: 128, retain_epochs: 3}
 // multiset of rows (one string per row) and the number of files.
 func committedRows(t testing.TB, ctx context.Context, specPath, sinkURL string) ([]string, int) {
 	t.Helper()
-	res := runFloe(t, "outputs", specPath)
+	return committedRowsOf(t, ctx, specPath, "", sinkURL)
+}
+
+// committedRowsOf is committedRows of one named sink of a graph pipeline
+// ("" for all).
+func committedRowsOf(t testing.TB, ctx context.Context, specPath, sinkName, sinkURL string) ([]string, int) {
+	t.Helper()
+	args := []string{"outputs", specPath}
+	if sinkName != "" {
+		args = append(args, "--sink", sinkName)
+	}
+	res := runFloe(t, args...)
 	base := sinkURL
 	if i := strings.IndexByte(base, '?'); i >= 0 {
 		base = base[:i]

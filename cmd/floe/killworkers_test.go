@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/floe-dev/floe/internal/datagen"
+	"github.com/floe-dev/floe/internal/faultproxy"
 	"github.com/floe-dev/floe/internal/s3test"
 	"github.com/floe-dev/floe/store"
 )
 
-// workerSpec is the kill test's pipeline at parallelism 4, so that up to
-// four workers can share it.
+// workerSpec is the kill test's pipeline at parallelism 6, so that up to
+// six workers can share it.
 func workerSpec(t testing.TB, dir, name, source, state, sink string) string {
 	t.Helper()
 	y := fmt.Sprintf(`name: %s
@@ -33,7 +34,7 @@ operators:
   - window: {key: [user_id], tumbling: 1m, allowed_lateness: 30s,
              aggregates: {clicks: "count()", total_bytes: "sum(bytes)"}}
 sink:  {type: files, url: %q, format: parquet}
-state: {url: %q, parallelism: 4, max_parallelism: 128, retain_epochs: 3}
+state: {url: %q, parallelism: 6, max_parallelism: 128, retain_epochs: 3}
 `, name, source, lateOf(sink), sink, state)
 	p := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
@@ -106,6 +107,14 @@ func startPeer(t testing.TB, spec string, workers, index int, extra ...string) *
 // same index. It returns how many kills landed on a running process.
 func runWorkerRound(t *testing.T, rng *rand.Rand, spec string, workers, kills int, extra ...string) int {
 	t.Helper()
+	return runWorkerRoundRetry(t, rng, spec, workers, kills, 0, extra...)
+}
+
+// runWorkerRoundRetry is runWorkerRound where a worker that fails (a
+// storage fault outlasting its retries) is started again, up to retries
+// times in all, as a Job's restart policy would.
+func runWorkerRoundRetry(t *testing.T, rng *rand.Rand, spec string, workers, kills, retries int, extra ...string) int {
+	t.Helper()
 	procs := make([]*workerProc, workers)
 	for i := range procs {
 		procs[i] = startPeer(t, spec, workers, i, extra...)
@@ -125,6 +134,12 @@ func runWorkerRound(t *testing.T, rng *rand.Rand, spec string, workers, kills in
 		err := <-p.done
 		if !wasKilled(err) {
 			if err != nil {
+				if retries > 0 {
+					retries--
+					t.Logf("worker %d failed (restarted): %s", i, lastLine(p.stderr.String()))
+					procs[i] = startPeer(t, spec, workers, i, extra...)
+					continue
+				}
 				t.Fatalf("worker %d failed before the kill: %v\n%s", i, err, tailString(p.stderr.String(), 3000))
 			}
 			p.done <- err
@@ -133,12 +148,21 @@ func runWorkerRound(t *testing.T, rng *rand.Rand, spec string, workers, kills in
 		landed++
 		procs[i] = startPeer(t, spec, workers, i, extra...)
 	}
-	for _, p := range procs {
+	for i := 0; i < len(procs); i++ {
+		p := procs[i]
 		select {
 		case err := <-p.done:
+			if err != nil && retries > 0 {
+				retries--
+				t.Logf("worker %d failed (restarted): %s", p.index, lastLine(p.stderr.String()))
+				procs[i] = startPeer(t, spec, workers, p.index, extra...)
+				i = -1 // wait for every worker again
+				continue
+			}
 			if err != nil {
 				t.Fatalf("worker %d of %d: %v\n%s", p.index, workers, err, tailString(p.stderr.String(), 4000))
 			}
+			p.done <- err
 		case <-time.After(5 * time.Minute):
 			_ = p.cmd.Process.Kill()
 			t.Fatalf("worker %d of %d still running after 5 minutes\n%s", p.index, workers, tailString(p.stderr.String(), 4000))
@@ -149,10 +173,12 @@ func runWorkerRound(t *testing.T, rng *rand.Rand, spec string, workers, kills in
 
 // TestWorkersKillRescale runs the kill test's pipeline as W = 3 worker
 // processes while its files land in four batches, SIGKILLing random
-// workers at random moments and restarting them, then rescales to W = 2
-// for the last batch and drains: the committed outputs and side outputs
-// must equal one uninterrupted single process's, row for row, and `floe
-// verify` must find nothing wrong; on file:// and on S3 (versitygw).
+// workers at random moments and restarting them, rescaling 3 -> 2 -> 5
+// workers for the last batches, and drains: the committed outputs and side
+// outputs must equal one uninterrupted single process's, row for row, the
+// sink must hold exactly the committed files, and `floe verify` must find
+// nothing wrong; on file://, on S3 (versitygw), and on S3 through the
+// fault proxy failing 10% of requests.
 func TestWorkersKillRescale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process kill test")
@@ -182,6 +208,26 @@ func TestWorkersKillRescale(t *testing.T) {
 		workersKill(t, seed+1, killBackend{source: srv.URL(b, "events"), refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
 			killState: srv.URL(b, "w/state"), killSink: srv.URL(b, "w/out")}, srv.URL(b, "refsrc"))
 	})
+	t.Run("s3-faults", func(t *testing.T) {
+		srv := s3test.Shared(t)
+		u, err := url.Parse(srv.NewBucket(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := u.Host
+		px, err := faultproxy.Start(srv.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(px.Close)
+		px.SetRandom(faultproxy.Random{P: 0.1, Seed: seed + 2, Kinds: faultproxy.AllKinds})
+		via := func(prefix string) string { return s3test.Via(srv.URL(b, prefix), px.URL) }
+		// The reference and the data go straight to the server; the
+		// workers' state and sink go through the proxy.
+		workersKill(t, seed+2, killBackend{source: srv.URL(b, "events"), refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
+			killState: via("w/state"), killSink: via("w/out")}, srv.URL(b, "refsrc"))
+		t.Logf("fault proxy: %d requests faulted", len(px.Log()))
+	})
 }
 
 func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
@@ -194,6 +240,7 @@ func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
 	ref := newLanding(t)
 	refSpec := workerSpec(t, dir, "w-ref", refSource, be.refState, be.refSink)
 	batches := []int{12, 8, 12, 8}
+	rescale := []int{3, 3, 2, 5} // workers per batch
 	for i, n := range batches {
 		ref.land(t, ctx, refSource, n)
 		args := []string{"run", refSpec, "--log-format", "json"}
@@ -212,11 +259,11 @@ func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
 	kills := 0
 	for i, n := range batches {
 		l.land(t, ctx, be.source, n)
-		workers, extra := 3, []string(nil)
+		var extra []string
 		if i == len(batches)-1 {
-			workers, extra = 2, []string{"--drain"} // rescale 3 -> 2, then drain
+			extra = []string{"--drain"}
 		}
-		kills += runWorkerRound(t, rng, spec, workers, 3, extra...)
+		kills += runWorkerRoundRetry(t, rng, spec, rescale[i], 3, 20, extra...)
 	}
 	t.Logf("%d kills landed over %d rounds", kills, len(batches))
 	if kills == 0 {
@@ -239,6 +286,18 @@ func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
 	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
 		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
 			t.Errorf("%s rows: %d missing, %d extra (want %d, got %d)", c.what, len(m), len(x), len(c.want), len(c.got))
+		}
+	}
+	// The sink holds exactly the committed files: what killed workers
+	// wrote is either committed or gone.
+	committed := map[string]bool{}
+	base := strings.TrimSuffix(strings.SplitN(be.killSink, "?", 2)[0], "/") + "/"
+	for _, line := range strings.Fields(runFloe(t, "outputs", spec).stdout) {
+		committed[strings.TrimPrefix(line, base)] = true
+	}
+	for k := range listKeys(t, ctx, be.killSink) {
+		if strings.HasPrefix(k, "part-") && !committed[k] {
+			t.Errorf("sink file %s is not committed by any epoch (an orphan)", k)
 		}
 	}
 	v := runFloe(t, "verify", spec)
@@ -340,5 +399,40 @@ state: {url: %q, parallelism: 3}
 	t.Logf("%d rows equal; %d kills landed", len(got), kills)
 	if v := runFloe(t, "verify", w); !strings.Contains(v.stdout, " 0 problems") {
 		t.Errorf("floe verify:\n%s", v.stdout)
+	}
+
+	// The sample graph: dedup, join, window and top_n, two sinks. The
+	// dedup's and the window's rows reach order-sensitive stages in an
+	// order of their values, so every worker gathers them (Runner.gather).
+	sample, err := os.ReadFile("../../testdata/pipelines/auctions-graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := func(name string) (string, string, string) {
+		y := strings.ReplaceAll(string(sample), "../auctions", abs)
+		y = strings.ReplaceAll(y, "../../out/", filepath.Join(root, name)+"/")
+		y = strings.ReplaceAll(y, "../../.floe", filepath.Join(root, name, "state"))
+		y = strings.ReplaceAll(y, "format: jsonl}", "format: parquet}")
+		y = strings.ReplaceAll(y, "parallelism: 2}", "parallelism: 3}")
+		p := filepath.Join(root, name+".yaml")
+		if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p, "file://" + filepath.Join(root, name, "hot-categories"), "file://" + filepath.Join(root, name, "category-volume")
+	}
+	gref, refTop, refVol := graph("gref")
+	runFloe(t, "run", gref, "--drain")
+	gw, wTop, wVol := graph("gw")
+	kills = runWorkerRound(t, rng, gw, 3, 2, "--drain")
+	for _, c := range []struct{ sink, ref, got string }{{"out", refTop, wTop}, {"per-category", refVol, wVol}} {
+		want, _ := committedRowsOf(t, ctx, gref, c.sink, c.ref)
+		got, _ := committedRowsOf(t, ctx, gw, c.sink, c.got)
+		if len(want) == 0 {
+			t.Errorf("sample graph: sink %s: the reference has no rows", c.sink)
+		}
+		if m, x := multisetDiff(want, got); len(m) > 0 || len(x) > 0 {
+			t.Errorf("sample graph, 3 workers (%d kills), sink %s: %d rows, one process %d: %d missing, %d extra\nmissing: %q\nextra: %q",
+				kills, c.sink, len(got), len(want), len(m), len(x), firstN(m, 5), firstN(x, 5))
+		}
 	}
 }

@@ -191,12 +191,16 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 		of(nd)[r.slot0()] = append(of(nd)[r.slot0()], res.batches...)
 	}
 	var lateN, winN int64
+	// replicated: nodes whose rows every worker holds whole (several
+	// workers, after a gather).
+	replicated := map[*dataflow.Node]bool{}
 	for _, nd := range gp.Nodes {
 		if nd.Kind == "source" || nd.AtDecode {
 			continue
 		}
 		switch {
 		case nd.Stage != nil || nd.Lookup != nil:
+			replicated[nd] = replicated[nd.Ins[0]]
 			for s, bs := range rows[nd.Ins[0]] {
 				for _, b := range bs {
 					o, err := r.mapNode(nd, b)
@@ -223,7 +227,7 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				// Several workers: this worker's subtasks' rows from all
 				// of them (workers.go).
 				var err error
-				if in, err = r.exchange(ctx, nd, in); err != nil {
+				if in, err = r.exchange(ctx, nd, in, replicated); err != nil {
 					return nil, err
 				}
 			}
@@ -237,6 +241,14 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.Mem)
 				if err != nil {
 					return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+				}
+				if r.cl != nil {
+					// Several workers: every worker gathers the stage's
+					// rows of all and orders them alike (workers.go).
+					if one, err = r.gather(ctx, nd, one); err != nil {
+						return nil, err
+					}
+					replicated[nd] = true
 				}
 				if one != nil {
 					of(nd)[r.slot0()] = append(of(nd)[r.slot0()], one)
@@ -256,11 +268,20 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			}
 		}
 	}
+	// Rows every worker holds are written by worker 0 alone.
+	dup := func(nd *dataflow.Node) bool { return replicated[nd] && r.cl.self != 0 }
 	for s, bs := range of(gp.Sink) {
+		if dup(gp.Sink) {
+			break
+		}
 		out.Out[s] = bs
 		out.outRows[s] = countRows(bs)
 	}
 	for _, nd := range gp.Extra {
+		if dup(nd) {
+			out.Extra = append(out.Extra, make([][]arrow.RecordBatch, n))
+			continue
+		}
 		out.Extra = append(out.Extra, of(nd))
 	}
 	out.Late, out.Windows = lateN, winN

@@ -128,9 +128,6 @@ func checkWorkers(p *spec.Pipeline, opts *Options) error {
 // checkWorkerPlan refuses plans the exchange cannot yet keep exact.
 func checkWorkerPlan(gp *dataflow.GraphPlan) error {
 	for _, nd := range gp.Nodes {
-		if nd.Canonical {
-			return fmt.Errorf("--workers: stage %s hands its rows on in an order of their values to a stage that depends on the order (top_n, dedup, over, or a window with order-dependent aggregates); several workers cannot keep that order yet: run it in one process", nd.Name)
-		}
 		if nd.Lookup != nil {
 			return fmt.Errorf("--workers: stage %s is a lookup; several workers cannot share one version of its table yet: run it in one process", nd.Name)
 		}
@@ -581,7 +578,8 @@ func (r *Runner) exchangeRound(ctx context.Context, segments [][]byte, meta []by
 // to the workers owning their key groups and returns, per input, the rows
 // of this worker's subtasks: every sender's in sender order, its own at its
 // index.
-func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*dataflow.Node][]arrow.RecordBatch) (map[*dataflow.Node][]arrow.RecordBatch, error) {
+func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*dataflow.Node][]arrow.RecordBatch,
+	replicated map[*dataflow.Node]bool) (map[*dataflow.Node][]arrow.RecordBatch, error) {
 	cl := r.cl
 	nw := cl.top.Workers
 	// routed[w][i]: input i's rows for worker w.
@@ -591,8 +589,8 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 	}
 	done := map[*dataflow.Node]bool{}
 	for i, u := range nd.Ins {
-		if done[u] {
-			continue // a self-join reads one input twice: route it once
+		if done[u] || replicated[u] {
+			continue // a self-join reads one input twice: route it once; every worker holds a replicated one whole
 		}
 		done[u] = true
 		for _, b := range in[u] {
@@ -633,7 +631,7 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 		if w == cl.self {
 			continue
 		}
-		seg, err := encodeSegment(nd, routed[w])
+		seg, err := encodeSegment(inSchemas(nd), routed[w])
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: exchange: %w", nd.Name, err)
 		}
@@ -649,7 +647,7 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 	bySender := make([][][]arrow.RecordBatch, nw)
 	bySender[cl.self] = routed[cl.self]
 	for _, inc := range incoming {
-		bs, err := decodeSegment(nd, inc.Data)
+		bs, err := decodeSegment(inSchemas(nd), inc.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: exchange round %d: worker %d's rows: %w", nd.Name, cl.round, inc.Sender, err)
 		}
@@ -658,6 +656,10 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 	out := map[*dataflow.Node][]arrow.RecordBatch{}
 	for i, u := range nd.Ins {
 		if _, ok := out[u]; ok {
+			continue
+		}
+		if replicated[u] {
+			out[u] = in[u] // whole, in the one order: each subtask takes its rows
 			continue
 		}
 		var all []arrow.RecordBatch
@@ -671,10 +673,63 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 	return out, nil
 }
 
+// inSchemas returns the schemas of nd's inputs.
+func inSchemas(nd *dataflow.Node) []*arrow.Schema {
+	out := make([]*arrow.Schema, len(nd.Ins))
+	for i, u := range nd.Ins {
+		out[i] = u.Out
+	}
+	return out
+}
+
+// gather sends a stage's rows (this worker's, in value order) to every
+// worker and returns all workers' rows in value order
+// (operators.CanonicalOrder): the same batch in every worker, which one
+// process hands on. The stage's readers then find every row in every
+// worker (Runner.exchange keeps such input whole).
+func (r *Runner) gather(ctx context.Context, nd *dataflow.Node, mine arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cl := r.cl
+	schemas := []*arrow.Schema{nd.Out}
+	var local []arrow.RecordBatch
+	if mine != nil {
+		local = []arrow.RecordBatch{mine}
+	}
+	seg, err := encodeSegment(schemas, [][]arrow.RecordBatch{local})
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: gather: %w", nd.Name, err)
+	}
+	segments := make([][]byte, cl.top.Workers)
+	for w := range segments {
+		if w != cl.self {
+			segments[w] = seg
+		}
+	}
+	incoming, err := r.exchangeRound(ctx, segments, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+	}
+	all := local
+	for _, inc := range incoming {
+		bs, err := decodeSegment(schemas, inc.Data)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: gather round %d: worker %d's rows: %w", nd.Name, cl.round, inc.Sender, err)
+		}
+		all = append(all, bs[0]...)
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	one, err := operators.CanonicalOrder(all, r.Mem)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+	}
+	return one, nil
+}
+
 // encodeSegment encodes one receiver's rows of a keyed stage: per input,
 // a u64 length and an Arrow IPC stream (nothing for an input without
 // rows).
-func encodeSegment(nd *dataflow.Node, perInput [][]arrow.RecordBatch) ([]byte, error) {
+func encodeSegment(schemas []*arrow.Schema, perInput [][]arrow.RecordBatch) ([]byte, error) {
 	if countSub(perInput) == 0 {
 		return nil, nil
 	}
@@ -682,7 +737,7 @@ func encodeSegment(nd *dataflow.Node, perInput [][]arrow.RecordBatch) ([]byte, e
 	for i, bs := range perInput {
 		var buf bytes.Buffer
 		if countRows(bs) > 0 {
-			wr := ipc.NewWriter(&buf, ipc.WithSchema(nd.Ins[i].Out))
+			wr := ipc.NewWriter(&buf, ipc.WithSchema(schemas[i]))
 			for _, b := range bs {
 				if err := wr.Write(b); err != nil {
 					return nil, err
@@ -699,12 +754,12 @@ func encodeSegment(nd *dataflow.Node, perInput [][]arrow.RecordBatch) ([]byte, e
 }
 
 // decodeSegment is encodeSegment's inverse.
-func decodeSegment(nd *dataflow.Node, data []byte) ([][]arrow.RecordBatch, error) {
-	out := make([][]arrow.RecordBatch, len(nd.Ins))
+func decodeSegment(schemas []*arrow.Schema, data []byte) ([][]arrow.RecordBatch, error) {
+	out := make([][]arrow.RecordBatch, len(schemas))
 	if len(data) == 0 {
 		return out, nil
 	}
-	for i := range nd.Ins {
+	for i := range schemas {
 		if len(data) < 8 {
 			return nil, fmt.Errorf("segment truncated before input %d", i)
 		}
@@ -722,9 +777,9 @@ func decodeSegment(nd *dataflow.Node, data []byte) ([][]arrow.RecordBatch, error
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		if !rd.Schema().Equal(nd.Ins[i].Out) {
+		if !rd.Schema().Equal(schemas[i]) {
 			rd.Release()
-			return nil, fmt.Errorf("input %d: schema %s, the plan's %s", i, rd.Schema(), nd.Ins[i].Out)
+			return nil, fmt.Errorf("input %d: schema %s, the plan's %s", i, rd.Schema(), schemas[i])
 		}
 		for rd.Next() {
 			b := rd.RecordBatch()
