@@ -278,8 +278,9 @@ func TestKafkaTwinRun(t *testing.T) {
 }
 
 // TestKafkaSQLMetadata: a stateless SQL pipeline reads the record
-// timestamp, partition and offset as columns, in the declared order, and
-// a second run reads only the records produced since.
+// timestamp, partition and offset as columns; SELECT * writes them in the
+// order the table declares them (not the source's: value columns, then
+// metadata), and a second run reads only the records produced since.
 func TestKafkaSQLMetadata(t *testing.T) {
 	ctx := context.Background()
 	b := kafkatest.Start(t)
@@ -288,9 +289,9 @@ func TestKafkaSQLMetadata(t *testing.T) {
 	root := t.TempDir()
 	out := filepath.Join(root, "out")
 	sql := fmt.Sprintf(kafkaDDL, topic, strings.Join(b.Brokers(), ","), ",\n  'source.max-records-per-epoch' = '25'") +
-		"CREATE TABLE big (ts TIMESTAMP(3), p INT, o BIGINT, user_id STRING, bytes BIGINT) WITH ('connector' = 'filesystem', 'path' = '" + out + "', 'format' = 'parquet');\n" +
+		"CREATE TABLE big (ts TIMESTAMP(3), `partition` BIGINT, user_id STRING, bytes BIGINT, `offset` BIGINT) WITH ('connector' = 'filesystem', 'path' = '" + out + "', 'format' = 'parquet');\n" +
 		"SET 'state.url' = '" + filepath.Join(root, "state") + "';\n" +
-		"INSERT INTO big SELECT ts, `partition`, `offset`, user_id, bytes FROM clicks WHERE bytes % 2 = 0;\n"
+		"INSERT INTO big SELECT * FROM clicks WHERE bytes % 2 = 0;\n"
 	p, err := Parse("meta.sql", []byte(sql), root)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +307,7 @@ func TestKafkaSQLMetadata(t *testing.T) {
 				t.Fatal(err)
 			}
 			if v.Bytes%2 == 0 {
-				want = append(want, fmt.Sprintf("ts=%s p=%d o=%d user_id=%s bytes=%d ", tsStr(m.Time), m.Partition, offs[i], v.User, v.Bytes))
+				want = append(want, fmt.Sprintf("ts=%s partition=%d user_id=%s bytes=%d offset=%d ", tsStr(m.Time), m.Partition, v.User, v.Bytes, offs[i]))
 			}
 		}
 		slices.Sort(want)
