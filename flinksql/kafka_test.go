@@ -367,3 +367,59 @@ func planHashOf(t *testing.T, state, name string) string {
 	}
 	return g.PlanHash
 }
+
+// TestKafkaSQLStartupTimestamp: 'scan.startup.mode' = 'timestamp' starts
+// each partition at the broker's offset for 'scan.startup.timestamp-millis':
+// the rows are exactly the records from that time on.
+func TestKafkaSQLStartupTimestamp(t *testing.T) {
+	ctx := context.Background()
+	b := kafkatest.Start(t)
+	topic := b.Topic("sqlstart", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	from := t0.Add(10 * time.Second)
+	var ms []kafkatest.Msg
+	for p := int32(0); p < 2; p++ {
+		for i := 0; i < 20; i++ {
+			ms = append(ms, kafkatest.Msg{Partition: p, Time: t0.Add(time.Duration(i) * time.Second),
+				Value: fmt.Sprintf(`{"user_id":"u%d","bytes":%d}`, i%3, int(p)*1000+i)})
+		}
+	}
+	offs := b.Produce(topic, ms...)
+	var want []string
+	for i, m := range ms {
+		if !m.Time.Before(from) {
+			var v struct {
+				User  string `json:"user_id"`
+				Bytes int64  `json:"bytes"`
+			}
+			if err := json.Unmarshal([]byte(m.Value), &v); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, fmt.Sprintf("ts=%s partition=%d user_id=%s bytes=%d offset=%d ", tsStr(m.Time), m.Partition, v.User, v.Bytes, offs[i]))
+		}
+	}
+	slices.Sort(want)
+	root := t.TempDir()
+	out := filepath.Join(root, "out")
+	sql := fmt.Sprintf(kafkaDDL, topic, strings.Join(b.Brokers(), ","),
+		fmt.Sprintf(",\n  'scan.startup.mode' = 'timestamp', 'scan.startup.timestamp-millis' = '%d'", from.UnixMilli())) +
+		"CREATE TABLE all_rows (ts TIMESTAMP(3), `partition` BIGINT, user_id STRING, bytes BIGINT, `offset` BIGINT) WITH ('connector' = 'filesystem', 'path' = '" + out + "', 'format' = 'parquet');\n" +
+		"SET 'state.url' = '" + filepath.Join(root, "state") + "';\n" +
+		"INSERT INTO all_rows SELECT * FROM clicks;\n"
+	p, err := Parse("start.sql", []byte(sql), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Run(ctx, p, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range res.Outputs {
+		got = append(got, readRows(t, filepath.Join(out, filepath.FromSlash(o)))...)
+	}
+	slices.Sort(got)
+	if len(want) != 20 || !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s\nwant (%d)\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+}
