@@ -82,6 +82,10 @@ type column struct {
 	typ   spec.DataType
 	flink string
 	off   int
+	// meta is the metadata key of a METADATA column ("" for a physical
+	// column): FROM 'key', or the column's name; metaOff is where it is.
+	meta    string
+	metaOff int
 }
 
 // table is a CREATE TABLE.
@@ -241,20 +245,38 @@ func parseCreateTable(c *cursor) (*table, error) {
 			if err != nil {
 				return nil, err
 			}
-			if c.peek().is("metadata") {
-				return nil, errAt(c.peek(), "METADATA columns: not supported")
+			nullable := func() error {
+				if c.accept("not") {
+					return c.expect("null")
+				}
+				c.accept("null")
+				return nil
 			}
-			if c.accept("not") {
-				if err := c.expect("null"); err != nil {
+			if err := nullable(); err != nil {
+				return nil, err
+			}
+			col := column{name: ct.text, typ: typ, flink: fl, off: ct.off}
+			if mt := c.peek(); mt.is("metadata") {
+				// col TYPE METADATA [FROM 'key'] [VIRTUAL] (Flink): the
+				// connector checks the key (kafka.go).
+				c.next()
+				col.meta, col.metaOff = ct.text, ct.off
+				if c.accept("from") {
+					k := c.next()
+					if k.kind != tString {
+						return nil, errAt(k, "METADATA FROM: want a quoted metadata key such as 'timestamp', found %s", describe(k))
+					}
+					col.meta, col.metaOff = k.text, k.off
+				}
+				c.accept("virtual")
+				if err := nullable(); err != nil {
 					return nil, err
 				}
-			} else {
-				c.accept("null")
 			}
 			if tb.col(ct.text) != nil && tb.col(ct.text).name == ct.text {
 				return nil, errAt(ct, "column %s declared twice", ct.text)
 			}
-			tb.cols = append(tb.cols, column{name: ct.text, typ: typ, flink: fl, off: ct.off})
+			tb.cols = append(tb.cols, col)
 		}
 		if c.acceptP(",") {
 			continue

@@ -166,7 +166,7 @@ func TestErrors(t *testing.T) {
 		{"unbounded-topn", "INSERT INTO out SELECT auction FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;", "over the whole stream"},
 		{"proctime", "INSERT INTO out SELECT PROCTIME() FROM bid;", "processing time is not supported"},
 		{"bad-type", "CREATE TABLE x (a MAP<STRING, INT>) WITH ('connector' = 'filesystem');", "t.sql:10:19: type MAP: not supported"},
-		{"connector", "CREATE TABLE x (a INT, t TIMESTAMP(3), WATERMARK FOR t AS t) WITH ('connector' = 'kafka', 'path' = 'p', 'format' = 'json'); INSERT INTO out SELECT a FROM x;", "'connector' = 'kafka'"},
+		{"connector", "CREATE TABLE x (a INT, t TIMESTAMP(3), WATERMARK FOR t AS t) WITH ('connector' = 'datagen', 'path' = 'p', 'format' = 'json'); INSERT INTO out SELECT a FROM x;", "'connector' = 'datagen': floe reads and writes 'filesystem' tables, reads 'kafka' topics"},
 		{"no-watermark", "INSERT INTO out SELECT k FROM dim;", "lookup table"},
 		{"set-key", "SET 'state.urll' = 'x';", "t.sql:10:5: SET 'state.urll': unknown key"},
 		{"unterminated", "INSERT INTO out SELECT 'abc FROM bid;", "t.sql:10:24: unterminated string literal"},

@@ -2,6 +2,7 @@ package flinksql
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,7 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(ddl + s)
 	}
+	f.Add(fmt.Sprintf(kafkaWindowSQL, "clicks;views", "k1:9092,k2:9092", ",\n  'scan.startup.mode' = 'timestamp', 'scan.startup.timestamp-millis' = '1000'", "/tmp/out", "/tmp/st"))
 	f.Fuzz(func(t *testing.T, src string) {
 		_, err := Parse("f.sql", []byte(src), "/nonexistent")
 		if err == nil {

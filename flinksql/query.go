@@ -34,6 +34,10 @@ type rel struct {
 	// renames or drops columns is not a stage of its own; the stage that
 	// needs the names, a sink's final project, writes them).
 	vis []scopeCol
+	// reordered: node's rows carry cols in another order (a kafka table
+	// whose METADATA columns are not declared last, in the source's
+	// order), so selecting every column in order is not the identity.
+	reordered bool
 }
 
 func (r *rel) has(c string) bool {
@@ -406,7 +410,7 @@ func (q *qctx) project(in *rel, sc *scope, items []item, names []string) (*rel, 
 	}
 	var cols yaml.MapSlice
 	out := &rel{node: "", types: map[string]string{}, evt: in.evt, off: in.off, windowed: in.windowed, win: in.win}
-	identity := len(items) == len(in.cols)
+	identity := len(items) == len(in.cols) && !in.reordered
 	for i, it := range items {
 		name := it.name
 		if i < len(names) {

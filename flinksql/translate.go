@@ -367,7 +367,7 @@ func (tr *translator) sourceRel(tb *table, off int) (*rel, error) {
 		tb.node = tr.fresh(tb.name)
 		tr.sources = append(tr.sources, tb)
 	}
-	r := &rel{node: tb.node, evt: tb.wmCol, types: map[string]string{}, off: off}
+	r := &rel{node: tb.node, evt: tb.wmCol, types: map[string]string{}, off: off, reordered: !tb.physicalOrder()}
 	for _, c := range tb.cols {
 		r.cols = append(r.cols, c.name)
 		r.types[c.name] = evalType(c.typ)
@@ -399,7 +399,15 @@ func (tr *translator) fileOpts(tb *table, kind string) (yaml.MapSlice, error) {
 	if !ok {
 		return nil, &lexError{tb.off, fmt.Sprintf("%s: WITH ('connector' = 'filesystem', 'path' = '...', 'format' = '...') is required", tb.name)}
 	}
+	if err := refuseMetadata(tb); err != nil {
+		return nil, err
+	}
 	switch conn.val {
+	case "kafka":
+		if kind == "source" {
+			return nil, &lexError{conn.off, "internal: a kafka table is lowered by kafkaSource"}
+		}
+		return nil, &lexError{conn.off, fmt.Sprintf("'connector' = 'kafka': a kafka table can only be read as a stream (FROM it, with a WATERMARK); a %s is a 'filesystem' table (or an 'iceberg' sink)", kind)}
 	case "filesystem":
 		m = append(m, yaml.MapItem{Key: "type", Value: "files"})
 	case "iceberg":
@@ -408,7 +416,7 @@ func (tr *translator) fileOpts(tb *table, kind string) (yaml.MapSlice, error) {
 		}
 		m = append(m, yaml.MapItem{Key: "type", Value: "iceberg"})
 	default:
-		return nil, &lexError{conn.off, fmt.Sprintf("'connector' = '%s': floe reads and writes 'filesystem' tables (and writes 'iceberg' ones); replace the connector", conn.val)}
+		return nil, &lexError{conn.off, fmt.Sprintf("'connector' = '%s': floe reads and writes 'filesystem' tables, reads 'kafka' topics and writes 'iceberg' tables; replace the connector", conn.val)}
 	}
 	p, ok := get("path")
 	if !ok {
@@ -508,6 +516,9 @@ func (tr *translator) yaml() ([]byte, error) {
 	doc = append(doc, yaml.MapItem{Key: "name", Value: name})
 	idle, hasIdle := tr.settings["table.exec.source.idle-timeout"]
 	source := func(tb *table) (yaml.MapSlice, error) {
+		if tb.isKafka() {
+			return tr.kafkaSource(tb, idle, hasIdle)
+		}
 		m, err := tr.fileOpts(tb, "source")
 		if err != nil {
 			return nil, err

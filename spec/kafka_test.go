@@ -78,3 +78,35 @@ func TestKafkaSourceSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaGraphRefused: the graph form refuses a kafka source at
+// validation, naming the source and its line (the runner combines a
+// graph's sources into one file store; see runner/graphsrc.go).
+func TestKafkaGraphRefused(t *testing.T) {
+	const g = `name: g
+sources:
+  files: {type: files, url: in, format: jsonl, schema: {ts: timestamp, user: string}, event_time: ts}
+  clicks:
+    type: kafka
+    brokers: [localhost:9092]
+    topic: clicks
+    format: jsonl
+    schema: {user: string}
+    event_time: kafka_timestamp
+stages:
+  - name: j
+    inputs: [clicks, files]
+    join: {left_on: [user], right_on: [user], window: {tumbling: 1m}}
+sinks:
+  out: {input: j, type: files, url: out, format: parquet}
+state: {url: st}
+`
+	_, err := Parse("g.yaml", []byte(g), "/specs")
+	want := "g.yaml:5:11: sources.clicks.type: a kafka source is supported in the linear form only for now"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "sources.files") {
+		t.Errorf("the files source is refused too: %v", err)
+	}
+}
