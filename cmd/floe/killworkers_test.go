@@ -148,24 +148,44 @@ func runWorkerRoundRetry(t *testing.T, rng *rand.Rand, spec string, workers, kil
 		landed++
 		procs[i] = startPeer(t, spec, workers, i, extra...)
 	}
-	for i := 0; i < len(procs); i++ {
-		p := procs[i]
-		select {
-		case err := <-p.done:
-			if err != nil && retries > 0 {
-				retries--
-				t.Logf("worker %d failed (restarted): %s", p.index, lastLine(p.stderr.String()))
-				procs[i] = startPeer(t, spec, workers, p.index, extra...)
-				i = -1 // wait for every worker again
+	// Wait for all, restarting a failed one at once (its peers wait
+	// for it at a barrier).
+	finished := make([]bool, len(procs))
+	deadline := time.Now().Add(5 * time.Minute)
+	for left := len(procs); left > 0; {
+		if time.Now().After(deadline) {
+			for i, p := range procs {
+				if !finished[i] {
+					_ = p.cmd.Process.Kill()
+					t.Errorf("worker %d of %d still running after 5 minutes\n%s", i, workers, tailString(p.stderr.String(), 3000))
+				}
+			}
+			t.FailNow()
+		}
+		progressed := false
+		for i, p := range procs {
+			if finished[i] {
 				continue
 			}
-			if err != nil {
-				t.Fatalf("worker %d of %d: %v\n%s", p.index, workers, err, tailString(p.stderr.String(), 4000))
+			select {
+			case err := <-p.done:
+				progressed = true
+				if err != nil && retries > 0 {
+					retries--
+					t.Logf("worker %d failed (restarted): %s", i, lastLine(p.stderr.String()))
+					procs[i] = startPeer(t, spec, workers, i, extra...)
+					continue
+				}
+				if err != nil {
+					t.Fatalf("worker %d of %d: %v\n%s", i, workers, err, tailString(p.stderr.String(), 4000))
+				}
+				finished[i] = true
+				left--
+			default:
 			}
-			p.done <- err
-		case <-time.After(5 * time.Minute):
-			_ = p.cmd.Process.Kill()
-			t.Fatalf("worker %d of %d still running after 5 minutes\n%s", p.index, workers, tailString(p.stderr.String(), 4000))
+		}
+		if !progressed {
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return landed
