@@ -1310,7 +1310,7 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 	// replaced by the row's id as it loads): on an error it is dropped and
 	// rebuilt from the rows when next needed.
 	picks := make([][]joinPick, len(state))
-	var total int
+	var total, keys int
 	for bi, rec := range state {
 		if rec == nil {
 			continue
@@ -1332,8 +1332,17 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 			j.index[p.id] = -1
 		}
 		total += len(picks[bi])
+		for x, p := range picks[bi] {
+			if x == 0 || p.key != picks[bi][x-1].key {
+				keys++ // state rows are sorted by key group, then key bytes
+			}
+		}
 	}
 	j.rows = slices.Grow(j.rows, total)
+	j.keys = slices.Grow(j.keys, keys)
+	if len(j.keyMap) == 0 && keys > 0 {
+		j.keyMap = make(map[string]int32, keys)
+	}
 	for bi, rec := range state {
 		if err := j.load(rec, picks[bi]); err != nil {
 			j.index = nil
