@@ -1428,6 +1428,17 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
+	var total, keys int
+	for _, ps := range picks {
+		total += len(ps)
+		for x, p := range ps {
+			if x == 0 || p.key != ps[x-1].key {
+				keys++ // at most: some keys are held already
+			}
+		}
+	}
+	j.rows = slices.Grow(j.rows, max(0, total-len(j.freeRows)))
+	j.keys = slices.Grow(j.keys, max(0, keys-len(j.freeKeys)))
 	for bi, rec := range upserts {
 		if err := j.load(rec, picks[bi]); err != nil {
 			return fmt.Errorf("join %s: apply delta: upsert batch %d: %w", j.id, bi, err)

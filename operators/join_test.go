@@ -1386,7 +1386,8 @@ func TestJoinStateGolden(t *testing.T) {
 }
 
 // BenchmarkJoinRestore: restore of a join holding 400,000 rows of 100,000
-// keys (a base snapshot, as a run after a long history restores it).
+// keys (a base snapshot, as a run after a long history restores it); "delta"
+// restores half of them from a base and the other half from a delta.
 func BenchmarkJoinRestore(b *testing.B) {
 	spec := intervalSpec(InnerJoin, 24*3600*1000*us, 0, 0)
 	users := make([]string, 100000)
@@ -1416,15 +1417,45 @@ func BenchmarkJoinRestore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		r := newJoin(b, spec)
-		if err := r.Restore(state, 0, r.k, 4000); err != nil {
+	b.Run("base", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			r := newJoin(b, spec)
+			if err := r.Restore(state, 0, r.k, 4000); err != nil {
+				b.Fatal(err)
+			}
+			if r.Len() != j.Len() {
+				b.Fatalf("restored %d rows, want %d", r.Len(), j.Len())
+			}
+		}
+	})
+	// Half the rows as a base, the other half as a delta after it.
+	half := newJoin(b, spec)
+	var base []arrow.RecordBatch
+	for _, rec := range state {
+		n := rec.NumRows() / 2
+		base = append(base, rec.NewSlice(0, n))
+		if err := half.Restore([]arrow.RecordBatch{rec.NewSlice(n, rec.NumRows())}, 0, half.k, 4000); err != nil {
 			b.Fatal(err)
 		}
-		if r.Len() != j.Len() {
-			b.Fatalf("restored %d rows, want %d", r.Len(), j.Len())
-		}
 	}
+	ups, err := half.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("delta", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			r := newJoin(b, spec)
+			if err := r.Restore(base, 0, r.k, 4000); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.ApplyDelta(ups, nil, 0, r.k); err != nil {
+				b.Fatal(err)
+			}
+			if r.Len() != j.Len() {
+				b.Fatalf("restored %d rows, want %d", r.Len(), j.Len())
+			}
+		}
+	})
 }
