@@ -434,7 +434,20 @@ func (j *Join) keyID(key []byte) int32 {
 	if kid, ok := j.keyMap[string(key)]; ok {
 		return kid
 	}
-	jk := joinKey{bytes: string(key), kg: int32(keygroup.Of(key, j.k)), null: hasNullKey(key, len(j.kinds))}
+	return j.newKey(string(key))
+}
+
+// keyIDString is keyID of a key already held as a string (restore).
+func (j *Join) keyIDString(key string) int32 {
+	if kid, ok := j.keyMap[key]; ok {
+		return kid
+	}
+	return j.newKey(key)
+}
+
+// newKey creates the id of an encoded key not held.
+func (j *Join) newKey(key string) int32 {
+	jk := joinKey{bytes: key, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
 	var kid int32
 	if n := len(j.freeKeys); n > 0 {
 		kid = j.freeKeys[n-1]
@@ -479,6 +492,14 @@ func hasNullKey(key []byte, n int) bool {
 // addRow buffers a row of side at loc and returns its id. The row is
 // created, so it is listed for the next delta.
 func (j *Join) addRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
+	id := j.putRow(side, kid, t, seq, loc)
+	j.touch(id)
+	return id
+}
+
+// putRow buffers a row of side at loc and returns its id, without listing
+// it for the next delta (a restored row: it is in the files already).
+func (j *Join) putRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
 	r := jrow{t: t, seq: seq, kid: kid, loc: loc, side: side, live: true}
 	var id int32
 	if n := len(j.freeRows); n > 0 {
@@ -497,7 +518,6 @@ func (j *Join) addRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
 		j.index[rowID{kg: jk.kg, side: side, seq: seq}] = id
 	}
 	j.live++
-	j.touch(id)
 	return id
 }
 
@@ -1186,7 +1206,7 @@ func (j *Join) pickState(rec arrow.RecordBatch, kgLo, kgHi int) ([]joinPick, err
 		enc[side].bind(j.kinds, cols)
 		times[side] = rec.Column(off[side] + j.timeCol[side]).(*array.Timestamp)
 	}
-	var picks []joinPick
+	picks := make([]joinPick, 0, rec.NumRows())
 	var buf []byte
 	for r := range int(rec.NumRows()) {
 		kg := int(kgs[r])
@@ -1239,8 +1259,8 @@ func (j *Join) load(rec arrow.RecordBatch, picks []joinPick) error {
 			if p.id.side != side {
 				continue
 			}
-			kid := j.keyID([]byte(p.key))
-			id := j.addRow(side, kid, p.t, p.id.seq, rowLoc{chunk: c, idx: x})
+			kid := j.keyIDString(p.key)
+			id := j.putRow(side, kid, p.t, p.id.seq, rowLoc{chunk: c, idx: x})
 			x++
 			r := &j.rows[id]
 			r.pending, r.matched, r.inBase = p.pend && j.interval, p.mat, true
@@ -1276,29 +1296,56 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 	if kgLo < 0 || kgHi > j.k || kgLo > kgHi {
 		return fmt.Errorf("join %s: restore: key-group range [%d,%d) outside [0,%d)", j.id, kgLo, kgHi, j.k)
 	}
+	var rows int64
+	for _, rec := range state {
+		if rec != nil {
+			rows += rec.NumRows()
+		}
+	}
 	j.ensureIndex()
+	if len(j.index) == 0 && rows > 0 {
+		j.index = make(map[rowID]int32, rows)
+	}
+	// The index doubles as the set of rows picked so far (placeholder -1,
+	// replaced by the row's id as it loads): on an error it is dropped and
+	// rebuilt from the rows when next needed.
 	picks := make([][]joinPick, len(state))
-	seen := map[rowID]bool{}
+	var total, keys int
 	for bi, rec := range state {
 		if rec == nil {
 			continue
 		}
 		if !sameFields(rec.Schema(), j.state) {
+			j.index = nil
 			return fmt.Errorf("join %s: restore: batch %d schema %s does not match state schema %s", j.id, bi, rec.Schema(), j.state)
 		}
 		var err error
 		if picks[bi], err = j.pickState(rec, kgLo, kgHi); err != nil {
+			j.index = nil
 			return fmt.Errorf("join %s: restore: batch %d %w", j.id, bi, err)
 		}
 		for _, p := range picks[bi] {
-			if _, dup := j.index[p.id]; dup || seen[p.id] {
+			if _, dup := j.index[p.id]; dup {
+				j.index = nil
 				return fmt.Errorf("join %s: restore: batch %d row %d: row (key group %d, side %d, seq %d) restored twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
 			}
-			seen[p.id] = true
+			j.index[p.id] = -1
 		}
+		total += len(picks[bi])
+		for x, p := range picks[bi] {
+			if x == 0 || p.key != picks[bi][x-1].key {
+				keys++ // state rows are sorted by key group, then key bytes
+			}
+		}
+	}
+	j.rows = slices.Grow(j.rows, total)
+	j.keys = slices.Grow(j.keys, keys)
+	if len(j.keyMap) == 0 && keys > 0 {
+		j.keyMap = make(map[string]int32, keys)
 	}
 	for bi, rec := range state {
 		if err := j.load(rec, picks[bi]); err != nil {
+			j.index = nil
 			return fmt.Errorf("join %s: restore: batch %d: %w", j.id, bi, err)
 		}
 	}
@@ -1381,6 +1428,17 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
+	var total, keys int
+	for _, ps := range picks {
+		total += len(ps)
+		for x, p := range ps {
+			if x == 0 || p.key != ps[x-1].key {
+				keys++ // at most: some keys are held already
+			}
+		}
+	}
+	j.rows = slices.Grow(j.rows, max(0, total-len(j.freeRows)))
+	j.keys = slices.Grow(j.keys, max(0, keys-len(j.freeKeys)))
 	for bi, rec := range upserts {
 		if err := j.load(rec, picks[bi]); err != nil {
 			return fmt.Errorf("join %s: apply delta: upsert batch %d: %w", j.id, bi, err)

@@ -47,6 +47,10 @@ type FloeJob struct {
 	// CPUProfile, when set, is a file the run writes a CPU profile of
 	// itself to (the profiling is outside the timed seconds' start).
 	CPUProfile string `json:",omitempty"`
+	// NoDrain runs without the drain: the run commits what its files
+	// close and leaves the open windows and join state for the next run,
+	// as a scheduled (cron) run over a landing folder does.
+	NoDrain bool `json:",omitempty"`
 }
 
 // FloeResult is what a floe run reports.
@@ -61,6 +65,9 @@ type FloeResult struct {
 }
 
 func lookupOne(name string) (Query, error) {
+	if q, ok := LookupSQLOnly(name); ok {
+		return q, nil
+	}
 	qs, err := Lookup(name)
 	if err != nil {
 		return Query{}, err
@@ -144,8 +151,8 @@ func Expand(tmpl []byte, vars map[string]string) ([]byte, error) {
 	return []byte(out), nil
 }
 
-// RunFloe runs j's query with floe in this process (drained: every window
-// is emitted at the end) and times it.
+// RunFloe runs j's query with floe in this process (drained unless
+// j.NoDrain: every window is emitted at the end) and times it.
 func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 	q, err := lookupOne(j.Query)
 	if err != nil {
@@ -161,7 +168,8 @@ func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 	return runPipeline(ctx, p, j)
 }
 
-// runPipeline runs p (q's pipeline for j), drained, and times it.
+// runPipeline runs p (q's pipeline for j), drained unless j.NoDrain, and
+// times it.
 func runPipeline(ctx context.Context, p *spec.Pipeline, j FloeJob) (*FloeResult, error) {
 	q := Query{Name: j.Query}
 	if j.CPUProfile != "" {
@@ -176,7 +184,7 @@ func runPipeline(ctx context.Context, p *spec.Pipeline, j FloeJob) (*FloeResult,
 		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
-	res, err := engine.Run(ctx, p, engine.Options{Drain: true})
+	res, err := engine.Run(ctx, p, engine.Options{Drain: !j.NoDrain})
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: floe run: %w", q.Name, err)
 	}

@@ -206,3 +206,43 @@ func Lookup(names string) ([]Query, error) {
 	}
 	return out, nil
 }
+
+// sqlOnly are the queries floe expresses in Flink SQL only (queries/<name>.sql,
+// no YAML spec), with their DuckDB references. Lookup does not list them (the
+// harness runs YAML specs); LookupSQLOnly does.
+var sqlOnly = map[string]Query{
+	"q9": {Name: "q9", Title: "winning bids", Streams: []string{Auctions, Bids},
+		SQL: `SELECT id, itemName, description, initialBid, reserve, dateTime, expires, seller, category, extra,
+  auction, bidder, price, bid_dateTime, bid_extra FROM (
+  SELECT A.*, B.auction, B.bidder, B.price, B.dateTime AS bid_dateTime, B.extra AS bid_extra,
+    row_number() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.dateTime ASC) AS rownum
+  FROM {auctions} A JOIN {bids} B ON A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires)
+WHERE rownum <= 1`},
+	"q20": {Name: "q20", Title: "expand bid with auction", Streams: []string{Bids, Auctions},
+		SQL: `SELECT auction, bidder, price, channel, url, B.dateTime AS bid_dateTime, B.extra AS bid_extra,
+  itemName, description, initialBid, reserve, A.dateTime AS auction_dateTime, expires, seller, category,
+  A.extra AS auction_extra
+FROM {bids} B JOIN {auctions} A ON B.auction = A.id WHERE A.category = 10`},
+	"q16": {Name: "q16", Title: "channel statistics report", Streams: []string{Bids},
+		SQL: `SELECT channel, strftime(dateTime, '%Y-%m-%d') AS day, max(strftime(dateTime, '%H:%M')) AS minute,
+  count(*) AS total_bids,
+  count(*) FILTER (WHERE price < 10000) AS rank1_bids,
+  count(*) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bids,
+  count(*) FILTER (WHERE price >= 1000000) AS rank3_bids,
+  count(DISTINCT bidder) AS total_bidders,
+  count(DISTINCT bidder) FILTER (WHERE price < 10000) AS rank1_bidders,
+  count(DISTINCT bidder) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bidders,
+  count(DISTINCT bidder) FILTER (WHERE price >= 1000000) AS rank3_bidders,
+  count(DISTINCT auction) AS total_auctions,
+  count(DISTINCT auction) FILTER (WHERE price < 10000) AS rank1_auctions,
+  count(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_auctions,
+  count(DISTINCT auction) FILTER (WHERE price >= 1000000) AS rank3_auctions
+FROM {bids} GROUP BY 1, 2`},
+}
+
+// LookupSQLOnly returns the query named name that floe runs only from its
+// Flink SQL (q9, q16, q20), and whether there is one.
+func LookupSQLOnly(name string) (Query, bool) {
+	q, ok := sqlOnly[strings.TrimSpace(name)]
+	return q, ok
+}
