@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,7 +217,7 @@ func TestWorkersKillRescale(t *testing.T) {
 		root := t.TempDir()
 		fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
 		workersKill(t, seed, killBackend{source: fu("events"), refState: fu("ref/state"), refSink: fu("ref/out"),
-			killState: fu("w/state"), killSink: fu("w/out")}, fu("refsrc"))
+			killState: fu("w/state"), killSink: fu("w/out")}, fu("refsrc"), nil)
 	})
 	t.Run("s3", func(t *testing.T) {
 		srv := s3test.Shared(t)
@@ -226,7 +227,7 @@ func TestWorkersKillRescale(t *testing.T) {
 		}
 		b := u.Host
 		workersKill(t, seed+1, killBackend{source: srv.URL(b, "events"), refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
-			killState: srv.URL(b, "w/state"), killSink: srv.URL(b, "w/out")}, srv.URL(b, "refsrc"))
+			killState: srv.URL(b, "w/state"), killSink: srv.URL(b, "w/out")}, srv.URL(b, "refsrc"), nil)
 	})
 	t.Run("s3-faults", func(t *testing.T) {
 		srv := s3test.Shared(t)
@@ -245,12 +246,18 @@ func TestWorkersKillRescale(t *testing.T) {
 		// The reference and the data go straight to the server; the
 		// workers' state and sink go through the proxy.
 		workersKill(t, seed+2, killBackend{source: srv.URL(b, "events"), refState: srv.URL(b, "ref/state"), refSink: srv.URL(b, "ref/out"),
-			killState: via("w/state"), killSink: via("w/out")}, srv.URL(b, "refsrc"))
-		t.Logf("fault proxy: %d requests faulted", len(px.Log()))
+			killState: via("w/state"), killSink: via("w/out")}, srv.URL(b, "refsrc"),
+			func() {
+				// The checks read what was committed, without faults.
+				t.Logf("fault proxy: %d requests faulted", len(px.Log()))
+				px.SetRandom(faultproxy.Random{})
+			},
+			// A stalled request is given up after 2 s and retried.
+			"--request-timeout", "2s")
 	})
 }
 
-func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
+func workersKill(t *testing.T, seed uint64, be killBackend, refSource string, afterRuns func(), flags ...string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(seed, 0x776f726b))
@@ -279,13 +286,16 @@ func workersKill(t *testing.T, seed uint64, be killBackend, refSource string) {
 	kills := 0
 	for i, n := range batches {
 		l.land(t, ctx, be.source, n)
-		var extra []string
+		extra := flags
 		if i == len(batches)-1 {
-			extra = []string{"--drain"}
+			extra = append(slices.Clone(flags), "--drain")
 		}
 		kills += runWorkerRoundRetry(t, rng, spec, rescale[i], 3, 20, extra...)
 	}
 	t.Logf("%d kills landed over %d rounds", kills, len(batches))
+	if afterRuns != nil {
+		afterRuns()
+	}
 	if kills == 0 {
 		t.Errorf("no kill landed on a running worker (seed %d)", seed)
 	}
