@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,7 @@ type config struct {
 	scaleWorkers             []int
 	scaleParallelism         int
 	scaleProcs, scaleProcsW1 int
+	pprof                    string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -81,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.scaleParallelism, "scale-parallelism", 4, "state.parallelism of the CPU-per-worker runs")
 	fs.IntVar(&c.scaleProcs, "scale-gomaxprocs", 1, "GOMAXPROCS of each process of the CPU-per-worker runs with W > 1")
 	fs.IntVar(&c.scaleProcsW1, "scale-gomaxprocs-one", 2, "GOMAXPROCS of the CPU-per-worker run with W = 1")
+	fs.StringVar(&c.pprof, "pprof", "", "after the timed runs, one profiled run of each way: CPU profiles DIR/w<W>-<worker>.cpu.pprof")
 	fs.StringVar(&child, "child", "", "internal: run one floe job and report JSON")
 	fs.StringVar(&job, "job", "", "internal: the child's job, JSON")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +130,17 @@ func runChild(ctx context.Context, kind, job string, stdout io.Writer) error {
 	var j bench.FloeJob
 	if err := json.Unmarshal([]byte(job), &j); err != nil {
 		return fmt.Errorf("job: %w", err)
+	}
+	if j.CPUProfile != "" {
+		f, err := os.Create(j.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r, err := bench.RunFloe(ctx, j)
 	if err != nil {
@@ -182,6 +196,9 @@ func measure(ctx context.Context, j bench.FloeJob, dir string, hist []string, w,
 		wj := j
 		if w > 1 {
 			wj.Workers, wj.Worker = w, i
+		}
+		if j.CPUProfile != "" {
+			wj.CPUProfile = filepath.Join(j.CPUProfile, fmt.Sprintf("w%d-%d.cpu.pprof", w, i))
 		}
 		k, err := bench.Start(ctx, "floe", wj, &res[i], log, env)
 		if err != nil {
@@ -346,6 +363,28 @@ func benchmark(ctx context.Context, c config, stdout, log io.Writer) (bool, erro
 		cross = append(cross, x)
 		fmt.Fprintf(log, "run %d: W=%d equal to one process: %v (%d rows)\n", i+1, c.workers, x.Equal(), x.Floe.Windows)
 		for _, m := range got {
+			if err := os.RemoveAll(m.dir); err != nil {
+				return false, err
+			}
+		}
+	}
+
+	if c.pprof != "" {
+		if err := os.MkdirAll(c.pprof, 0o755); err != nil {
+			return false, err
+		}
+		for _, w := range []int{1, c.workers} {
+			j := base
+			j.CPUProfile = c.pprof
+			procs := c.procsOne
+			if w > 1 {
+				procs = c.procsWorker
+			}
+			m, _, err := measure(ctx, j, filepath.Join(work, fmt.Sprintf("pprof-w%d", w)), hist, w, procs, log)
+			if err != nil {
+				return false, fmt.Errorf("profiled run, W=%d: %w", w, err)
+			}
+			fmt.Fprintf(log, "profiled %s -> %s\n", m, c.pprof)
 			if err := os.RemoveAll(m.dir); err != nil {
 				return false, err
 			}
