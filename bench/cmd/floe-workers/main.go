@@ -157,6 +157,7 @@ type measurement struct {
 	engine    []float64 // per process: engine.Run's own time
 	rss       []float64 // per process: peak RSS MiB
 	epochs    int       // committed epochs
+	epochSec  float64   // the manifests' durations summed (the slowest worker's per epoch), decision and commit excluded
 	reqEpochs int       // epochs that read files
 	manifest  cluster.Requests
 	counted   engine.Requests // the children's own counters, summed
@@ -230,6 +231,13 @@ func measure(ctx context.Context, j bench.FloeJob, dir string, hist []string, w,
 	if m.reqEpochs, m.manifest, err = bench.ManifestRequests(j.State, "clickstream"); err != nil {
 		return nil, j, err
 	}
+	costs, err := bench.EpochCosts(j.State, "clickstream")
+	if err != nil {
+		return nil, j, err
+	}
+	for _, c := range costs {
+		m.epochSec += c.Seconds
+	}
 	if m.outputs, err = bench.CommittedOutputs(ctx, j); err != nil {
 		return nil, j, err
 	}
@@ -237,8 +245,8 @@ func measure(ctx context.Context, j bench.FloeJob, dir string, hist []string, w,
 }
 
 func (m *measurement) String() string {
-	return fmt.Sprintf("W=%d: wall %.2fs, CPU %.2fs, engine %v s, peak RSS %v MiB, %d epochs, load %s",
-		m.w, m.wall, m.cpu, round(m.engine, 2), round(m.rss, 0), m.epochs, m.load)
+	return fmt.Sprintf("W=%d: wall %.2fs, CPU %.2fs, engine %v s, epochs' own %.2fs, peak RSS %v MiB, %d epochs, load %s",
+		m.w, m.wall, m.cpu, round(m.engine, 2), m.epochSec, round(m.rss, 0), m.epochs, m.load)
 }
 
 func round(xs []float64, d int) []string {
@@ -463,8 +471,8 @@ func report(w io.Writer, c config, started time.Time, one, many []*measurement, 
 		started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), c.rows, c.files, c.users, bench.MaxFilesPerEpoch, c.runs)
 	fmt.Fprintf(w, "machine: nproc %d, %s/%s; (a) 1 process, GOMAXPROCS %d; (b) %d processes, GOMAXPROCS %d each; parallelism %d\n\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, c.procsOne, c.workers, c.procsWorker, c.parallelism)
-	fmt.Fprintf(w, "| way | wall s | CPU s | peak RSS MiB per process | epochs | requests / epoch, manifests (GET / PUT / LIST) | requests / epoch, all counted | model (GET / PUT / LIST) | equal to DuckDB | load avg (1/5/15 min) per run |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---|---:|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| way | wall s | CPU s | epochs' own s | peak RSS MiB per process | epochs | requests / epoch, manifests (GET / PUT / LIST) | requests / epoch, all counted | model (GET / PUT / LIST) | equal to DuckDB | load avg (1/5/15 min) per run |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---|---:|---|---|---|---|---|\n")
 	row := func(name string, ms []*measurement, er *engine.EpochRequests) {
 		last := ms[len(ms)-1]
 		var rss []string
@@ -477,8 +485,9 @@ func report(w io.Writer, c config, started time.Time, one, many []*measurement, 
 			eq = eq && m.duck.Equal()
 			loads = append(loads, m.load)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s | %d | %s | %s | %s | %v | %s |\n", name,
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %s | %d | %s | %s | %s | %v | %s |\n", name,
 			median(ms, func(m *measurement) float64 { return m.wall }), median(ms, func(m *measurement) float64 { return m.cpu }),
+			median(ms, func(m *measurement) float64 { return m.epochSec }),
 			strings.Join(rss, ", "), last.epochs, perEpoch(last.manifest, last.reqEpochs), countedPerEpoch(last.counted, last.epochs),
 			modelText(er), eq, strings.Join(loads, "; "))
 	}
@@ -499,6 +508,7 @@ func report(w io.Writer, c config, started time.Time, one, many []*measurement, 
 		}
 		fmt.Fprintf(w, "W=%d runs: wall %v, CPU %v, engine seconds of the last run %v\n", ms[0].w, round(walls, 2), round(cpus, 2), round(ms[len(ms)-1].engine, 2))
 	}
+	fmt.Fprintf(w, "epochs' own s: the manifests' stats durations summed (with workers the slowest part's: from the decision to the part record, exchange waits included; decisions and commits excluded)\n")
 	fmt.Fprintf(w, "model = cluster.Protocol + cluster.Work of Shape{W, P %d, F %d, R %d} (floe plan --workers); manifests: mean over the epochs that read files (%d), decision and commit requests excluded; all counted: every request the children counted (recovery, decisions, commits, barrier polls, the drain epoch, retention) over all committed epochs (%d)\n",
 		c.parallelism, modelW.Files, modelW.Rounds, many[len(many)-1].reqEpochs, many[len(many)-1].epochs)
 	la, lb := one[len(one)-1], many[len(many)-1]
