@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -192,6 +193,8 @@ type FloeJob struct {
 	// their own index.
 	Workers int `json:",omitempty"`
 	Worker  int `json:",omitempty"`
+	// LogDebug sends the engine's debug log to stderr.
+	LogDebug bool `json:",omitempty"`
 }
 
 // FloeResult is what a floe run reports.
@@ -263,7 +266,11 @@ func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	res, err := engine.Run(ctx, p, engine.Options{Drain: j.Drain, Workers: j.Workers, Worker: j.Worker})
+	opts := engine.Options{Drain: j.Drain, Workers: j.Workers, Worker: j.Worker}
+	if j.LogDebug {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("worker", j.Worker)
+	}
+	res, err := engine.Run(ctx, p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("floe run: %w", err)
 	}

@@ -61,6 +61,7 @@ type config struct {
 	scaleParallelism         int
 	scaleProcs, scaleProcsW1 int
 	pprof                    string
+	logDebug                 bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var c config
 	var scale, child, job string
+	var base bench.FloeJob
 	fs.Int64Var(&c.rows, "rows", 10_000_000, "rows in the data set")
 	fs.IntVar(&c.files, "files", 100, "Parquet files in the data set")
 	fs.IntVar(&c.users, "users", 10_000, "distinct users")
@@ -84,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.scaleProcs, "scale-gomaxprocs", 1, "GOMAXPROCS of each process of the CPU-per-worker runs with W > 1")
 	fs.IntVar(&c.scaleProcsW1, "scale-gomaxprocs-one", 2, "GOMAXPROCS of the CPU-per-worker run with W = 1")
 	fs.StringVar(&c.pprof, "pprof", "", "after the timed runs, one profiled run of each way: CPU profiles DIR/w<W>-<worker>.cpu.pprof")
+	fs.BoolVar(&base.LogDebug, "log-debug", false, "the engine's debug log of every child on stderr")
 	fs.StringVar(&child, "child", "", "internal: run one floe job and report JSON")
 	fs.StringVar(&job, "job", "", "internal: the child's job, JSON")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "floe-workers: --data is required; --runs and --gomaxprocs-* must be >= 1; 2 <= --workers <= --parallelism; no arguments")
 		return 2
 	}
+	c.logDebug = base.LogDebug
 	ok, err := benchmark(ctx, c, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "floe-workers: %v\n", err)
@@ -313,7 +317,7 @@ func benchmark(ctx context.Context, c config, stdout, log io.Writer) (bool, erro
 		return false, err
 	}
 	base := bench.FloeJob{Format: datagen.Parquet, Parallelism: c.parallelism, Drain: true,
-		MaxFilesPerEpoch: bench.MaxFilesPerEpoch, RetainEpochs: 1000}
+		MaxFilesPerEpoch: bench.MaxFilesPerEpoch, RetainEpochs: 1000, LogDebug: c.logDebug}
 	allOK := true
 	var one, many []*measurement
 	var cross []*bench.Comparison
