@@ -473,8 +473,8 @@ func report(w io.Writer, c config, started time.Time, one, many []*measurement, 
 	model1, modelW *engine.EpochRequests, scaled [][]*measurement, scaleModels []*engine.EpochRequests) {
 	fmt.Fprintf(w, "\nworkers benchmark (issue 27) %s-%s UTC: tumbling case, %d rows, %d Parquet files, %d users, max_files_per_epoch %d, drained, file:// state; %d runs a way (median)\n",
 		started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), c.rows, c.files, c.users, bench.MaxFilesPerEpoch, c.runs)
-	fmt.Fprintf(w, "machine: nproc %d, %s/%s; (a) 1 process, GOMAXPROCS %d; (b) %d processes, GOMAXPROCS %d each; parallelism %d\n\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, c.procsOne, c.workers, c.procsWorker, c.parallelism)
+	fmt.Fprintf(w, "machine: nproc %d, %s, %s/%s; (a) 1 process, GOMAXPROCS %d; (b) %d processes, GOMAXPROCS %d each; parallelism %d\n\n",
+		runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, c.procsOne, c.workers, c.procsWorker, c.parallelism)
 	fmt.Fprintf(w, "| way | wall s | CPU s | epochs' own s | peak RSS MiB per process | epochs | requests / epoch, manifests (GET / PUT / LIST) | requests / epoch, all counted | model (GET / PUT / LIST) | equal to DuckDB | load avg (1/5/15 min) per run |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---|---:|---|---|---|---|---|\n")
 	row := func(name string, ms []*measurement, er *engine.EpochRequests) {
@@ -542,4 +542,17 @@ func report(w io.Writer, c config, started time.Time, one, many []*measurement, 
 			median(ms, func(m *measurement) float64 { return maxOf(m.rss) }), perEpoch(last.manifest, last.reqEpochs),
 			modelText(scaleModels[i]), eq, strings.Join(loads, "; "))
 	}
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "CPU unknown"
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "CPU unknown"
 }
