@@ -195,7 +195,15 @@ func measure(ctx context.Context, j bench.FloeJob, dir string, hist []string, w,
 	m := &measurement{w: w, dir: dir, load: loadAvg()}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs)}
 	res := make([]bench.FloeResult, w)
-	kids := make([]*bench.Child, w)
+	// A worker that fails leaves its peers waiting for it until their
+	// --worker-timeout: the first failure stops them all.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type done struct {
+		rss, cpu float64
+		err      error
+	}
+	dones := make([]chan done, w)
 	t0 := time.Now()
 	for i := range w {
 		wj := j
@@ -205,24 +213,30 @@ func measure(ctx context.Context, j bench.FloeJob, dir string, hist []string, w,
 		if j.CPUProfile != "" {
 			wj.CPUProfile = filepath.Join(j.CPUProfile, fmt.Sprintf("w%d-%d.cpu.pprof", w, i))
 		}
+		dones[i] = make(chan done, 1)
 		k, err := bench.Start(ctx, "floe", wj, &res[i], log, env)
 		if err != nil {
-			for _, k := range kids[:i] {
-				k.Wait() //nolint:errcheck // the start error is the one to report
-			}
-			return nil, j, err
-		}
-		kids[i] = k
-	}
-	var errs []error
-	for i, k := range kids {
-		rss, cpu, err := k.Wait()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("worker %d of %d: %w", i, w, err))
+			dones[i] <- done{err: err}
+			cancel()
 			continue
 		}
-		m.rss = append(m.rss, rss)
-		m.cpu += cpu
+		go func() {
+			rss, cpu, err := k.Wait()
+			if err != nil {
+				cancel()
+			}
+			dones[i] <- done{rss, cpu, err}
+		}()
+	}
+	var errs []error
+	for i := range w {
+		d := <-dones[i]
+		if d.err != nil {
+			errs = append(errs, fmt.Errorf("worker %d of %d: %w", i, w, d.err))
+			continue
+		}
+		m.rss = append(m.rss, d.rss)
+		m.cpu += d.cpu
 		m.engine = append(m.engine, res[i].Seconds)
 		m.counted = m.counted.Add(res[i].Requests)
 	}
