@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -187,6 +188,13 @@ type FloeJob struct {
 	MaxFilesPerEpoch int `json:",omitempty"`
 	// RetainEpochs is state.retain_epochs; 0 means the default.
 	RetainEpochs int `json:",omitempty"`
+	// Workers > 1 runs this process as worker Worker of Workers
+	// (engine.Options.Workers, issue 27); the others run the same job with
+	// their own index.
+	Workers int `json:",omitempty"`
+	Worker  int `json:",omitempty"`
+	// LogDebug sends the engine's debug log to stderr.
+	LogDebug bool `json:",omitempty"`
 }
 
 // FloeResult is what a floe run reports.
@@ -198,6 +206,9 @@ type FloeResult struct {
 	Epochs   int
 	Files    int64
 	Outputs  []string // absolute paths of the output files of this run
+	// Requests counts the run's object-store requests (all its stores,
+	// recovery, decisions, commits and barrier polls included).
+	Requests engine.Requests
 }
 
 // MaxFilesPerEpoch is the benchmark's default epoch size.
@@ -255,14 +266,18 @@ func RunFloe(ctx context.Context, j FloeJob) (*FloeResult, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	res, err := engine.Run(ctx, p, engine.Options{Drain: j.Drain})
+	opts := engine.Options{Drain: j.Drain, Workers: j.Workers, Worker: j.Worker}
+	if j.LogDebug {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("worker", j.Worker)
+	}
+	res, err := engine.Run(ctx, p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("floe run: %w", err)
 	}
 	out := &FloeResult{
 		Seconds: time.Since(t0).Seconds(),
 		Rows:    res.Rows, RowsOut: res.RowsOut, RowsLate: res.RowsLate,
-		Epochs: res.Epochs, Files: res.Files,
+		Epochs: res.Epochs, Files: res.Files, Requests: res.Requests.Requests,
 	}
 	for _, o := range res.Outputs {
 		out.Outputs = append(out.Outputs, filepath.Join(j.Sink, filepath.FromSlash(o)))
@@ -327,6 +342,24 @@ func OpenDuckDB(ctx context.Context) (*sql.DB, error) {
 	return db, nil
 }
 
+// CommittedOutputs returns the absolute paths of every output file j's
+// pipeline has committed (of all its workers), in commit order.
+func CommittedOutputs(ctx context.Context, j FloeJob) ([]string, error) {
+	p, err := Pipeline(j)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := engine.Outputs(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("committed outputs of %s: %w", j.State, err)
+	}
+	abs := make([]string, len(outs))
+	for i, o := range outs {
+		abs[i] = filepath.Join(j.Sink, filepath.FromSlash(o))
+	}
+	return abs, nil
+}
+
 // RunDuckDB runs j in this process (DuckDB uses every core) and times it.
 func RunDuckDB(ctx context.Context, j DuckJob) (*DuckResult, error) {
 	q, err := Query(j)
@@ -379,12 +412,20 @@ func Compare(ctx context.Context, floeFiles []string, duckFile string) (*Compari
 // CompareCase compares floe's output files and DuckDB's output file of
 // case c row by row (multiset difference both ways) and by their summaries.
 func CompareCase(ctx context.Context, c string, floeFiles []string, duckFile string) (*Comparison, error) {
+	return CompareOutputs(ctx, c, floeFiles, []string{duckFile})
+}
+
+// CompareOutputs compares two sets of output files of case c row by row
+// (multiset difference both ways) and by their summaries; the result's
+// Floe side is floeFiles, its DuckDB side other (DuckDB's output, or
+// another floe run's).
+func CompareOutputs(ctx context.Context, c string, floeFiles, other []string) (*Comparison, error) {
 	cols, err := normSQL(c)
 	if err != nil {
 		return nil, err
 	}
-	if len(floeFiles) == 0 {
-		return nil, errors.New("compare: floe wrote no output files")
+	if len(floeFiles) == 0 || len(other) == 0 {
+		return nil, errors.New("compare: a run wrote no output files")
 	}
 	db, err := OpenDuckDB(ctx)
 	if err != nil {
@@ -394,7 +435,7 @@ func CompareCase(ctx context.Context, c string, floeFiles []string, duckFile str
 	norm := func(src string) string {
 		return "SELECT " + cols + " FROM read_parquet(" + src + ")"
 	}
-	f, d := norm(sqlList(floeFiles)), norm(sqlString(duckFile))
+	f, d := norm(sqlList(floeFiles)), norm(sqlList(other))
 	cmp := &Comparison{}
 	sum := func(q string, s *Summary) error {
 		row := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(a), 0)::BIGINT, "+

@@ -130,6 +130,10 @@ type EpochCost struct {
 	// StateBytes and StateRows describe the state the manifest refers to
 	// after the epoch: all bases and deltas, rows of the bases only.
 	StateBytes, StateRows int64
+	// Requests are the manifest's stats: the object-store requests of the
+	// epoch before its commit (with several workers, summed over their
+	// parts), without the manifest create and the pointer swap.
+	Gets, Puts, Lists int64
 }
 
 // StateWritten is the state bytes the epoch wrote, bases and deltas.
@@ -161,6 +165,7 @@ func EpochCosts(stateDir, pipeline string) ([]EpochCost, error) {
 		e := EpochCost{Epoch: m.Epoch}
 		if s := m.Stats; s != nil {
 			e.Seconds, e.Files, e.RowsIn, e.BytesOut = float64(s.DurationMs)/1000, s.FilesIn, s.RowsIn, s.BytesWritten
+			e.Gets, e.Puts, e.Lists = s.Gets, s.Puts, s.Lists
 		}
 		dir := manifest.EpochDir(m.Generation, m.Epoch)
 		for _, op := range m.Operators {

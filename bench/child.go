@@ -57,26 +57,64 @@ func peakRSS() (int64, error) {
 // RSS (VmHWM) in MiB. The child's CPU time (user+sys, all threads) is
 // appended to *cpu when cpu != nil.
 func Spawn(ctx context.Context, kind string, job, out any, stderr io.Writer, cpu *[]float64) (float64, error) {
+	c, err := Start(ctx, kind, job, out, stderr, nil)
+	if err != nil {
+		return 0, err
+	}
+	rss, sec, err := c.Wait()
+	if err != nil {
+		return 0, err
+	}
+	if cpu != nil {
+		*cpu = append(*cpu, sec)
+	}
+	return rss, nil
+}
+
+// Child is a running child process of Start.
+type Child struct {
+	kind string
+	cmd  *exec.Cmd
+	buf  bytes.Buffer
+	out  any
+}
+
+// Start re-executes this binary as a child running job (--child kind
+// --job JSON) with env added to this process's environment (e.g.
+// "GOMAXPROCS=1"), and returns without waiting for it; Wait decodes its
+// result into out.
+func Start(ctx context.Context, kind string, job, out any, stderr io.Writer, env []string) (*Child, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
+		return nil, fmt.Errorf("spawn %s: %w", kind, err)
 	}
 	data, err := json.Marshal(job)
 	if err != nil {
-		return 0, fmt.Errorf("spawn %s: %w", kind, err)
+		return nil, fmt.Errorf("spawn %s: %w", kind, err)
 	}
-	cmd := exec.CommandContext(ctx, self, "--child", kind, "--job", string(data))
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s child: %w", kind, err)
+	c := &Child{kind: kind, out: out}
+	c.cmd = exec.CommandContext(ctx, self, "--child", kind, "--job", string(data))
+	c.cmd.Stdout, c.cmd.Stderr = &c.buf, stderr
+	if len(env) > 0 {
+		c.cmd.Env = append(os.Environ(), env...)
 	}
-	cr := childResult{Result: out}
-	if err := json.Unmarshal(buf.Bytes(), &cr); err != nil {
-		return 0, fmt.Errorf("%s child: result: %w", kind, err)
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", kind, err)
 	}
-	if cpu != nil {
-		*cpu = append(*cpu, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds())
+	return c, nil
+}
+
+// Wait waits for the child to exit, decodes its result, and returns its
+// peak RSS (VmHWM) in MiB and its CPU time (user+sys, all threads) in
+// seconds.
+func (c *Child) Wait() (rssMiB, cpuSec float64, err error) {
+	if err := c.cmd.Wait(); err != nil {
+		return 0, 0, fmt.Errorf("%s child: %w", c.kind, err)
 	}
-	return float64(cr.PeakRSSKiB) / 1024, nil
+	cr := childResult{Result: c.out}
+	if err := json.Unmarshal(c.buf.Bytes(), &cr); err != nil {
+		return 0, 0, fmt.Errorf("%s child: result: %w", c.kind, err)
+	}
+	ps := c.cmd.ProcessState
+	return float64(cr.PeakRSSKiB) / 1024, (ps.UserTime() + ps.SystemTime()).Seconds(), nil
 }

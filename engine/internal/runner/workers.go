@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/floe-dev/floe/cluster"
@@ -737,9 +738,16 @@ func encodeSegment(schemas []*arrow.Schema, perInput [][]arrow.RecordBatch) ([]b
 	for i, bs := range perInput {
 		var buf bytes.Buffer
 		if countRows(bs) > 0 {
-			wr := ipc.NewWriter(&buf, ipc.WithSchema(schemas[i]))
+			sc := schemas[i]
+			wr := ipc.NewWriter(&buf, ipc.WithSchema(sc))
 			for _, b := range bs {
-				if err := wr.Write(b); err != nil {
+				b, err := conformSchema(b, sc)
+				if err != nil {
+					return nil, err
+				}
+				err = wr.Write(b)
+				b.Release()
+				if err != nil {
 					return nil, err
 				}
 			}
@@ -751,6 +759,26 @@ func encodeSegment(schemas []*arrow.Schema, perInput [][]arrow.RecordBatch) ([]b
 		out.Write(buf.Bytes())
 	}
 	return out.Bytes(), nil
+}
+
+// conformSchema returns b (retained) labelled with the plan's schema sc
+// when the two differ only in nullability or metadata: decoders mark every
+// column nullable, while a schema inferred from a Parquet file's required
+// columns is not, and an IPC stream carries one schema.
+func conformSchema(b arrow.RecordBatch, sc *arrow.Schema) (arrow.RecordBatch, error) {
+	if b.Schema().Equal(sc) {
+		b.Retain()
+		return b, nil
+	}
+	if int(b.NumCols()) != sc.NumFields() {
+		return nil, fmt.Errorf("rows of %d columns, the plan's schema has %d: %s", b.NumCols(), sc.NumFields(), sc)
+	}
+	for i, f := range sc.Fields() {
+		if g := b.Schema().Field(i); g.Name != f.Name || !arrow.TypeEqual(g.Type, f.Type) {
+			return nil, fmt.Errorf("column %d is %s %s, the plan's %s %s", i, g.Name, g.Type, f.Name, f.Type)
+		}
+	}
+	return array.NewRecordBatch(sc, b.Columns(), b.NumRows()), nil
 }
 
 // decodeSegment is encodeSegment's inverse.
