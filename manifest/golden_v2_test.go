@@ -36,6 +36,14 @@ func goldenGenerationSinksV2() *Generation {
 	return g
 }
 
+// goldenGenerationWorkersV2 is the generation of a pipeline run by two
+// worker processes (Generation.Workers).
+func goldenGenerationWorkersV2() *Generation {
+	g := goldenGenerationV2()
+	g.Workers = 2 // at parallelism 2: each owns one subtask
+	return g
+}
+
 func goldenManifestV2() *Manifest {
 	m := goldenManifestV1()
 	m.FormatVersion = 2
@@ -114,6 +122,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
 		{"generation-sinks.json", goldenGenerationSinksV2(),
 			func() ([]byte, error) { return EncodeGeneration(goldenGenerationSinksV2()) },
+			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
+		{"generation-workers.json", goldenGenerationWorkersV2(),
+			func() ([]byte, error) { return EncodeGeneration(goldenGenerationWorkersV2()) },
 			func(n string, d []byte) (any, error) { return DecodeGeneration(n, d) }},
 		{"manifest.json", goldenManifestV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestV2()) },

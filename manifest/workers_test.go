@@ -51,6 +51,16 @@ func workerDocs() []workerDoc {
 	return []workerDoc{
 		{"decision.json", func() ([]byte, error) { return EncodeDecision(goldenDecision()) },
 			func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
+		{"decision-waiting.json", func() ([]byte, error) {
+			d := goldenDecision()
+			d.Waiting = []string{"auctions", "bids"}
+			return EncodeDecision(d)
+		}, func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
+		{"decision-commit.json", func() ([]byte, error) {
+			d := goldenDecision()
+			d.Files, d.Commit = []DecidedFile{}, true
+			return EncodeDecision(d)
+		}, func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
 		{"worker_part.json", func() ([]byte, error) { return EncodeWorkerPart(goldenWorkerPart()) },
 			func(n string, d []byte) (any, error) { return DecodeWorkerPart(n, d) }},
 		{"idle.json", func() ([]byte, error) {
