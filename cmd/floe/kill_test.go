@@ -111,19 +111,7 @@ func killRestart(t *testing.T, seed uint64, wantKills int, be killBackend) {
 
 	// Side outputs: every late and rejected row exactly once, as in the
 	// uninterrupted run (orphans of killed attempts would duplicate them).
-	wantLate, wantRej := sideRows(t, ctx, be.refSink)
-	gotLate, gotRej := sideRows(t, ctx, be.killSink)
-	if len(wantLate) == 0 || len(wantRej) == 0 {
-		t.Errorf("reference has %d late and %d rejected rows; the data set should produce both", len(wantLate), len(wantRej))
-	}
-	for _, c := range []struct {
-		what      string
-		want, got []string
-	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
-		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
-			t.Errorf("%s rows after kills: %d missing, %d extra (of %d); extra (first 5): %q", c.what, len(m), len(x), len(c.want), firstN(x, 5))
-		}
-	}
+	checkSideRows(t, ctx, be.refSink, be.killSink)
 
 	// Caught up: another run commits nothing.
 	stateBefore, sinkBefore := listKeys(t, ctx, be.killState), listKeys(t, ctx, be.killSink)

@@ -405,3 +405,23 @@ func killRuns(t *testing.T, seed uint64, wantKills int, spec string, refElapsed,
 		t.Logf("no kill landed between two commits of a run (seed %d): the schedule missed the middle of the run", seed)
 	}
 }
+
+// checkSideRows checks that the late and rejected rows of the sink at got
+// equal those of the reference sink at ref, each exactly once (orphans of
+// killed attempts would duplicate them), and that the reference has both.
+func checkSideRows(t testing.TB, ctx context.Context, ref, got string) {
+	t.Helper()
+	wantLate, wantRej := sideRows(t, ctx, ref)
+	gotLate, gotRej := sideRows(t, ctx, got)
+	if len(wantLate) == 0 || len(wantRej) == 0 {
+		t.Errorf("reference has %d late and %d rejected rows; the data set should produce both", len(wantLate), len(wantRej))
+	}
+	for _, c := range []struct {
+		what      string
+		want, got []string
+	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
+		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
+			t.Errorf("%s rows after kills: %d missing, %d extra (of %d); extra (first 5): %q", c.what, len(m), len(x), len(c.want), firstN(x, 5))
+		}
+	}
+}

@@ -305,19 +305,7 @@ func workersKill(t *testing.T, seed uint64, be killBackend, refSource string, af
 		t.Errorf("workers committed %d rows in %d files, one process %d rows in %d files: %d missing, %d extra\nmissing: %q\nextra: %q",
 			len(got), gotFiles, len(want), wantFiles, len(missing), len(extra), firstN(missing, 10), firstN(extra, 10))
 	}
-	wantLate, wantRej := sideRows(t, ctx, be.refSink)
-	gotLate, gotRej := sideRows(t, ctx, be.killSink)
-	if len(wantLate) == 0 || len(wantRej) == 0 {
-		t.Errorf("reference has %d late and %d rejected rows; the data set should produce both", len(wantLate), len(wantRej))
-	}
-	for _, c := range []struct {
-		what      string
-		want, got []string
-	}{{"late", wantLate, gotLate}, {"rejected", wantRej, gotRej}} {
-		if m, x := multisetDiff(c.want, c.got); len(m) > 0 || len(x) > 0 {
-			t.Errorf("%s rows: %d missing, %d extra (want %d, got %d)", c.what, len(m), len(x), len(c.want), len(c.got))
-		}
-	}
+	checkSideRows(t, ctx, be.refSink, be.killSink)
 	// The sink holds exactly the committed files: what killed workers
 	// wrote is either committed or gone.
 	committed := map[string]bool{}
