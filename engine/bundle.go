@@ -359,15 +359,15 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
 
-	fp, err := runner.GraphFacade(p)
+	err = runner.CheckSinks(p)
 	if err != nil {
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}
-	pl, err := bundlePlan(ctx, dir, b, fp)
+	pl, err := bundlePlan(ctx, dir, b, p)
 	if err != nil {
 		return nil, b, err
 	}
-	r, rp, err := bundleRunner(ctx, b, fp, pl, srcStore, stStore, opts, log)
+	r, rp, err := bundleRunner(ctx, b, p, pl, srcStore, stStore, opts, log)
 	if err != nil {
 		return nil, b, err
 	}

@@ -131,7 +131,7 @@ func emitLookup(ctx context.Context, stage string, l *spec.Lookup, version strin
 	return bl, nil
 }
 
-// bundlePlan compiles the bundle's spec (its graphFacade) as the replay runs it (a linear
+// bundlePlan compiles the bundle's spec as the replay runs it (a linear
 // pipeline lowered onto the graph) over the schemas the bundle holds: the
 // declared ones, else the bundled files (a linear bundle's schema.parquet,
 // a graph bundle's schemas/<source>.parquet), after checking the bundled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,5 +102,108 @@ func TestGraphSourceStartLatest(t *testing.T) {
 	res = run(t, p, engine.Options{Drain: true})
 	if res.Rows != 2*5+2*40 || res.Files != 4 {
 		t.Fatalf("second run: %d rows from %d files; want 90 from the 4 new files", res.Rows, res.Files)
+	}
+}
+
+// withSourceSettings returns auctionGraph with extra settings in the
+// auctions and the bids source blocks (each "key: value" lines, indented as
+// the block's).
+func withSourceSettings(t *testing.T, auctions, bids string) string {
+	t.Helper()
+	tmpl := auctionGraph
+	for _, x := range []struct{ at, extra string }{
+		{"    format: jsonl\n    schema: {id:", auctions},
+		{"    format: jsonl\n    schema: {auction:", bids},
+	} {
+		if x.extra == "" {
+			continue
+		}
+		next := strings.Replace(tmpl, x.at, "    format: jsonl\n"+x.extra+x.at[len("    format: jsonl\n"):], 1)
+		if next == tmpl {
+			t.Fatal("a source block of auctionGraph changed")
+		}
+		tmpl = next
+	}
+	return strings.ReplaceAll(tmpl, "    max_files_per_epoch: 1\n", "    max_files_per_epoch: 4\n")
+}
+
+// TestGraphSourceRowLimit: a source's max_rows_per_epoch counts that
+// source's rows only. Epoch 1 is offered the 4 auctions files (5 rows
+// each, no limit) and the 4 bids files (40 rows each, max_rows_per_epoch:
+// 50), the two sources' files in turn (a0, b0, a1, b1, ...): it ends after
+// the file that crosses 50 bids rows, b1, so it reads 2 + 2 files and 90
+// rows. (One limit over both sources' rows, as the runner once merged
+// them, ended it after a1 at 50 rows.)
+func TestGraphSourceRowLimit(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 4)
+	p := e.pipelineFrom(t, withSourceSettings(t, "", "    max_rows_per_epoch: 50\n"))
+	res := run(t, p, engine.Options{Drain: true, UntilEpoch: 1})
+	if res.Files != 4 || res.Rows != 2*5+2*40 {
+		t.Fatalf("epoch 1 read %d files, %d rows; want 2 auctions and 2 bids files (90 rows)", res.Files, res.Rows)
+	}
+	all := run(t, p, engine.Options{Drain: true})
+	if res.Files+all.Files != 8 || res.Rows+all.Rows != 4*5+4*40 {
+		t.Fatalf("epoch 1 and the rest read %d+%d files, %d+%d rows; want all 8 files and 180 rows", res.Files, all.Files, res.Rows, all.Rows)
+	}
+}
+
+// TestGraphSourceRejectedFraction: a source's max_rejected_fraction is
+// judged over that source's rows: many rejected bids do not fail an epoch
+// on the auctions' limit; rejected auctions over it do, naming the
+// source's field and the file.
+func TestGraphSourceRejectedFraction(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 4)
+	badLines := func(dir, name string, n int) {
+		t.Helper()
+		var b strings.Builder
+		for range n {
+			b.WriteString("{\"id\": \"not a number\", \"auction\": \"x\"}\n")
+		}
+		if err := os.WriteFile(filepath.Join(strings.TrimPrefix(dir, "file://"), name), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.pipelineFrom(t, withSourceSettings(t, "    max_rejected_fraction: 0.1\n", ""))
+	// 30 bad bids among 160 good: 14% of all rows, 0% of the auctions.
+	badLines(e.bids, "f-001-bad.jsonl", 30)
+	res := run(t, p, engine.Options{Drain: true})
+	if res.RowsRejected != 30 {
+		t.Fatalf("%d rows rejected, want the 30 bad bids", res.RowsRejected)
+	}
+	head := res.LastEpoch
+	// 5 bad auctions beside 5 new good ones: half of the auctions' rows.
+	e2 := newGraphEnv(t)
+	e2.putAuctions(t, 2)
+	badLines(e2.auctions, "f-000-bad.jsonl", 5)
+	p2 := e2.pipelineFrom(t, withSourceSettings(t, "    max_rejected_fraction: 0.1\n", ""))
+	_, err := engine.Run(context.Background(), p2, engine.Options{Drain: true})
+	if err == nil || !strings.Contains(err.Error(), "sources.auctions.max_rejected_fraction 0.1 exceeded") || !strings.Contains(err.Error(), "f-000-bad.jsonl") {
+		t.Fatalf("rejected auctions over their limit: %v; want an error naming sources.auctions.max_rejected_fraction and the file", err)
+	}
+	if st, err := engine.ReadStatusWith(context.Background(), p, engine.StatusOptions{NoList: true}); err != nil || st.Epoch != head {
+		t.Fatalf("status of the first pipeline: %+v, %v (head was %d)", st, err, head)
+	}
+}
+
+// TestGraphSourceCapture: capture: true on one source copies that source's
+// consumed files only.
+func TestGraphSourceCapture(t *testing.T) {
+	e := newGraphEnv(t)
+	e.putAuctions(t, 2)
+	p := e.pipelineFrom(t, withSourceSettings(t, "    capture: true\n", ""))
+	run(t, p, engine.Options{Drain: true})
+	var got []string
+	for _, m := range headChain(t, p, 10) {
+		for _, ref := range m.Source.Captured {
+			_, key, _ := strings.Cut(ref.Path, "/source/input/")
+			got = append(got, key)
+		}
+	}
+	slices.Sort(got)
+	want := []string{"auctions/f-000.jsonl", "auctions/f-001.jsonl"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("the epochs captured %v; want the auctions files %v only", got, want)
 	}
 }

@@ -180,7 +180,7 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

@@ -234,7 +234,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := runner.RefuseKafka(p, "replay"); err != nil {
 		return nil, err
 	}
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	objs, err := st.Source.List(ctx, "")
 	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("list source %s: %w", store.Redact(p.Source.URL), err)
+		return nil, fmt.Errorf("list source %s: %w", runner.SourcesURL(p), err)
 	}
 	y.listed = make(map[string]store.ObjectInfo, len(objs))
 	for _, o := range objs {
@@ -430,8 +430,8 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 				size += ref.Size
 				continue
 			}
-			return nil, fmt.Errorf("replay: input file %s, consumed by epoch %d, is no longer in source.url %s and was not captured (set source.capture: true to keep a copy of each epoch's input with its state): %w",
-				key, m.Epoch, store.Redact(x.p.Source.URL), store.ErrNotFound)
+			return nil, fmt.Errorf("replay: input file %s, consumed by epoch %d, is no longer in %s and was not captured (set capture: true on its source to keep a copy of each epoch's input with its state): %w",
+				key, m.Epoch, runner.SourcesURL(x.p), store.ErrNotFound)
 		}
 		files[i] = o
 		size += o.Size

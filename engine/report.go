@@ -443,7 +443,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +517,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 			return nil, err
 		}
 	}
-	if p.Sink.Type == spec.SinkIceberg && head.Generation != nil {
+	if p.RootSink().Type == spec.SinkIceberg && head.Generation != nil {
 		s.Table = tableStatus(ctx, p, st, head)
 	}
 	s.judge(head)
@@ -527,7 +527,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 // tableStatus reads an Iceberg sink's published epoch and current snapshot;
 // a failure is shown, not returned.
 func tableStatus(ctx context.Context, p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *TableStatus {
-	ts := &TableStatus{Location: owner.IdentityOf(p.Sink.URL)}
+	ts := &TableStatus{Location: owner.IdentityOf(p.RootSink().URL)}
 	t, err := iceberg.Open(ctx, st.Sink, ts.Location, iceberg.Options{Renames: runner.RenamedColumns(p)})
 	if err == nil {
 		id := p.Name
@@ -765,7 +765,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

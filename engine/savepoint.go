@@ -277,7 +277,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 // lowered onto the graph; declared schemas, or inferred from the sources)
 // and returns each stateful operator's state schema, by operator id.
 func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Schema, error) {
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

@@ -41,23 +41,23 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 	if err := p.Validate(); err != nil {
 		return problem(err), nil
 	}
-	q, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return problem(err), nil
 	}
-	if err := owner.CheckLocations(q); err != nil {
+	if err := owner.CheckLocations(p); err != nil {
 		return problem(err), nil
 	}
 	var (
 		src   store.Store
 		files []store.ObjectInfo
 	)
-	if needsSourceFiles(q) {
-		st, err := runner.OpenStores(ctx, q, &opts, true)
+	if needsSourceFiles(p) {
+		st, err := runner.OpenStores(ctx, p, &opts, true)
 		if err == nil {
 			defer st.Close()
 			src = st.Source
-			files, err = runner.ListSource(ctx, q, st.Source)
+			files, err = runner.ListSource(ctx, p, st.Source)
 		}
 		if err != nil {
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the stages against the schema of sources without a declared schema: %v", oneLine(err.Error())))
@@ -65,29 +65,29 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 			return rep, nil
 		}
 	}
-	if runner.IsGraph(q) {
-		schemas, lookups, err := runner.GraphSchemas(ctx, q, src, files, &opts)
+	if runner.IsGraph(p) {
+		schemas, lookups, err := runner.GraphSchemas(ctx, p, src, files, &opts)
 		if err != nil {
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the stages against the sources' and lookup tables' schemas: %v", oneLine(err.Error())))
 			rep.Valid = true
 			return rep, nil
 		}
-		if _, err := dataflow.CompileGraph(q, schemas, lookups, opts.ExprOptions()...); err != nil {
+		if _, err := dataflow.CompileGraph(p, schemas, lookups, opts.ExprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	} else {
-		sc, err := dataflow.SourceSchema(q)
+		sc, err := dataflow.SourceSchema(p)
 		if err != nil {
 			return problem(err), nil
 		}
 		if sc == nil {
-			if sc, err = runner.InferSchema(ctx, q, src, files); err != nil {
+			if sc, err = runner.InferSchema(ctx, p, src, files); err != nil {
 				rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the operators against the source's schema: %v", oneLine(err.Error())))
 				rep.Valid = true
 				return rep, nil
 			}
 		}
-		if _, err := dataflow.CompileLinear(q, sc, opts.ExprOptions()...); err != nil {
+		if _, err := dataflow.CompileLinear(p, sc, opts.ExprOptions()...); err != nil {
 			return problem(err), nil
 		}
 	}

@@ -67,7 +67,7 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Ve
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := runner.GraphFacade(p)
+	err := runner.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,9 @@ type Config struct {
 
 func NewConfig(p *spec.Pipeline) Config {
 	c := Config{
-		ByDirectory: p.Source.Inputs == spec.InputsDirectory,
+		// In the graph form every named source is one input (its files'
+		// keys are "<source>/<key>").
+		ByDirectory: p.Source.Inputs == spec.InputsDirectory || len(p.Sources) > 0,
 		MaxFiles:    p.Source.MaxFilesPerEpoch,
 		Ooo:         p.Source.Watermark.MaxOutOfOrderness,
 		Idle:        p.Source.Watermark.IdleTimeout,

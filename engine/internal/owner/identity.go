@@ -64,8 +64,8 @@ type sinkMarker struct {
 // restoring: the run restores a savepoint (it may take the sinks over).
 func PlanIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink store.Store, c *epoch.Committer, head *epoch.Head, from *manifest.Generation, restoring bool) (*IdentityPlan, error) {
 	ip := &IdentityPlan{Want: manifest.Identity{
-		State: IdentityOf(stateURL), Sink: IdentityOf(p.Sink.URL), SinkFormat: string(p.Sink.Format),
-		Late: IdentityOf(p.Source.LateURL), Rejected: IdentityOf(p.Source.RejectedURL),
+		State: IdentityOf(stateURL), Sink: IdentityOf(p.RootSink().URL), SinkFormat: string(p.RootSink().Format),
+		Late: IdentityOf(p.Source.LateURL), Rejected: IdentityOf(p.RejectedURL()),
 	}, restoring: restoring}
 	ip.markers = []sinkMarker{{key: manifest.SinkMarkerName, url: ip.Want.Sink}}
 	for _, sk := range dataflow.ExtraSinks(p) {

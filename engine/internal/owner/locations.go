@@ -40,7 +40,7 @@ func (x pipeLoc) what() string {
 }
 
 // pipelineLocations returns every location p names, in the linear or the
-// graph form (before or after graphFacade): sources, sinks, the state root
+// graph form: sources, sinks, the state root
 // and the pipeline's state folder, side outputs, lookup tables. Locations
 // are normalised with store.ParseLocation: clean paths, resolved symbolic
 // links, localhost, bucket and prefix, never compared as URL text. A

@@ -253,11 +253,15 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		st.retrying = append(st.retrying, rs)
 		return rs, nil
 	}
-	targets := []target{{"state", "state.url", st.StateURL, &st.State}, {"sink", "sink.url", p.Sink.URL, &st.Sink}}
+	sinkField := "sink.url"
+	if IsGraph(p) {
+		sinkField = "sinks." + p.Sinks[0].Name + ".url"
+	}
+	targets := []target{{"state", "state.url", st.StateURL, &st.State}, {"sink", sinkField, p.RootSink().URL, &st.Sink}}
 	if withSource && IsGraph(p) {
 		// The named sources, combined (graphsrc.go); the graph form has
 		// no pipeline-wide late_url (each stage may have one).
-		targets = append(targets, target{"rejected", "sources.*.rejected_url", p.Source.RejectedURL, &st.Rejected})
+		targets = append(targets, target{"rejected", p.RejectedField(), p.RejectedURL(), &st.Rejected})
 		mux, err := openGraphSources(ctx, p, open)
 		if err != nil {
 			return nil, err
@@ -340,8 +344,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if opts.Workers > 1 {
 		log = log.With("worker", opts.Worker)
 	}
-	p, err := GraphFacade(p)
-	if err != nil {
+	if err := CheckSinks(p); err != nil {
 		return nil, err
 	}
 	if err := checkLocalSource(p); err != nil {

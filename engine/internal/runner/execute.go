@@ -102,7 +102,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 		schema := r.Plan.SinkParts.Schema(r.Plan.Output)
 		for dir, g := range groups {
 			wg.Go(func() error {
-				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.P.Sink.Format, schema, g)
+				return r.writeSinkFile(wctx, att, func(ref manifest.FileRef) { add(&w.outRefs, ref) }, dir, s, r.P.RootSink().Format, schema, g)
 			})
 		}
 	}
@@ -133,7 +133,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			var ref manifest.FileRef
 			if r.St.Rejected != nil {
 				ref, err = att.WriteSide(wctx, r.St.Rejected, "", r.slot0(), "jsonl", data, int64(len(rejects)))
-				ref.Path = refURL(r.P.Source.RejectedURL, ref.Path)
+				ref.Path = refURL(r.P.RejectedURL(), ref.Path)
 			} else {
 				ref, err = att.WriteOutput(wctx, rejectedDir, r.slot0(), "jsonl", data, int64(len(rejects)))
 			}
@@ -145,11 +145,19 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			return nil
 		})
 	}
-	if r.P.Source.Capture {
-		w.captured = make([]manifest.FileRef, len(files))
-		for i, f := range files {
+	// source.capture: a copy of each consumed file of a source that asks
+	// for one, in file order.
+	var captured []string
+	for _, f := range files {
+		if b, _, ok := r.P.SourceOfKey(f.Key); ok && b.Source.Capture {
+			captured = append(captured, f.Key)
+		}
+	}
+	if len(captured) > 0 {
+		w.captured = make([]manifest.FileRef, len(captured))
+		for i, key := range captured {
 			wg.Go(func() error {
-				ref, err := r.capture(wctx, att, f.Key)
+				ref, err := r.capture(wctx, att, key)
 				w.captured[i] = ref // each goroutine writes its own index
 				return err
 			})

@@ -26,55 +26,21 @@ import (
 // directory on the combined source), so every source has its own
 // watermark progress and idle timeout, and the pipeline's watermark is the
 // minimum over the sources, as for directory inputs. A file's source is the
-// first segment of its combined key; it is decoded with that source's
-// format, schema and event time.
+// first segment of its combined key (spec.Pipeline.SourceOfKey); it is
+// decoded with that source's format, schema and event time, and the
+// source's own limits apply to it: max_files_per_epoch (decide),
+// max_rows_per_epoch (DecodeEpoch), max_rejected_fraction (checkRejected),
+// capture and on_error. Nothing merges the sources' settings.
 
 // IsGraph reports whether p is written in the graph form.
 func IsGraph(p *spec.Pipeline) bool { return len(p.Sources) > 0 }
 
-// GraphFacade returns the pipeline the runner reads for a graph pipeline:
-// p with Source the combined source (directory inputs, the loosest
-// watermark settings and limits of the named sources) and Sink its first
-// sink (the root of its combined sink, sinks.go). Sources, Stages and
-// Sinks are kept: the plan compiles the graph from them. A linear pipeline
-// is returned as it is.
-func GraphFacade(p *spec.Pipeline) (*spec.Pipeline, error) {
+// SourcesURL names p's sources in messages: source.url, or in the graph
+// form each named source's URL ("sources(a=..., b=...)"), redacted.
+func SourcesURL(p *spec.Pipeline) string {
 	if !IsGraph(p) {
-		return p, nil
+		return store.Redact(p.Source.URL)
 	}
-	if err := checkSinks(p); err != nil {
-		return nil, err
-	}
-	fp := *p
-	first := p.Sources[0].Source
-	src := spec.Source{Type: spec.SourceFiles, URL: graphSourceURL(p), Format: first.Format, Inputs: spec.InputsDirectory,
-		OnError: first.OnError, RejectedURL: first.RejectedURL, EventTime: first.EventTime}
-	for _, ns := range p.Sources {
-		s := ns.Source // order and one rejected_url: spec validation (graphcheck.go)
-		if s.Type == spec.SourceKafka {
-			return nil, fmt.Errorf("sources.%s: a kafka source is supported in the linear form (source:) only for now", ns.Name)
-		}
-		src.Watermark.MaxOutOfOrderness = max(src.Watermark.MaxOutOfOrderness, s.Watermark.MaxOutOfOrderness)
-		if s.Watermark.IdleTimeout > 0 && (src.Watermark.IdleTimeout == 0 || s.Watermark.IdleTimeout < src.Watermark.IdleTimeout) {
-			src.Watermark.IdleTimeout = s.Watermark.IdleTimeout
-		}
-		src.MaxFilesPerEpoch = max(src.MaxFilesPerEpoch, s.MaxFilesPerEpoch)
-		src.MaxRowsPerEpoch = max(src.MaxRowsPerEpoch, s.MaxRowsPerEpoch)
-		src.Capture = src.Capture || s.Capture
-		if s.OnError == spec.OnErrorFail {
-			src.OnError = spec.OnErrorFail
-		}
-		if s.MaxRejectedFraction > 0 && (src.MaxRejectedFraction == 0 || s.MaxRejectedFraction < src.MaxRejectedFraction) {
-			src.MaxRejectedFraction = s.MaxRejectedFraction
-		}
-	}
-	fp.Source = src
-	fp.Sink = p.Sinks[0].Sink
-	return &fp, nil
-}
-
-// graphSourceURL names the combined source in messages: its sources' URLs.
-func graphSourceURL(p *spec.Pipeline) string {
 	var parts []string
 	for _, ns := range p.Sources {
 		parts = append(parts, ns.Name+"="+store.Redact(ns.Source.URL))

@@ -140,14 +140,14 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 	if rp.Refusal == nil {
 		rp.Refusal = rp.Identity.Refusal
 	}
-	if rp.Refusal == nil && p.Sink.Type == spec.SinkIceberg {
+	if rp.Refusal == nil && p.RootSink().Type == spec.SinkIceberg {
 		changes, err := tableSchemaChanges(ctx, p, st, rp.Plan.Output)
 		if err != nil {
 			rp.Refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		}
 		rp.TableChanges = changes
 	}
-	if rp.Refusal == nil && p.Sink.Type == spec.SinkIceberg && (from.Kind == manifest.RestoreSavepoint || from.Kind == manifest.RestoreRollback) {
+	if rp.Refusal == nil && p.RootSink().Type == spec.SinkIceberg && (from.Kind == manifest.RestoreSavepoint || from.Kind == manifest.RestoreRollback) {
 		rp.Refusal = fmt.Errorf("%s on an iceberg sink is not supported yet: the table has published the epochs it would abandon", from.describe())
 	}
 	switch {

@@ -57,10 +57,10 @@ func Rejecting(in, rejected int64, where string) string {
 
 // RejectedWhere names where p's rejected rows go.
 func RejectedWhere(p *spec.Pipeline) string {
-	if u := p.Source.RejectedURL; u != "" {
+	if u := p.RejectedURL(); u != "" {
 		return store.Redact(u)
 	}
-	return owner.IdentityOf(p.Sink.URL) + "/" + rejectedDir + "/"
+	return owner.IdentityOf(p.RootSink().URL) + "/" + rejectedDir + "/"
 }
 
 // RejectingFraction is the share of an epoch's rows whose rejection makes

@@ -279,10 +279,6 @@ func OpenHead(ctx context.Context, p *spec.Pipeline) (*Stores, *epoch.Committer,
 	if err := p.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
-	p, err := GraphFacade(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	st, err := OpenStores(ctx, p, &Options{}, false)
 	if err != nil {
 		return nil, nil, nil, err

@@ -111,7 +111,7 @@ func newRunner(p *spec.Pipeline, st *Stores, opts *Options, log *slog.Logger) (*
 	if r.Parallelism, r.K, err = parallelismOf(p, opts); err != nil {
 		return nil, err
 	}
-	r.res.SinkURL, r.res.StateURL = store.Redact(p.Sink.URL), store.Redact(st.StateURL) // printed by the CLI
+	r.res.SinkURL, r.res.StateURL = store.Redact(p.RootSink().URL), store.Redact(st.StateURL) // printed by the CLI
 	for _, sk := range dataflow.ExtraSinks(p) {
 		r.res.SinkURL += ", " + store.Redact(sk.Sink.URL)
 	}
@@ -480,25 +480,46 @@ func (r *Runner) sweepAbandoned(ctx context.Context) {
 	}
 }
 
-// checkRejected enforces source.max_rejected_fraction: an epoch that
-// rejected more than that fraction of its rows fails before it commits,
-// naming the file with the most rejected rows.
+// checkRejected enforces max_rejected_fraction, each source's over its own
+// files: an epoch in which a source rejected more than that fraction of
+// its rows fails before it commits, naming the file with the most rejected
+// rows.
 func (r *Runner) checkRejected(in InputSummary) error {
-	limit := r.P.Source.MaxRejectedFraction
-	total := in.Rows + int64(len(in.Rejects))
-	if limit <= 0 || total == 0 || float64(len(in.Rejects)) <= limit*float64(total) {
-		return nil
-	}
-	byFile := map[string]int{}
-	worst := ""
-	for _, rj := range in.Rejects {
-		byFile[rj.File]++
-		if byFile[rj.File] > byFile[worst] {
-			worst = rj.File
+	for _, b := range r.P.SourceBlocks() {
+		limit := b.Source.MaxRejectedFraction
+		if limit <= 0 {
+			continue
 		}
+		mine := func(key string) bool {
+			o, _, ok := r.P.SourceOfKey(key)
+			return ok && o.Name == b.Name
+		}
+		var rows int64
+		for k, n := range in.rowsOf {
+			if mine(k) {
+				rows += n
+			}
+		}
+		byFile := map[string]int{}
+		rejected, worst := 0, ""
+		for _, rj := range in.Rejects {
+			if !mine(rj.File) {
+				continue
+			}
+			rejected++
+			byFile[rj.File]++
+			if byFile[rj.File] > byFile[worst] {
+				worst = rj.File
+			}
+		}
+		total := rows + int64(rejected)
+		if total == 0 || float64(rejected) <= limit*float64(total) {
+			continue
+		}
+		return fmt.Errorf("%s.max_rejected_fraction %g exceeded: %d of %d rows rejected in this epoch, most in %s (%d rows: %s); nothing was committed",
+			b.Field, limit, rejected, total, worst, byFile[worst], firstReason(in.Rejects, worst))
 	}
-	return fmt.Errorf("source.max_rejected_fraction %g exceeded: %d of %d rows rejected in this epoch, most in %s (%d rows: %s); nothing was committed",
-		limit, len(in.Rejects), total, worst, byFile[worst], firstReason(in.Rejects, worst))
+	return nil
 }
 
 func firstReason(rs []RejectRecord, file string) string {
@@ -581,13 +602,15 @@ type InputSummary struct {
 	Rows, Filtered int64
 	Rejects        []RejectRecord
 	Obs            []decide.FileObs
-	wholeFiles     int64 // files no row of which was accepted
+	wholeFiles     int64            // files no row of which was accepted
+	rowsOf         map[string]int64 // accepted rows by file key
 }
 
 func Summarize(results []*fileResult) InputSummary {
-	var in InputSummary
+	in := InputSummary{rowsOf: make(map[string]int64, len(results))}
 	for _, res := range results {
 		in.Rows += res.rows
+		in.rowsOf[res.key] += res.rows
 		in.Filtered += res.filtered
 		for _, rj := range res.rejects {
 			in.Rejects = append(in.Rejects, RejectRecord{Reject: rj, WholeFile: res.wholeFile})

@@ -35,11 +35,11 @@ func SplitSinkPath(p string) (sink, rel string) {
 	return sink, rel
 }
 
-// checkSinks refuses sink sets the runner cannot keep apart: two sinks at
+// CheckSinks refuses sink sets the runner cannot keep apart: two sinks at
 // one location or one inside another (each cleans files it did not commit,
 // so they would delete each other's), or a further sink that is an Iceberg
 // table (one table per pipeline for now: its commit follows the epoch's).
-func checkSinks(p *spec.Pipeline) error {
+func CheckSinks(p *spec.Pipeline) error {
 	if len(p.Sinks) < 2 {
 		return nil
 	}
@@ -166,10 +166,7 @@ func (m *sinkMux) Close() error {
 // (its query dropped: connection settings) and the path relative to it.
 func sinkURL(p *spec.Pipeline, path string) (string, string, error) {
 	name, rel := SplitSinkPath(path)
-	url := p.Sink.URL
-	if len(p.Sinks) > 0 {
-		url = p.Sinks[0].Sink.URL
-	}
+	url := p.RootSink().URL
 	if name != "" || strings.HasPrefix(path, manifest.ExtraSinkPrefix) {
 		i := slices.IndexFunc(dataflow.ExtraSinks(p), func(s spec.NamedSink) bool { return s.Name == name })
 		if i < 0 {

@@ -31,7 +31,7 @@ func ListSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store
 func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, after string) ([]store.ObjectInfo, error) {
 	objs, err := store.ListAfter(ctx, src, "", after)
 	if err != nil {
-		return nil, fmt.Errorf("list source %s: %w", store.Redact(p.Source.URL), err)
+		return nil, fmt.Errorf("list source %s: %w", SourcesURL(p), err)
 	}
 	out := objs[:0]
 	for _, o := range objs {
@@ -197,9 +197,42 @@ func (r *Runner) decodeFile(ctx context.Context, f store.ObjectInfo, parallel in
 	return r.decodeGraphFile(ctx, f, parallel)
 }
 
+// rowCaps counts an epoch's rows by source against each source's
+// max_rows_per_epoch. nil (no source sets one) counts nothing.
+type rowCaps struct {
+	p     *spec.Pipeline
+	total map[string]int64 // by source name ("" in the linear form)
+}
+
+func newRowCaps(p *spec.Pipeline) *rowCaps {
+	for _, b := range p.SourceBlocks() {
+		if b.Source.MaxRowsPerEpoch > 0 {
+			return &rowCaps{p: p, total: map[string]int64{}}
+		}
+	}
+	return nil
+}
+
+// add counts rows of the file key and reports whether its source reached
+// its max_rows_per_epoch: the epoch then ends after this file, whatever the
+// other sources' counts (every source's limit holds, and where the epoch
+// ends depends only on the files' order and rows).
+func (c *rowCaps) add(key string, rows int64) bool {
+	if c == nil {
+		return false
+	}
+	b, _, ok := c.p.SourceOfKey(key)
+	if !ok {
+		return false
+	}
+	c.total[b.Name] += rows
+	lim := b.Source.MaxRowsPerEpoch
+	return lim > 0 && c.total[b.Name] >= lim
+}
+
 // DecodeEpoch decodes files in parallel (taking prefetched results). With
 // max_rows_per_epoch it decodes in waves and stops after the file that
-// crosses the limit, deterministically by file order; it returns the
+// crosses its source's limit (rowCaps), deterministically by file order; it returns the
 // results of the files the epoch takes.
 func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	results := make([]*fileResult, 0, len(files))
@@ -212,10 +245,10 @@ func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 		return results, nil
 	}
 	wave := len(files)
-	if r.P.Source.MaxRowsPerEpoch > 0 {
+	caps := newRowCaps(r.P)
+	if caps != nil {
 		wave = runtime.GOMAXPROCS(0)
 	}
-	var total int64
 	for start := 0; start < len(files); start += wave {
 		chunk := files[start:min(start+wave, len(files))]
 		out := make([]*fileResult, len(chunk))
@@ -243,8 +276,7 @@ func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 				return nil, errs[i]
 			}
 			results = append(results, res)
-			total += res.rows
-			if lim := r.P.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+			if caps.add(res.key, res.rows) {
 				return results, nil
 			}
 		}

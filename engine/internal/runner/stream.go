@@ -227,7 +227,7 @@ func (r *Runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	}()
 
 	results := make([]*fileResult, 0, len(files))
-	var total int64
+	caps := newRowCaps(r.P)
 	for j := range jobs {
 		for b := range j.batches {
 			if err == nil {
@@ -247,8 +247,7 @@ func (r *Runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 			break
 		}
 		results = append(results, j.res)
-		total += j.res.rows
-		if lim := r.P.Source.MaxRowsPerEpoch; lim > 0 && total >= lim {
+		if caps.add(j.res.key, j.res.rows) {
 			break // the row limit ends the epoch after this file
 		}
 	}
@@ -419,7 +418,7 @@ type sinkTarget struct {
 // streamTargets returns the sinks a streamed epoch writes: the root sink,
 // then a graph's further sinks in spec order (dataflow.GraphPlan.Extra).
 func (r *Runner) streamTargets() []sinkTarget {
-	ts := []sinkTarget{{where: "sink", format: r.P.Sink.Format, schema: r.Plan.SinkParts.Schema(r.Plan.Output), parts: r.Plan.SinkParts, table: r.table}}
+	ts := []sinkTarget{{where: "sink", format: r.P.RootSink().Format, schema: r.Plan.SinkParts.Schema(r.Plan.Output), parts: r.Plan.SinkParts, table: r.table}}
 	for i, sk := range dataflow.ExtraSinks(r.P) {
 		h := r.Plan.ExtraPartsOf(i)
 		ts = append(ts, sinkTarget{dir: owner.ExtraSinkDir(sk.Name), where: "sinks." + sk.Name, format: sk.Sink.Format,

@@ -40,7 +40,7 @@ type tableSink struct {
 // its transform. The default is the window start's day when the output has
 // a window_start timestamp.
 func icebergPartition(p *spec.Pipeline, out *arrow.Schema) (string, int, string, error) {
-	pb := p.Sink.PartitionBy
+	pb := p.RootSink().PartitionBy
 	if pb == "" {
 		if idx := out.FieldIndices("window_start"); len(idx) == 1 && out.Field(idx[0]).Type.ID() == arrow.TIMESTAMP {
 			return "day(window_start)", idx[0], "day", nil
@@ -79,9 +79,9 @@ func isUnsigned(t arrow.DataType) bool {
 // openIceberg opens the table of p's iceberg sink for data files of schema
 // out.
 func openIceberg(ctx context.Context, p *spec.Pipeline, st *Stores, partitionBy string, out *arrow.Schema, log *slog.Logger) (*iceberg.Table, error) {
-	t, err := iceberg.Open(ctx, st.Sink, owner.IdentityOf(p.Sink.URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: RenamedColumns(p), Logger: log})
+	t, err := iceberg.Open(ctx, st.Sink, owner.IdentityOf(p.RootSink().URL), iceberg.Options{Schema: out, PartitionBy: partitionBy, Renames: RenamedColumns(p), Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.RootSink().URL), err)
 	}
 	return t, nil
 }
@@ -102,7 +102,7 @@ func tableSchemaChanges(ctx context.Context, p *spec.Pipeline, st *Stores, out *
 	}
 	changes, err := t.CheckSchema(ctx, out)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.Sink.URL), err)
+		return nil, fmt.Errorf("iceberg sink %s: %w", owner.IdentityOf(p.RootSink().URL), err)
 	}
 	return changes, nil
 }
@@ -133,7 +133,7 @@ func RenamedColumns(p *spec.Pipeline) map[string]string {
 // openTable opens the Iceberg table of an iceberg sink and publishes every
 // committed epoch it lacks.
 func (r *Runner) openTable(ctx context.Context) error {
-	if r.P.Sink.Type != spec.SinkIceberg {
+	if r.P.RootSink().Type != spec.SinkIceberg {
 		return nil
 	}
 	pb, col, tr, err := icebergPartition(r.P, r.Plan.Output)

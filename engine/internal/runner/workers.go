@@ -107,7 +107,7 @@ func checkWorkers(p *spec.Pipeline, opts *Options) error {
 			why = append(why, "sources."+s.Name+" with order, capture or forget_after")
 		}
 	}
-	if p.Sink.Type == spec.SinkIceberg {
+	if p.RootSink().Type == spec.SinkIceberg {
 		why = append(why, "an iceberg sink")
 	}
 	if p.Source.Capture {
@@ -118,6 +118,13 @@ func checkWorkers(p *spec.Pipeline, opts *Options) error {
 	}
 	if p.Source.ForgetAfter != 0 {
 		why = append(why, "source.forget_after")
+	}
+	for _, b := range p.SourceBlocks() {
+		// An epoch's files are decided before any is decoded, so a row
+		// limit cannot cut it; every worker must take its whole share.
+		if b.Source.MaxRowsPerEpoch > 0 {
+			why = append(why, b.Field+".max_rows_per_epoch (bound the epoch with max_files_per_epoch)")
+		}
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("--workers %d: not supported yet with %s; run it in one process (--parallelism spreads its keyed stages over this machine's cores)",
