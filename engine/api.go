@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+
 	"github.com/floe-dev/floe/cluster"
 
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/spec"
 )
 
@@ -66,7 +68,7 @@ var (
 
 // RejectingFraction is the share of an epoch's rows whose rejection makes
 // status call a pipeline "rejecting" (and a run warn).
-const RejectingFraction = runner.RejectingFraction
+const RejectingFraction = sinks.RejectingFraction
 
 // Run executes the pipeline: epochs until caught up (Trigger == 0), until
 // UntilEpoch, or until Stop is closed. A cancelled context aborts the epoch

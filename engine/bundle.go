@@ -23,6 +23,7 @@ import (
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -359,7 +360,7 @@ func ReplayBundle(ctx context.Context, dir string, opts BundleReplayOptions) (*R
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
 
-	err = runner.CheckSinks(p)
+	err = sinks.CheckSinks(p)
 	if err != nil {
 		return nil, b, fmt.Errorf("bundle: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/internal/scenario"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -111,7 +112,7 @@ func (s *decideScenario) exec(t *testing.T, b block) []string {
 			s.list = append(s.list, store.ObjectInfo{Key: f[0], Size: size(t, args(f[1:])["size"])})
 		}
 		sort.Slice(s.list, func(i, j int) bool { return s.list[i].Key < s.list[j].Key })
-		s.pend = s.cfg.Interleave(runner.PendingFiles(s.list, func(k string) bool { return s.seen[k] }))
+		s.pend = s.cfg.Interleave(sources.PendingFiles(s.list, func(k string) bool { return s.seen[k] }))
 		return keysOf(s.pend)
 	case "select":
 		out := keysOf(s.cfg.SelectFiles(s.pend))

@@ -21,6 +21,8 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -180,7 +182,7 @@ func newInspector(ctx context.Context, p *spec.Pipeline) (*inspector, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +212,7 @@ func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...e
 	var files []store.ObjectInfo
 	if needsSourceFiles(p) {
 		var err error
-		if files, err = runner.ListSource(ctx, p, src); err != nil {
+		if files, err = sources.List(ctx, p, src); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -224,7 +226,7 @@ func compileTool(ctx context.Context, p *spec.Pipeline, src store.Store, xo ...e
 	}
 	sc, err := dataflow.SourceSchema(p)
 	if err == nil && sc == nil {
-		sc, err = runner.InferSchema(ctx, p, src, files)
+		sc, err = sources.InferSchema(ctx, p, src, files)
 	}
 	if err != nil {
 		return nil, nil, err

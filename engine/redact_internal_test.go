@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -23,11 +23,11 @@ func (failingLister) List(context.Context, string) ([]store.ObjectInfo, error) {
 // parameter.
 func TestSourceErrorsRedactURL(t *testing.T) {
 	p := &spec.Pipeline{Source: spec.Source{URL: "s3://b/in?endpoint=http://ak:sk-secret@127.0.0.1:9000&token=tok-secret", Format: spec.Parquet}}
-	_, err := runner.ListSource(context.Background(), p, failingLister{})
+	_, err := sources.List(context.Background(), p, failingLister{})
 	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "list source s3://b/in") {
 		t.Fatalf("listSource: %v", err)
 	}
-	_, err = runner.InferSchema(context.Background(), p, failingLister{}, nil)
+	_, err = sources.InferSchema(context.Background(), p, failingLister{}, nil)
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("schema inference: %v", err)
 	}

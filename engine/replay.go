@@ -19,6 +19,8 @@ import (
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/formats"
@@ -234,7 +236,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	if err := runner.RefuseKafka(p, "replay"); err != nil {
 		return nil, err
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +260,7 @@ func newReplayer(ctx context.Context, p *spec.Pipeline, opts ReplayOptions) (*re
 	objs, err := st.Source.List(ctx, "")
 	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("list source %s: %w", runner.SourcesURL(p), err)
+		return nil, fmt.Errorf("list source %s: %w", sources.Describe(p), err)
 	}
 	y.listed = make(map[string]store.ObjectInfo, len(objs))
 	for _, o := range objs {
@@ -431,7 +433,7 @@ func (y *replayer) replay(ctx context.Context) (*ReplayResult, error) {
 				continue
 			}
 			return nil, fmt.Errorf("replay: input file %s, consumed by epoch %d, is no longer in %s and was not captured (set capture: true on its source to keep a copy of each epoch's input with its state): %w",
-				key, m.Epoch, runner.SourcesURL(x.p), store.ErrNotFound)
+				key, m.Epoch, sources.Describe(x.p), store.ErrNotFound)
 		}
 		files[i] = o
 		size += o.Size
@@ -632,11 +634,11 @@ func splitLines(data []byte) []string {
 }
 
 // rejectLines encodes rejected rows as the rejected-rows files hold them.
-func rejectLines(rs []runner.RejectRecord) ([]string, error) {
+func rejectLines(rs []sinks.RejectRecord) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	data, err := runner.EncodeRejects(rs)
+	data, err := sinks.EncodeRejects(rs)
 	if err != nil {
 		return nil, err
 	}
@@ -723,12 +725,12 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("verify: committed output %s: %w", f.Path, err)
 		}
-		if part := runner.HivePartitionOf(x.pl, x.p, f.Path); part != "" {
+		if part := sinks.HivePartitionOf(x.pl, x.p, f.Path); part != "" {
 			for i, l := range ls {
 				ls[i] = part + " " + l // as partitionedLines writes it
 			}
 		}
-		sink, _ := runner.SplitSinkPath(f.Path)
+		sink, _ := sinks.SplitSinkPath(f.Path)
 		add(outputKind(sink), ls)
 	}
 	for _, f := range m.SideOutputs {
@@ -758,7 +760,7 @@ func (y *replayer) committed(ctx context.Context) ([]string, error) {
 			}
 			add("late", ls)
 		case manifest.SideOutputRejected:
-			rs, err := runner.DecodeRejects(data)
+			rs, err := sinks.DecodeRejects(data)
 			if err != nil {
 				return nil, fmt.Errorf("verify: rejected rows %s: %w", store.Redact(f.Path), err)
 			}
@@ -781,7 +783,7 @@ func partitionedLines(h *dataflow.HiveParts, out *arrow.Schema, bs []arrow.Recor
 	if h == nil {
 		return jsonLines(out, bs)
 	}
-	groups, err := runner.HiveSplit(h, bs, mem)
+	groups, err := sinks.HiveSplit(h, bs, mem)
 	if err != nil {
 		return nil, err
 	}

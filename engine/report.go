@@ -16,6 +16,8 @@ import (
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/iceberg"
 	"github.com/floe-dev/floe/manifest"
@@ -443,7 +445,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +511,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 				parent = chain[1]
 			}
 			in, rej := lastEpochRejects(m, parent)
-			s.rejecting = runner.Rejecting(in, rej, runner.RejectedWhere(p))
+			s.rejecting = sinks.Rejecting(in, rej, sinks.RejectedWhere(p))
 		}
 	}
 	if !so.NoList {
@@ -528,7 +530,7 @@ func ReadStatusWith(ctx context.Context, p *spec.Pipeline, so StatusOptions) (*S
 // a failure is shown, not returned.
 func tableStatus(ctx context.Context, p *spec.Pipeline, st *runner.Stores, head *epoch.Head) *TableStatus {
 	ts := &TableStatus{Location: owner.IdentityOf(p.RootSink().URL)}
-	t, err := iceberg.Open(ctx, st.Sink, ts.Location, iceberg.Options{Renames: runner.RenamedColumns(p)})
+	t, err := iceberg.Open(ctx, st.Sink, ts.Location, iceberg.Options{Renames: sinks.RenamedColumns(p)})
 	if err == nil {
 		id := p.Name
 		if g := head.Generation; g.Identity != nil {
@@ -566,7 +568,7 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *runner.Stores, 
 			continue
 		}
 		for _, o := range m.Outputs {
-			if sink, _ := runner.SplitSinkPath(o.Path); sink != "" {
+			if sink, _ := sinks.SplitSinkPath(o.Path); sink != "" {
 				continue
 			}
 			if _, err := t.CheckDataFile(ctx, o.Path); err != nil {
@@ -581,7 +583,7 @@ func checkUnpublished(ctx context.Context, p *spec.Pipeline, st *runner.Stores, 
 // pending lists the source and counts the files not processed yet. A
 // listing error is recorded, not returned: the head is still worth showing.
 func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *runner.Stores, c *epoch.Committer, head *epoch.Head, now time.Time, maxReqs int64) error {
-	l := runner.PlanListing(p, &runner.Options{Now: func() time.Time { return now }}, head, false)
+	l := sources.PlanListing(p, false, now, head, false)
 	runner.SetKafkaCommitted(st.Source, head)
 	req0 := st.Requests()
 	files, err := l.List(ctx, p, st.Source, now)
@@ -603,7 +605,7 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *runner.Store
 			if p.Source.Order == "" {
 				s.ListWarning += "; if new keys sort after old ones, source.order: lexical lists only the new ones"
 			}
-			if runner.ForgetAfterOf(p) == nil {
+			if sources.ForgetAfterOf(p) == nil {
 				s.ListWarning += "; source.forget_after bounds the processed-file set"
 			}
 		}
@@ -625,9 +627,9 @@ func (s *Status) pending(ctx context.Context, p *spec.Pipeline, st *runner.Store
 	}
 	var n, bytes int64
 	var oldest *store.ObjectInfo
-	forget := runner.ForgetAfterOf(p)
-	for _, f := range runner.PendingFiles(files, seen.Has) {
-		if forget != nil && runner.Forgotten(f, forget, now) {
+	forget := sources.ForgetAfterOf(p)
+	for _, f := range sources.PendingFiles(files, seen.Has) {
+		if forget != nil && sources.Forgotten(f, forget, now) {
 			continue // source.forget_after: never read
 		}
 		n++
@@ -765,7 +767,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}
@@ -828,7 +830,7 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 			return nil, err
 		}
 	}
-	pend := runner.PendingFiles(rp.Files, seen.Has)
+	pend := sources.PendingFiles(rp.Files, seen.Has)
 	rep.PendingFiles = len(pend)
 	if opts.Workers > 1 {
 		top := cluster.Topology{Workers: opts.Workers, Parallelism: rp.Parallelism, MaxParallelism: rp.K}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -277,7 +278,7 @@ func ImportSavepoint(ctx context.Context, p *spec.Pipeline, name, dirURL string)
 // lowered onto the graph; declared schemas, or inferred from the sources)
 // and returns each stateful operator's state schema, by operator id.
 func stateSchemas(ctx context.Context, p *spec.Pipeline) (map[string]*arrow.Schema, error) {
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/owner"
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
@@ -41,7 +43,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 	if err := p.Validate(); err != nil {
 		return problem(err), nil
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return problem(err), nil
 	}
@@ -57,7 +59,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 		if err == nil {
 			defer st.Close()
 			src = st.Source
-			files, err = runner.ListSource(ctx, p, st.Source)
+			files, err = sources.List(ctx, p, st.Source)
 		}
 		if err != nil {
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the stages against the schema of sources without a declared schema: %v", oneLine(err.Error())))
@@ -81,7 +83,7 @@ func Validate(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Vali
 			return problem(err), nil
 		}
 		if sc == nil {
-			if sc, err = runner.InferSchema(ctx, p, src, files); err != nil {
+			if sc, err = sources.InferSchema(ctx, p, src, files); err != nil {
 				rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the operators against the source's schema: %v", oneLine(err.Error())))
 				rep.Valid = true
 				return rep, nil

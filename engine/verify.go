@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/runner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -67,7 +68,7 @@ func VerifyWith(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*Ve
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	err := runner.CheckSinks(p)
+	err := sinks.CheckSinks(p)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ type GraphPlan struct {
 	Nodes   []*Node
 	ByName  map[string]*Node
 	Sink    *Node   // the node the (first) sink writes
-	Extra   []*Node // the nodes the further sinks write, in spec order (sinks.go)
+	Extra   []*Node // the nodes the further sinks write, in spec order (engine/internal/sinks)
 	State   []*Node // the stateful nodes, in node order
 	Sources map[string]*Node
 	Lookups []*Node

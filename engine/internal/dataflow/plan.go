@@ -59,7 +59,7 @@ type Plan struct {
 	// linear parts (pre, window, post) are then empty.
 	Graph *GraphPlan
 	// SinkParts and extraParts are the Hive partitioning of the first sink
-	// and of the further sinks (nil: not partitioned), hivesink.go.
+	// and of the further sinks (nil: not partitioned), engine/internal/sinks/hive.go.
 	SinkParts  *HiveParts
 	extraParts []*HiveParts
 }

@@ -17,9 +17,13 @@
 //     (writing outputs and state);
 //   - state restore: restore.go, lazyrestore.go (only the key groups an
 //     epoch touches), restoresrc.go (savepoints, rollback, reset, reprocess);
-//   - sources: graphsrc.go, source.go, listing.go, prefetch.go, rejects.go;
-//   - sinks: sinks.go, hivesink.go, tablesink.go (Iceberg); who owns which
-//     location is package engine/internal/owner.
+//   - sources: graphsrc.go, source.go, listing.go, prefetch.go, ranged.go,
+//     kafkasrc.go;
+//   - sinks: package engine/internal/sinks (several sinks, Hive
+//     partitions, Iceberg partitioning, rejected rows), tablesink.go (an
+//     Iceberg table's publishing), outputs.go; who owns which location is
+//     package engine/internal/owner;
+//   - several worker processes: workers.go on package cluster.
 //
 // Every epoch commits through package epoch: state and outputs first, the
 // manifest last, then the head.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/expr"
 	"github.com/floe-dev/floe/manifest"
@@ -76,7 +78,7 @@ type Options struct {
 	ReprocessRejected bool
 	ReprocessFiles    string
 	// FullList makes a source with order: lexical list the whole source
-	// this run, however recent the last full listing (listing.go).
+	// this run, however recent the last full listing (sources.Listing).
 	FullList bool
 	// Migrations are registered steps between state format versions (see
 	// StateMigration); a run whose restored state is in an older format
@@ -259,10 +261,10 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 	}
 	targets := []target{{"state", "state.url", st.StateURL, &st.State}, {"sink", sinkField, p.RootSink().URL, &st.Sink}}
 	if withSource && IsGraph(p) {
-		// The named sources, combined (graphsrc.go); the graph form has
+		// The named sources, combined (sources.Mux); the graph form has
 		// no pipeline-wide late_url (each stage may have one).
 		targets = append(targets, target{"rejected", p.RejectedField(), p.RejectedURL(), &st.Rejected})
-		mux, err := openGraphSources(ctx, p, open)
+		mux, err := sources.OpenGraph(ctx, p, open)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +274,7 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 	if withSource && isKafka(p) {
 		// The kafka source is its own store (kafkasrc.go), not retried
 		// as object storage is: a fetch has its own deadline.
-		ks, err := openKafkaSource(p, opts.log().With("source", "kafka"))
+		ks, err := sources.OpenKafka(p, opts.log().With("source", "kafka"))
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("source: %w", err)
@@ -299,8 +301,8 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		*t.dst = s
 	}
 	if extras := dataflow.ExtraSinks(p); len(extras) > 0 {
-		// Further sinks: reached through the combined sink (sinks.go).
-		mux := &sinkMux{root: st.Sink, extras: map[string]store.Store{}}
+		// Further sinks: reached through the combined sink (sinks.Mux).
+		mux := sinks.NewMux(st.Sink)
 		st.Sink = mux
 		for _, sk := range extras {
 			s, err := open("sink", "sinks."+sk.Name+".url", sk.Sink.URL)
@@ -308,8 +310,7 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 				st.Close()
 				return nil, err
 			}
-			mux.names = append(mux.names, sk.Name)
-			mux.extras[sk.Name] = s
+			mux.Add(sk.Name, s)
 		}
 	}
 	return st, nil
@@ -344,7 +345,7 @@ func Run(ctx context.Context, p *spec.Pipeline, opts Options) (*Result, error) {
 	if opts.Workers > 1 {
 		log = log.With("worker", opts.Worker)
 	}
-	if err := CheckSinks(p); err != nil {
+	if err := sinks.CheckSinks(p); err != nil {
 		return nil, err
 	}
 	if err := checkLocalSource(p); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -58,7 +59,7 @@ func (r *Runner) Process(ctx context.Context, results []*fileResult, wm int64) (
 // write puts the epoch's outputs, side outputs and changed state files, all
 // attempt-tagged, in parallel, and returns their references. Unchanged
 // subtasks keep their previous state file (shared by reference).
-func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []RejectRecord, files []store.ObjectInfo) (*written, error) {
+func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, rejects []sinks.RejectRecord, files []store.ObjectInfo) (*written, error) {
 	w := &written{}
 	var mu sync.Mutex
 	add := func(refs *[]manifest.FileRef, ref manifest.FileRef) {
@@ -84,7 +85,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			// each in a day-partitioned table.
 			groups = map[string][]arrow.RecordBatch{"data": bs}
 			if r.table.partCol >= 0 {
-				byDay, err := splitByPartition(bs, r.table.partCol, r.table.transform, r.Mem)
+				byDay, err := sinks.SplitByPartition(bs, r.table.partCol, r.table.transform, r.Mem)
 				if err != nil {
 					return nil, err
 				}
@@ -95,7 +96,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			}
 		} else if h := r.Plan.SinkParts; h != nil {
 			var err error
-			if groups, err = sinkGroups(h, "", bs, r.Mem); err != nil {
+			if groups, err = sinks.Groups(h, "", bs, r.Mem); err != nil {
 				return nil, fmt.Errorf("sink: %w", err)
 			}
 		}
@@ -113,7 +114,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 			if len(bs) == 0 {
 				continue
 			}
-			groups, err := sinkGroups(h, owner.ExtraSinkDir(sk.Name), bs, r.Mem)
+			groups, err := sinks.Groups(h, owner.ExtraSinkDir(sk.Name), bs, r.Mem)
 			if err != nil {
 				return nil, fmt.Errorf("sinks.%s: %w", sk.Name, err)
 			}
@@ -126,7 +127,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	}
 	if len(rejects) > 0 {
 		wg.Go(func() error {
-			data, err := EncodeRejects(rejects)
+			data, err := sinks.EncodeRejects(rejects)
 			if err != nil {
 				return err
 			}
@@ -135,7 +136,7 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 				ref, err = att.WriteSide(wctx, r.St.Rejected, "", r.slot0(), "jsonl", data, int64(len(rejects)))
 				ref.Path = refURL(r.P.RejectedURL(), ref.Path)
 			} else {
-				ref, err = att.WriteOutput(wctx, rejectedDir, r.slot0(), "jsonl", data, int64(len(rejects)))
+				ref, err = att.WriteOutput(wctx, sinks.RejectedDir, r.slot0(), "jsonl", data, int64(len(rejects)))
 			}
 			if err != nil {
 				return err
@@ -176,8 +177,6 @@ func (r *Runner) write(ctx context.Context, att *epoch.Attempt, out *processed, 
 	}
 	return w, nil
 }
-
-const rejectedDir = "_rejected"
 
 func countRows(bs []arrow.RecordBatch) int64 {
 	var n int64

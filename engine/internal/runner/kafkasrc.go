@@ -2,8 +2,8 @@ package runner
 
 import (
 	"fmt"
-	"log/slog"
 
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/kafka"
 	"github.com/floe-dev/floe/manifest"
@@ -36,44 +36,6 @@ import (
 // isKafka reports whether p reads a kafka source (the linear form).
 func isKafka(p *spec.Pipeline) bool { return !IsGraph(p) && p.Source.Type == spec.SourceKafka }
 
-// openKafkaSource opens the source store of a kafka pipeline.
-func openKafkaSource(p *spec.Pipeline, log *slog.Logger) (*kafka.Source, error) {
-	s := &p.Source
-	k := s.Kafka
-	auth, err := kafka.LoadAuth(k.AuthFile, nil)
-	if err != nil {
-		return nil, err
-	}
-	startAt, _, _ := s.StartTime()
-	format := string(s.Format)
-	if format == "" {
-		format = string(spec.JSONL)
-	}
-	c := k.Columns
-	return kafka.OpenSource(kafka.SourceConfig{
-		Client:      kafka.Config{Brokers: k.Brokers, Auth: auth},
-		Topics:      k.Topics,
-		Format:      format,
-		Columns:     kafka.Columns{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset, Timestamp: c.Timestamp, Key: c.Key},
-		StartAt:     startAt,
-		MaxRecords:  k.MaxRecordsPerEpoch,
-		SkipMissing: k.OnMissingOffsets == spec.MissingSkip,
-		Log:         log,
-	})
-}
-
-// kafkaOffsetsOf returns the committed offsets of m (none for nil).
-func kafkaOffsetsOf(m *manifest.Manifest) (map[kafka.Partition]int64, int64) {
-	out := map[kafka.Partition]int64{}
-	if m == nil || m.Source.Kafka == nil {
-		return out, 0
-	}
-	for _, p := range m.Source.Kafka.Partitions {
-		out[kafka.Partition{Topic: p.Topic, Partition: p.Partition}] = p.Next
-	}
-	return out, m.Source.Kafka.Skipped
-}
-
 // setKafkaCommitted tells a kafka source which offsets its listing starts
 // from: those of the manifest the run continues (the head's, or the
 // restored epoch's).
@@ -89,7 +51,7 @@ func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource) {
 	if from != nil && from.Kind != "" && from.Manifest != nil {
 		m = from.Manifest
 	}
-	ks.SetCommitted(kafkaOffsetsOf(m))
+	ks.SetCommitted(sources.KafkaOffsetsOf(m))
 }
 
 func (r *Runner) kafkaSource() *kafka.Source {
@@ -132,7 +94,7 @@ func (r *Runner) kafkaManifest(m *manifest.Manifest, files []store.ObjectInfo) {
 // committed.
 func (r *Runner) kafkaCommitted(m *manifest.Manifest) {
 	if ks := r.kafkaSource(); ks != nil {
-		ks.SetCommitted(kafkaOffsetsOf(m))
+		ks.SetCommitted(sources.KafkaOffsetsOf(m))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
@@ -20,7 +22,7 @@ import (
 type RunPlan struct {
 	Head        *epoch.Head
 	Files       []store.ObjectInfo // the source listing the plan was made from
-	listing     *listing           // how it was listed (listing.go)
+	listing     *sources.Listing   // how it was listed
 	Plan        *dataflow.Plan
 	Parallelism int
 	K           int // max parallelism: the key-group count
@@ -88,7 +90,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 	if rp.Workers > rp.Parallelism {
 		return nil, fmt.Errorf("--workers %d exceeds the parallelism %d: every worker owns at least one subtask (raise state.parallelism or --parallelism)", rp.Workers, rp.Parallelism)
 	}
-	rp.listing = PlanListing(p, opts, head, from.Kind != "")
+	rp.listing = sources.PlanListing(p, opts.FullList, opts.now(), head, from.Kind != "")
 	setKafkaCommitted(st.Source, head, from)
 	if rp.Files, err = rp.listing.List(ctx, p, st.Source, opts.now()); err != nil {
 		return nil, err
@@ -112,7 +114,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 			return nil, err
 		}
 		if src == nil {
-			if src, err = InferSchema(ctx, p, st.Source, rp.Files); err != nil {
+			if src, err = sources.InferSchema(ctx, p, st.Source, rp.Files); err != nil {
 				return nil, err
 			}
 		}
@@ -141,7 +143,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 		rp.Refusal = rp.Identity.Refusal
 	}
 	if rp.Refusal == nil && p.RootSink().Type == spec.SinkIceberg {
-		changes, err := tableSchemaChanges(ctx, p, st, rp.Plan.Output)
+		changes, err := sinks.TableSchemaChanges(ctx, p, st.Sink, rp.Plan.Output)
 		if err != nil {
 			rp.Refusal = fmt.Errorf("plan change refused before anything was written: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
@@ -35,20 +36,6 @@ const (
 	rangedFetches  = 4 // ranged GETs in flight per file
 )
 
-// rangeReaderOf returns the store that holds source key and its key there,
-// when that store reads ranges itself.
-func rangeReaderOf(s store.Store, key string) (store.RangeReader, string) {
-	if m, ok := s.(*sourceMux); ok {
-		inner, k, err := m.split(key)
-		if err != nil {
-			return nil, ""
-		}
-		s, key = inner, k
-	}
-	rr, _ := s.(store.RangeReader)
-	return rr, key
-}
-
 // readColumns returns source file f, of format, as a sparse file holding
 // its footer and the column chunks of schema's columns, or nil when it is
 // to be read whole (see above).
@@ -56,7 +43,7 @@ func (r *Runner) readColumns(ctx context.Context, f store.ObjectInfo, format spe
 	if format != spec.Parquet || f.Size < rangedMinSize || schema == nil {
 		return nil, nil
 	}
-	rr, key := rangeReaderOf(r.St.Source, f.Key)
+	rr, key := sources.RangeReaderOf(r.St.Source, f.Key)
 	if rr == nil {
 		return nil, nil
 	}

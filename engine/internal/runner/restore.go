@@ -64,10 +64,10 @@ func (r *Runner) Restore(ctx context.Context, rp *RunPlan) error {
 	r.inputs = map[string]manifest.InputState{}
 	r.wm = manifest.NoWatermark
 	from := rp.From
-	after, partial := r.listing.partialLoad(from)
-	r.Seen.Ranged, r.sizes.Ranged = r.listing.isOrdered(), r.listing.isOrdered()
+	after, partial := r.listing.PartialAfter(from.Kind == "" && from.Shared && from.prefix == "")
+	r.Seen.Ranged, r.sizes.Ranged = r.listing.IsOrdered(), r.listing.IsOrdered()
 	if m := from.Manifest; m != nil && partial {
-		// A run listing after the frontier (listing.go): the parts of
+		// A run listing after the frontier (sources.Listing): the parts of
 		// the logs it can need.
 		if err := r.Seen.LoadAfter(ctx, from.Store, m.Source.Inline, m.Source.Segments, after); err != nil {
 			return err

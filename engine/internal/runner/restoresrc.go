@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -251,7 +252,7 @@ func filesToReprocess(ctx context.Context, p *spec.Pipeline, st *Stores, opts *O
 				if err != nil {
 					return nil, fmt.Errorf("reprocess: rejected rows of epoch %d: %w", m.Epoch, err)
 				}
-				rejects, err := DecodeRejects(data)
+				rejects, err := sinks.DecodeRejects(data)
 				if err != nil {
 					return nil, fmt.Errorf("reprocess: rejected rows %s: %w", f.Path, err)
 				}

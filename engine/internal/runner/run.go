@@ -16,6 +16,8 @@ import (
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/spec"
@@ -46,7 +48,7 @@ type Runner struct {
 	decodedAll  atomic.Int64     // state rows decoded by loadAll (from parallel writers)
 	ranges      [][2]int
 	Seen        *epoch.SegLog
-	listing     *listing // how the source is listed (listing.go)
+	listing     *sources.Listing // how the source is listed
 	// recordListing: the run made a full listing (or forgot processed
 	// files) that the head does not record yet; an epoch commits it even
 	// without new input.
@@ -229,7 +231,7 @@ func (r *Runner) sideDirs() []epoch.SideDir {
 	if r.St.Rejected != nil {
 		out = append(out, epoch.SideDir{Name: "rejected_url", Store: r.St.Rejected, Flat: true})
 	} else {
-		out = append(out, epoch.SideDir{Name: "sink " + rejectedDir, Store: r.St.Sink, Prefix: rejectedDir + "/", Flat: true})
+		out = append(out, epoch.SideDir{Name: "sink " + sinks.RejectedDir, Store: r.St.Sink, Prefix: sinks.RejectedDir + "/", Flat: true})
 	}
 	if r.St.Late != nil {
 		out = append(out, epoch.SideDir{Name: "late_url", Store: r.St.Late, Flat: true})
@@ -245,7 +247,7 @@ func (r *Runner) sideDirs() []epoch.SideDir {
 }
 
 func (r *Runner) gcOptions(skipSink bool) epoch.GCOptions {
-	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has, SidePrefixes: []string{rejectedDir + "/"}}
+	return epoch.GCOptions{Keep: r.keep(), SkipSink: skipSink, Committed: r.outputs.Has, SidePrefixes: []string{sinks.RejectedDir + "/"}}
 }
 
 func (r *Runner) run(ctx context.Context) (*Result, error) {
@@ -452,7 +454,7 @@ func (r *Runner) retain(ctx context.Context, skipSink bool) {
 // run). After one that did not: the chain's, if the last one failed.
 func (r *Runner) retainEnd(ctx context.Context) {
 	opts := r.gcOptions(false)
-	if r.listing != nil && !r.listing.swept {
+	if r.listing != nil && !r.listing.Swept() {
 		if r.chainedAt == r.head.Epoch() || r.retainedAt == r.head.Epoch() {
 			return
 		}
@@ -522,7 +524,7 @@ func (r *Runner) checkRejected(in InputSummary) error {
 	return nil
 }
 
-func firstReason(rs []RejectRecord, file string) string {
+func firstReason(rs []sinks.RejectRecord, file string) string {
 	for _, rj := range rs {
 		if rj.File == file {
 			return rj.Reason
@@ -600,7 +602,7 @@ func (r *Runner) waiting(known int64) {
 // InputSummary is what an epoch's decoded files add up to.
 type InputSummary struct {
 	Rows, Filtered int64
-	Rejects        []RejectRecord
+	Rejects        []sinks.RejectRecord
 	Obs            []decide.FileObs
 	wholeFiles     int64            // files no row of which was accepted
 	rowsOf         map[string]int64 // accepted rows by file key
@@ -613,7 +615,7 @@ func Summarize(results []*fileResult) InputSummary {
 		in.rowsOf[res.key] += res.rows
 		in.Filtered += res.filtered
 		for _, rj := range res.rejects {
-			in.Rejects = append(in.Rejects, RejectRecord{Reject: rj, WholeFile: res.wholeFile})
+			in.Rejects = append(in.Rejects, sinks.RejectRecord{Reject: rj, WholeFile: res.wholeFile})
 		}
 		if res.wholeFile {
 			in.wholeFiles++
@@ -686,11 +688,11 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	m := r.manifest(edit)
 	var frontier string
 	if len(files) <= len(pend) {
-		frontier = r.listing.next(pend[len(files):])
+		frontier = r.listing.Next(pend[len(files):])
 	} else {
-		frontier = r.listing.next(nil)
+		frontier = r.listing.Next(nil)
 	}
-	r.listing.record(m, frontier)
+	r.listing.Record(m, frontier)
 	req := r.St.Requests().Sub(req0)
 	m.Stats = &manifest.EpochStats{DurationMs: time.Since(t0).Milliseconds(), FilesIn: int64(len(files)), RowsIn: in.Rows + int64(len(in.Rejects)),
 		Gets: req.Requests.Get, Puts: req.Requests.Put, Lists: req.Requests.List, Deletes: req.Requests.Delete, Retries: req.Retries}
@@ -715,7 +717,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	}
 	r.apply(edit, head)
 	r.mustCommit, r.recordListing = false, false
-	r.listing.frontier = frontier
+	r.listing.SetFrontier(frontier)
 	r.kafkaCommitted(m)
 	if err := r.publish(ctx); err != nil {
 		return 0, fmt.Errorf("epoch %d is committed but not yet in the table (the next run adds it): %w", head.Epoch(), err)
@@ -733,7 +735,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 		"duration", (time.Duration(st.DurationMs) * time.Millisecond).String(), "bytes_in", st.BytesIn, "bytes_written", st.BytesWritten,
 		"gets", st.Gets, "puts", st.Puts, "lists", st.Lists, "deletes", st.Deletes, "retries", st.Retries,
 		"commit_gets", total.Get-st.Gets, "commit_puts", total.Put-st.Puts, "commit_lists", total.List-st.Lists, "commit_deletes", total.Delete-st.Deletes)
-	if msg := Rejecting(in.Rows+int64(len(in.Rejects)), int64(len(in.Rejects)), RejectedWhere(r.P)); msg != "" {
+	if msg := sinks.Rejecting(in.Rows+int64(len(in.Rejects)), int64(len(in.Rejects)), sinks.RejectedWhere(r.P)); msg != "" {
 		r.Log.Warn("epoch "+strconv.FormatInt(head.Epoch(), 10)+" is "+msg, "epoch", head.Epoch())
 	}
 	return len(files), nil

@@ -5,102 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path"
 	"runtime"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
-
-// ListSource lists the source: every file that is not hidden or in
-// progress (names starting with "." or "_") and matches source.pattern, in
-// key order.
-func ListSource(ctx context.Context, p *spec.Pipeline, src store.Store) ([]store.ObjectInfo, error) {
-	return listSourceAfter(ctx, p, src, "")
-}
-
-// listSourceAfter is listSource restricted to the keys after after (see
-// listing.go).
-func listSourceAfter(ctx context.Context, p *spec.Pipeline, src store.Store, after string) ([]store.ObjectInfo, error) {
-	objs, err := store.ListAfter(ctx, src, "", after)
-	if err != nil {
-		return nil, fmt.Errorf("list source %s: %w", SourcesURL(p), err)
-	}
-	out := objs[:0]
-	for _, o := range objs {
-		base := path.Base(o.Key)
-		if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
-			continue // hidden and in-progress files (Spark/Hive convention)
-		}
-		if pat, rel, field := patternOf(p, o.Key); pat != "" {
-			ok, err := path.Match(pat, rel)
-			if err != nil {
-				return nil, fmt.Errorf("%s %q: %w", field, pat, err)
-			}
-			if !ok {
-				if ok2, _ := path.Match(pat, base); !ok2 {
-					continue
-				}
-			}
-		}
-		out = append(out, o)
-	}
-	return out, nil
-}
-
-// patternOf returns the pattern that selects listed key: source.pattern,
-// or in the graph form the pattern of the named source the key's first
-// segment names, matched against the key below that source (rel); field
-// names it for errors.
-func patternOf(p *spec.Pipeline, key string) (pat, rel, field string) {
-	if !IsGraph(p) {
-		return p.Source.Pattern, key, "source.pattern"
-	}
-	name, rest, _ := strings.Cut(key, "/")
-	for _, ns := range p.Sources {
-		if ns.Name == name {
-			return ns.Source.Pattern, rest, "sources." + name + ".pattern"
-		}
-	}
-	return "", key, ""
-}
-
-// PendingFiles returns the listed files not in seen, in listing order.
-func PendingFiles(files []store.ObjectInfo, seen func(string) bool) []store.ObjectInfo {
-	var out []store.ObjectInfo
-	for _, f := range files {
-		if !seen(f.Key) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// InferSchema reads the footer of the first Parquet file of the listing.
-func InferSchema(ctx context.Context, p *spec.Pipeline, src store.Store, files []store.ObjectInfo) (*arrow.Schema, error) {
-	if p.Source.Format != spec.Parquet {
-		return nil, fmt.Errorf("source.schema is required for %s sources", p.Source.Format)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("source.schema is not declared and no Parquet file exists under %s to infer it from", store.Redact(p.Source.URL))
-	}
-	data, err := store.Read(ctx, src, files[0].Key)
-	if err != nil {
-		return nil, fmt.Errorf("infer schema: %w", err)
-	}
-	schema, err := formats.ParquetSchema(files[0].Key, data)
-	if err != nil {
-		return nil, fmt.Errorf("infer schema: %w", err)
-	}
-	return schema, nil
-}
 
 // fileResult is one decoded file after the stateless stages, split by
 // subtask.
@@ -137,19 +52,7 @@ func (r *Runner) readSource(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (r *Runner) decodeOptions(schema *arrow.Schema, parallel int) formats.DecodeOptions {
-	return decodeOptionsOf(&r.P.Source, schema, r.Mem, parallel)
-}
-
-// decodeOptionsOf returns the options files of src decode with into schema.
-func decodeOptionsOf(src *spec.Source, schema *arrow.Schema, mem memory.Allocator, parallel int) formats.DecodeOptions {
-	opts := formats.DecodeOptions{Schema: schema, EventTime: src.EventTime, Mem: mem, Parallelism: parallel}
-	if c := src.CSV; c != nil {
-		opts.CSV.NoHeader = !c.Header
-		if c.Delimiter != "" {
-			opts.CSV.Delimiter = []rune(c.Delimiter)[0]
-		}
-	}
-	return opts
+	return sources.DecodeOptions(&r.P.Source, schema, r.Mem, parallel)
 }
 
 // undecodable is the result of a file that cannot be decoded at all (not
@@ -168,7 +71,7 @@ func (r *Runner) undecodable(key string, err error) (*fileResult, error) {
 // onErrorOf is the on_error policy of the source file key belongs to: in a
 // graph pipeline its named source's, else the source's.
 func (r *Runner) onErrorOf(key string) spec.OnError {
-	if ns, _ := namedSource(r.P, key); ns != nil {
+	if ns, _ := sources.Named(r.P, key); ns != nil {
 		return ns.Source.OnError
 	}
 	return r.P.Source.OnError
@@ -197,42 +100,9 @@ func (r *Runner) decodeFile(ctx context.Context, f store.ObjectInfo, parallel in
 	return r.decodeGraphFile(ctx, f, parallel)
 }
 
-// rowCaps counts an epoch's rows by source against each source's
-// max_rows_per_epoch. nil (no source sets one) counts nothing.
-type rowCaps struct {
-	p     *spec.Pipeline
-	total map[string]int64 // by source name ("" in the linear form)
-}
-
-func newRowCaps(p *spec.Pipeline) *rowCaps {
-	for _, b := range p.SourceBlocks() {
-		if b.Source.MaxRowsPerEpoch > 0 {
-			return &rowCaps{p: p, total: map[string]int64{}}
-		}
-	}
-	return nil
-}
-
-// add counts rows of the file key and reports whether its source reached
-// its max_rows_per_epoch: the epoch then ends after this file, whatever the
-// other sources' counts (every source's limit holds, and where the epoch
-// ends depends only on the files' order and rows).
-func (c *rowCaps) add(key string, rows int64) bool {
-	if c == nil {
-		return false
-	}
-	b, _, ok := c.p.SourceOfKey(key)
-	if !ok {
-		return false
-	}
-	c.total[b.Name] += rows
-	lim := b.Source.MaxRowsPerEpoch
-	return lim > 0 && c.total[b.Name] >= lim
-}
-
 // DecodeEpoch decodes files in parallel (taking prefetched results). With
 // max_rows_per_epoch it decodes in waves and stops after the file that
-// crosses its source's limit (rowCaps), deterministically by file order; it returns the
+// crosses its source's limit (sources.RowCaps), deterministically by file order; it returns the
 // results of the files the epoch takes.
 func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*fileResult, error) {
 	results := make([]*fileResult, 0, len(files))
@@ -245,7 +115,7 @@ func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 		return results, nil
 	}
 	wave := len(files)
-	caps := newRowCaps(r.P)
+	caps := sources.NewRowCaps(r.P)
 	if caps != nil {
 		wave = runtime.GOMAXPROCS(0)
 	}
@@ -276,7 +146,7 @@ func (r *Runner) DecodeEpoch(ctx context.Context, files []store.ObjectInfo) ([]*
 				return nil, errs[i]
 			}
 			results = append(results, res)
-			if caps.add(res.key, res.rows) {
+			if caps.Add(res.key, res.rows) {
 				return results, nil
 			}
 		}

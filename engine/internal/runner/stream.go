@@ -18,6 +18,8 @@ import (
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/engine/internal/decide"
 	"github.com/floe-dev/floe/engine/internal/owner"
+	"github.com/floe-dev/floe/engine/internal/sinks"
+	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
 	"github.com/floe-dev/floe/manifest"
@@ -227,7 +229,7 @@ func (r *Runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 	}()
 
 	results := make([]*fileResult, 0, len(files))
-	caps := newRowCaps(r.P)
+	caps := sources.NewRowCaps(r.P)
 	for j := range jobs {
 		for b := range j.batches {
 			if err == nil {
@@ -247,7 +249,7 @@ func (r *Runner) streamOnce(parent context.Context, files []store.ObjectInfo, ba
 			break
 		}
 		results = append(results, j.res)
-		if caps.add(j.res.key, j.res.rows) {
+		if caps.Add(j.res.key, j.res.rows) {
 			break // the row limit ends the epoch after this file
 		}
 	}
@@ -347,7 +349,7 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 		return err
 	}
 	decode := func(each func(arrow.RecordBatch) error) (*formats.Decoded, error) {
-		opts := decodeOptionsOf(src, schema, r.Mem, par)
+		opts := sources.DecodeOptions(src, schema, r.Mem, par)
 		if sparse != nil {
 			return formats.DecodeParquetStreamAt(f.Key, sparse, opts, each)
 		}
@@ -407,7 +409,7 @@ func maxEventTime(b arrow.RecordBatch, col int) int64 {
 // sinkTarget is one sink of a streamed epoch: where its parts go and how
 // they are encoded.
 type sinkTarget struct {
-	dir    string              // "" for the root sink, "@<name>" for a further sink of a graph (sinks.go)
+	dir    string              // "" for the root sink, "@<name>" for a further sink of a graph (sinks.Mux)
 	where  string              // the sink's spec field, for errors
 	format spec.Format         // of its files
 	schema *arrow.Schema       // of its files (without Hive partition columns)
@@ -434,7 +436,7 @@ func (t *sinkTarget) groups(o arrow.RecordBatch, mem memory.Allocator) (map[stri
 		if tb.partCol < 0 {
 			return map[string][]arrow.RecordBatch{"data": {o}}, nil
 		}
-		byDay, err := splitByPartition([]arrow.RecordBatch{o}, tb.partCol, tb.transform, mem)
+		byDay, err := sinks.SplitByPartition([]arrow.RecordBatch{o}, tb.partCol, tb.transform, mem)
 		if err != nil {
 			return nil, err
 		}
@@ -444,7 +446,7 @@ func (t *sinkTarget) groups(o arrow.RecordBatch, mem memory.Allocator) (map[stri
 		}
 		return groups, nil
 	}
-	groups, err := sinkGroups(t.parts, t.dir, []arrow.RecordBatch{o}, mem)
+	groups, err := sinks.Groups(t.parts, t.dir, []arrow.RecordBatch{o}, mem)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.where, err)
 	}

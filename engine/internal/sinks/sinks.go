@@ -1,4 +1,4 @@
-package runner
+package sinks
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // paths relative to its URL, exactly as the one sink of a linear pipeline,
 // so a pipeline that gains a second sink keeps the paths it committed. A
 // further sink <name> is listed as "@<name>/<path>" (relative to that
-// sink's URL). The runner reaches every sink through one store, sinkMux,
+// sink's URL). The runner reaches every sink through one store, Mux,
 // which sends "@<name>/..." keys to that sink and every other key to the
 // root: the commit protocol (write under the attempt, verify, list the
 // committed outputs, clean orphans) is the same for one sink or several,
@@ -62,15 +62,25 @@ func CheckSinks(p *spec.Pipeline) error {
 	return nil
 }
 
-// sinkMux is the combined store of a pipeline's sinks: "@<name>/<key>" is
+// Mux is the combined store of a pipeline's sinks: "@<name>/<key>" is
 // key of further sink name, any other key is the root sink's.
-type sinkMux struct {
+type Mux struct {
 	root   store.Store
 	names  []string // the further sinks, in spec order
 	extras map[string]store.Store
 }
 
-func (m *sinkMux) route(key string) (store.Store, string, error) {
+// NewMux returns the combined store of a pipeline's sinks with root as
+// its root sink; Add adds the further sinks.
+func NewMux(root store.Store) *Mux { return &Mux{root: root, extras: map[string]store.Store{}} }
+
+// Add adds further sink name, reached as "@<name>/...", after the others.
+func (m *Mux) Add(name string, s store.Store) {
+	m.names = append(m.names, name)
+	m.extras[name] = s
+}
+
+func (m *Mux) route(key string) (store.Store, string, error) {
 	name, rel := SplitSinkPath(key)
 	if name == "" && !strings.HasPrefix(key, manifest.ExtraSinkPrefix) {
 		return m.root, key, nil
@@ -82,7 +92,7 @@ func (m *sinkMux) route(key string) (store.Store, string, error) {
 	return s, rel, nil
 }
 
-func (m *sinkMux) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (m *Mux) Get(ctx context.Context, key string) ([]byte, string, error) {
 	s, k, err := m.route(key)
 	if err != nil {
 		return nil, "", err
@@ -90,7 +100,7 @@ func (m *sinkMux) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return s.Get(ctx, k)
 }
 
-func (m *sinkMux) Read(ctx context.Context, key string) ([]byte, error) {
+func (m *Mux) Read(ctx context.Context, key string) ([]byte, error) {
 	s, k, err := m.route(key)
 	if err != nil {
 		return nil, err
@@ -98,7 +108,7 @@ func (m *sinkMux) Read(ctx context.Context, key string) ([]byte, error) {
 	return store.Read(ctx, s, k)
 }
 
-func (m *sinkMux) Put(ctx context.Context, key string, data []byte, opts store.PutOptions) (string, error) {
+func (m *Mux) Put(ctx context.Context, key string, data []byte, opts store.PutOptions) (string, error) {
 	s, k, err := m.route(key)
 	if err != nil {
 		return "", err
@@ -106,7 +116,7 @@ func (m *sinkMux) Put(ctx context.Context, key string, data []byte, opts store.P
 	return s.Put(ctx, k, data, opts)
 }
 
-func (m *sinkMux) Delete(ctx context.Context, key string) error {
+func (m *Mux) Delete(ctx context.Context, key string) error {
 	s, k, err := m.route(key)
 	if err != nil {
 		return err
@@ -117,7 +127,7 @@ func (m *sinkMux) Delete(ctx context.Context, key string) error {
 // List lists the root sink (without keys that start with the further
 // sinks' prefix: no file floe writes there does) and every further sink
 // under its "@<name>/" prefix, sorted by combined key.
-func (m *sinkMux) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
+func (m *Mux) List(ctx context.Context, prefix string) ([]store.ObjectInfo, error) {
 	var out []store.ObjectInfo
 	if !strings.HasPrefix(prefix, manifest.ExtraSinkPrefix) {
 		objs, err := m.root.List(ctx, prefix)
@@ -152,7 +162,7 @@ func (m *sinkMux) List(ctx context.Context, prefix string) ([]store.ObjectInfo, 
 	return out, nil
 }
 
-func (m *sinkMux) Close() error {
+func (m *Mux) Close() error {
 	err := m.root.Close()
 	for _, name := range m.names {
 		if e := m.extras[name].Close(); err == nil {
@@ -162,9 +172,9 @@ func (m *sinkMux) Close() error {
 	return err
 }
 
-// sinkURL returns the URL of the sink a combined output path belongs to
+// URL returns the URL of the sink a combined output path belongs to
 // (its query dropped: connection settings) and the path relative to it.
-func sinkURL(p *spec.Pipeline, path string) (string, string, error) {
+func URL(p *spec.Pipeline, path string) (string, string, error) {
 	name, rel := SplitSinkPath(path)
 	url := p.RootSink().URL
 	if name != "" || strings.HasPrefix(path, manifest.ExtraSinkPrefix) {
@@ -178,41 +188,4 @@ func sinkURL(p *spec.Pipeline, path string) (string, string, error) {
 		url = url[:i]
 	}
 	return strings.TrimSuffix(url, "/"), rel, nil
-}
-
-// OutputURLs returns the URL of every committed output file, in commit
-// order: of every sink, or (sink set) of the named sink only.
-func OutputURLs(ctx context.Context, p *spec.Pipeline, sink string) ([]string, error) {
-	if sink != "" {
-		names := []string{"sink"}
-		if len(p.Sinks) > 0 {
-			names = names[:0]
-			for _, s := range p.Sinks {
-				names = append(names, s.Name)
-			}
-		}
-		if !slices.Contains(names, sink) {
-			return nil, fmt.Errorf("--sink %s: the pipeline has no such sink (its sinks: %s)", sink, strings.Join(names, ", "))
-		}
-	}
-	outs, err := Outputs(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	urls := make([]string, 0, len(outs))
-	for _, o := range outs {
-		name, _ := SplitSinkPath(o)
-		if sink != "" {
-			own := name == sink || name == "" && (len(p.Sinks) == 0 || p.Sinks[0].Name == sink)
-			if !own {
-				continue
-			}
-		}
-		base, rel, err := sinkURL(p, o)
-		if err != nil {
-			return nil, err
-		}
-		urls = append(urls, base+"/"+rel)
-	}
-	return urls, nil
 }

@@ -1,4 +1,4 @@
-package runner
+package sinks
 
 import (
 	"bytes"
@@ -10,6 +10,10 @@ import (
 	"github.com/floe-dev/floe/spec"
 	"github.com/floe-dev/floe/store"
 )
+
+// RejectedDir is the folder under the sink of rejected-rows files when no
+// rejected_url is set.
+const RejectedDir = "_rejected"
 
 // RejectRecord is one line of a rejected-rows file: the row's file, line,
 // reason and raw text, and whole_file when no row of that file was accepted
@@ -60,7 +64,7 @@ func RejectedWhere(p *spec.Pipeline) string {
 	if u := p.RejectedURL(); u != "" {
 		return store.Redact(u)
 	}
-	return owner.IdentityOf(p.RootSink().URL) + "/" + rejectedDir + "/"
+	return owner.IdentityOf(p.RootSink().URL) + "/" + RejectedDir + "/"
 }
 
 // RejectingFraction is the share of an epoch's rows whose rejection makes

@@ -1,4 +1,4 @@
-package runner
+package sources
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/floe-dev/floe/store"
 )
 
-// Listing that follows the new input (source.order: lexical).
+// listing that follows the new input (source.order: lexical).
 //
 // A source whose new keys sort after the ones processed (time-stamped
 // names, day=YYYY-MM-DD/ folders) is listed from a frontier: the greatest
@@ -39,13 +39,13 @@ import (
 // file, it is read exactly once: the processed-file set is complete, and a
 // full listing checks every key against it.
 
-// listing is what a run knows of its source listing.
-type listing struct {
+// Listing is what a run knows of its source listing.
+type Listing struct {
 	ordered bool      // source.order: lexical
-	Full    bool      // the current listing is of the whole source
-	After   string    // the current listing started after this key ("" = all)
-	fullAt  time.Time // start of the last full listing (zero: none recorded)
-	keys    []string  // the current listing's keys, sorted
+	Full    bool      // the current Listing is of the whole source
+	After   string    // the current Listing started after this key ("" = all)
+	fullAt  time.Time // start of the last full Listing (zero: none recorded)
+	keys    []string  // the current Listing's keys, sorted
 	// swept: some listing of this run was of the whole source, so the run
 	// sweeps the state and the sinks for orphans (runner.start).
 	swept bool
@@ -53,10 +53,11 @@ type listing struct {
 	frontier string
 }
 
-// PlanListing decides how the run lists the source: in full or after the
-// head's frontier.
-func PlanListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bool) *listing {
-	l := &listing{ordered: p.Source.Order == spec.OrderLexical}
+// PlanListing decides how the run lists the source at now: in full
+// (fullList: floe run --full-list; restoring: the run restores) or after
+// the head's frontier.
+func PlanListing(p *spec.Pipeline, fullList bool, now time.Time, head *epoch.Head, restoring bool) *Listing {
+	l := &Listing{ordered: p.Source.Order == spec.OrderLexical}
 	if !l.ordered {
 		l.Full = true
 		return l
@@ -71,7 +72,7 @@ func PlanListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bo
 			l.fullAt = *m.Source.FullListAt
 		}
 	}
-	l.Full = opts.FullList || restoring || l.frontier == "" || l.dueAt(p, opts.now())
+	l.Full = fullList || restoring || l.frontier == "" || l.dueAt(p, now)
 	if !l.Full {
 		l.After = l.frontier
 	}
@@ -79,7 +80,7 @@ func PlanListing(p *spec.Pipeline, opts *Options, head *epoch.Head, restoring bo
 }
 
 // dueAt reports whether a full listing is due at now.
-func (l *listing) dueAt(p *spec.Pipeline, now time.Time) bool {
+func (l *Listing) dueAt(p *spec.Pipeline, now time.Time) bool {
 	every := p.Source.FullListEvery
 	if every <= 0 {
 		every = spec.DefaultFullListEvery
@@ -88,8 +89,8 @@ func (l *listing) dueAt(p *spec.Pipeline, now time.Time) bool {
 }
 
 // List lists the source as planned, recording the listing.
-func (l *listing) List(ctx context.Context, p *spec.Pipeline, src store.Store, now time.Time) ([]store.ObjectInfo, error) {
-	files, err := listSourceAfter(ctx, p, src, l.After)
+func (l *Listing) List(ctx context.Context, p *spec.Pipeline, src store.Store, now time.Time) ([]store.ObjectInfo, error) {
+	files, err := ListAfter(ctx, p, src, l.After)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (l *listing) List(ctx context.Context, p *spec.Pipeline, src store.Store, n
 }
 
 // note records a listing made as planned (at now, when it is full).
-func (l *listing) note(files []store.ObjectInfo, now time.Time) {
+func (l *Listing) note(files []store.ObjectInfo, now time.Time) {
 	l.keys = l.keys[:0]
 	for _, f := range files {
 		l.keys = append(l.keys, f.Key)
@@ -112,35 +113,30 @@ func (l *listing) note(files []store.ObjectInfo, now time.Time) {
 	l.swept = l.swept || l.Full
 }
 
-// partialLoad says whether a run restoring from may read only part of the
-// processed-file set and the size log (the segments that can hold keys
-// after the frontier, which are all an ordered listing asks about) and
-// none of the output log (read when a sweep needs it): a run that lists
-// after the frontier and continues the head.
-func (l *listing) partialLoad(from *RestoreSource) (after string, ok bool) {
-	if l == nil || !l.ordered || l.Full || l.After == "" || from.Kind != "" || !from.Shared || from.prefix != "" {
+// PartialAfter says whether a run may read only part of the processed-file
+// set and the size log (the segments that can hold keys after the
+// frontier, which are all an ordered listing asks about) and none of the
+// output log (read when a sweep needs it): a run that lists after the
+// frontier and continues the head (continues).
+func (l *Listing) PartialAfter(continues bool) (after string, ok bool) {
+	if l == nil || !l.ordered || l.Full || l.After == "" || !continues {
 		return "", false
 	}
 	return l.After, true
 }
 
-func (l *listing) isOrdered() bool { return l != nil && l.ordered }
+// IsOrdered reports whether the source is listed in key order
+// (source.order: lexical).
+func (l *Listing) IsOrdered() bool { return l != nil && l.ordered }
 
-// replanListing decides the next listing of a --trigger run; a full one
-// needs the whole processed-file set.
-func (r *Runner) replanListing(ctx context.Context, now time.Time) error {
-	r.listing.replan(r.P, now)
-	if !r.listing.Full {
-		return nil
-	}
-	if err := r.Seen.Complete(ctx); err != nil {
-		return err
-	}
-	return r.sizes.Complete(ctx)
-}
+// Swept reports whether some listing of this run was of the whole source.
+func (l *Listing) Swept() bool { return l.swept }
 
-// replan decides the next listing of a --trigger run.
-func (l *listing) replan(p *spec.Pipeline, now time.Time) {
+// SetFrontier records the committed frontier.
+func (l *Listing) SetFrontier(f string) { l.frontier = f }
+
+// Replan decides the next listing of a --trigger run.
+func (l *Listing) Replan(p *spec.Pipeline, now time.Time) {
 	if !l.ordered {
 		return
 	}
@@ -151,14 +147,14 @@ func (l *listing) replan(p *spec.Pipeline, now time.Time) {
 	}
 }
 
-// next returns the frontier after an epoch that leaves rest pending: the
+// Next returns the frontier after an epoch that leaves rest pending: the
 // greatest listed key before the smallest pending one (or the greatest
 // listed key when none is pending).
-func (l *listing) next(rest []store.ObjectInfo) string {
+func (l *Listing) Next(rest []store.ObjectInfo) string {
 	if !l.ordered {
 		return ""
 	}
-	base := l.After // everything the listing skipped is at or before it
+	base := l.After // everything the Listing skipped is at or before it
 	if l.Full {
 		base = ""
 	}
@@ -179,8 +175,8 @@ func (l *listing) next(rest []store.ObjectInfo) string {
 	return base
 }
 
-// record fills the manifest's listing fields.
-func (l *listing) record(m *manifest.Manifest, frontier string) {
+// Record fills the manifest's listing fields.
+func (l *Listing) Record(m *manifest.Manifest, frontier string) {
 	if !l.ordered {
 		return
 	}
@@ -191,52 +187,11 @@ func (l *listing) record(m *manifest.Manifest, frontier string) {
 	}
 }
 
-// pendingOf returns the listed files not yet processed, in listing order.
-// With source.forget_after, files whose modification time is older than
-// the bound are never pending: an unprocessed one is ignored (and
-// counted in the log), and a processed one is forgotten by the
-// processed-file set, which the next commit records; if it reappears with
-// its old modification time it is ignored again, so it is never read
-// twice.
-func (r *Runner) pendingOf(files []store.ObjectInfo) []store.ObjectInfo {
-	if r.listing.ordered && r.listing.Full && len(files) > 0 {
-		r.recordListing = true
-	}
-	forget := ForgetAfterOf(r.P)
-	if forget == nil {
-		return PendingFiles(files, r.Seen.Has)
-	}
-	now := r.Opts.now()
-	var out []store.ObjectInfo
-	var old []string
-	ignored := 0
-	for _, f := range files {
-		switch {
-		case Forgotten(f, forget, now):
-			if r.Seen.Has(f.Key) {
-				old = append(old, f.Key)
-			} else {
-				ignored++
-			}
-		case !r.Seen.Has(f.Key):
-			out = append(out, f)
-		}
-	}
-	if ignored > 0 {
-		r.Log.Warn("source.forget_after: files older than the bound ignored without reading them", "files", ignored)
-	}
-	if n := r.forget(old); n > 0 {
-		r.recordListing = true
-		r.Log.Info("source.forget_after: processed files older than the bound forgotten", "files", n)
-	}
-	return out
-}
-
 // ForgetAfterOf returns source.forget_after of the source a listed key
 // belongs to (in the graph form the named source its first segment
 // names), or nil when no source sets one.
 func ForgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
-	if !IsGraph(p) {
+	if len(p.Sources) == 0 {
 		if d := p.Source.ForgetAfter; d > 0 {
 			return func(string) time.Duration { return d }
 		}
@@ -261,28 +216,4 @@ func ForgetAfterOf(p *spec.Pipeline) func(key string) time.Duration {
 func Forgotten(f store.ObjectInfo, forget func(string) time.Duration, now time.Time) bool {
 	d := forget(f.Key)
 	return d > 0 && !f.ModTime.IsZero() && f.ModTime.Before(now.Add(-d))
-}
-
-// forget drops keys from the processed-file set and from the size log (the
-// next Prepare writes both anew).
-func (r *Runner) forget(keys []string) int {
-	if len(keys) == 0 {
-		return 0
-	}
-	n := r.Seen.Remove(keys)
-	drop := map[string]bool{}
-	for _, k := range keys {
-		drop[k] = true
-	}
-	var sizes []string
-	for _, e := range r.sizes.Entries() {
-		if k, _, ok := splitSize(e); ok && drop[k] {
-			sizes = append(sizes, e)
-		}
-	}
-	r.sizes.Remove(sizes)
-	for _, k := range keys {
-		delete(r.sizeOf, k)
-	}
-	return n
 }

@@ -1,4 +1,4 @@
-package runner
+package sinks
 
 import (
 	"context"
@@ -39,13 +39,13 @@ import (
 // columns only.
 func HiveSplit(h *dataflow.HiveParts, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
 	var seg strings.Builder
-	return groupRows(bs, h.Keep, h.File, mem, func(b arrow.RecordBatch, i int) (string, error) {
+	return GroupRows(bs, h.Keep, h.File, mem, func(b arrow.RecordBatch, i int) (string, error) {
 		seg.Reset()
 		for j, c := range h.Cols {
 			if j > 0 {
 				seg.WriteByte('/')
 			}
-			v, ok := hiveValue(b.Column(c), i)
+			v, ok := HiveValue(b.Column(c), i)
 			s := manifest.HivePartitionSegment(h.Names[j], v, ok)
 			if len(s) > manifest.MaxPartitionSegment {
 				return "", fmt.Errorf("partition column %s: value %.40q... makes a directory name of %d bytes (at most %d)", h.Names[j], v, len(s), manifest.MaxPartitionSegment)
@@ -56,9 +56,9 @@ func HiveSplit(h *dataflow.HiveParts, bs []arrow.RecordBatch, mem memory.Allocat
 	})
 }
 
-// groupRows groups the rows of bs by the directory dirOf names, each
+// GroupRows groups the rows of bs by the directory dirOf names, each
 // group's batches holding columns keep of the input (schema file).
-func groupRows(bs []arrow.RecordBatch, keep []int, file *arrow.Schema, mem memory.Allocator, dirOf func(b arrow.RecordBatch, i int) (string, error)) (map[string][]arrow.RecordBatch, error) {
+func GroupRows(bs []arrow.RecordBatch, keep []int, file *arrow.Schema, mem memory.Allocator, dirOf func(b arrow.RecordBatch, i int) (string, error)) (map[string][]arrow.RecordBatch, error) {
 	out := map[string][]arrow.RecordBatch{}
 	ctx := compute.WithAllocator(context.Background(), mem)
 	for _, b := range bs {
@@ -110,14 +110,14 @@ func groupRows(bs []arrow.RecordBatch, keep []int, file *arrow.Schema, mem memor
 	return out, nil
 }
 
-// hiveValue returns the partition value of row i of a as Spark writes it;
+// HiveValue returns the partition value of row i of a as Spark writes it;
 // ok is false for null.
-func hiveValue(a arrow.Array, i int) (string, bool) {
+func HiveValue(a arrow.Array, i int) (string, bool) {
 	if a.IsNull(i) {
 		return "", false
 	}
 	if d, ok := a.(*array.Dictionary); ok {
-		return hiveValue(d.Dictionary(), d.GetValueIndex(i))
+		return HiveValue(d.Dictionary(), d.GetValueIndex(i))
 	}
 	switch a := a.(type) {
 	case *array.String:
@@ -161,10 +161,10 @@ func hiveValue(a arrow.Array, i int) (string, bool) {
 	return fmt.Sprint(a.GetOneForMarshal(i)), true
 }
 
-// sinkGroups splits one subtask's output for the files of a sink: by
+// Groups splits one subtask's output for the files of a sink: by
 // partition directory below dir when the sink is partitioned, else all
 // under dir. Keys are sink-relative directories ("" for the root).
-func sinkGroups(h *dataflow.HiveParts, dir string, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
+func Groups(h *dataflow.HiveParts, dir string, bs []arrow.RecordBatch, mem memory.Allocator) (map[string][]arrow.RecordBatch, error) {
 	if h == nil {
 		return map[string][]arrow.RecordBatch{dir: bs}, nil
 	}
