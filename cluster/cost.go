@@ -44,10 +44,11 @@ func (r Requests) Add(o Requests) Requests {
 //
 //	decision   worker 0: GET (absent), 2 fence GETs, 1 PUT; others: 1 GET each
 //	round      each worker: 1 PUT; per other sender 1 header GET + 1 segment GET
+//	outputs    each worker: 2 fence GETs (Epoch.Fence, before it writes state and outputs)
 //	parts      each worker: 1 PUT
 //	commit     worker 0: W part GETs, 2 fence GETs, 1 manifest PUT; others: 1 manifest GET
 //
-// PUT = W(R+1) + 2, GET = 2RW(W-1) + 3W + 3.
+// PUT = W(R+1) + 2, GET = 2RW(W-1) + 5W + 3.
 func Protocol(s Shape) Requests {
 	w, r := int64(s.Workers), int64(s.Rounds)
 	if w <= 1 {
@@ -55,7 +56,7 @@ func Protocol(s Shape) Requests {
 	}
 	return Requests{
 		Puts: w*(r+1) + 2,
-		Gets: 2*r*w*(w-1) + 3*w + 3,
+		Gets: 2*r*w*(w-1) + 5*w + 3,
 	}
 }
 
@@ -92,7 +93,7 @@ func (l Latency) Barrier(reads int) time.Duration {
 
 // EpochLatency is the coordination latency an epoch adds: the decision
 // barrier (1 read), R exchange barriers (2(W-1) reads: headers, then
-// segments), and the commit barrier (W part reads, the manifest PUT, and
+// segments), the fence before the outputs (2 GETs), and the commit barrier (W part reads, the manifest PUT, and
 // one more poll for the others to see it).
 func (l Latency) EpochLatency(s Shape) time.Duration {
 	if s.Workers <= 1 {
@@ -104,6 +105,7 @@ func (l Latency) EpochLatency(s Shape) time.Duration {
 		// headers and segments are two waves of reads each
 		d += l.Put + l.Poll/2 + time.Duration(2*((w-1+l.Fanout-1)/l.Fanout))*l.Get
 	}
+	d += 2 * l.Get // Epoch.Fence before the state and outputs
 	d += l.Barrier(w) + l.Put + l.Poll/2 + l.Get
 	return d
 }

@@ -27,7 +27,7 @@ func TestProtocolFormula(t *testing.T) {
 		for _, r := range []int{0, 1, 3} {
 			got := Protocol(Shape{Workers: w, Parallelism: w, Rounds: r})
 			W, R := int64(w), int64(r)
-			want := Requests{Puts: W*(R+1) + 2, Gets: 2*R*W*(W-1) + 3*W + 3}
+			want := Requests{Puts: W*(R+1) + 2, Gets: 2*R*W*(W-1) + 5*W + 3}
 			if w == 1 {
 				want = Requests{}
 			}

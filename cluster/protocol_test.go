@@ -366,6 +366,10 @@ func TestRequestsMatchCostModel(t *testing.T) {
 				}
 			}
 			for _, ep := range eps {
+				// As the engine does before it writes state and outputs.
+				if err := ep.Fence(ctx); err != nil {
+					t.Fatal(err)
+				}
 				if _, err := ep.WritePart(ctx, &manifest.WorkerPart{}); err != nil {
 					t.Fatal(err)
 				}

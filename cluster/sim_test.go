@@ -386,7 +386,10 @@ func (s *sim) process(ctx context.Context, st store.Store, ep *cluster.Epoch, id
 		buckets[r.K] += r.V
 		out[r.K] += r.V
 	}
-	// State per subtask, output, part.
+	// State per subtask, output, part, after the fence (as the engine).
+	if err := ep.Fence(ctx); err != nil {
+		return err
+	}
 	part := &manifest.WorkerPart{Rounds: 2, Counters: counters}
 	for _, op := range []struct {
 		id    string

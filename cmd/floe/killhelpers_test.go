@@ -28,6 +28,7 @@ const reexecEnv = "FLOE_TEST_REEXEC_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(reexecEnv) == "1" {
+		installPauseHook()
 		code := run(os.Args[1:], os.Stdout, os.Stderr)
 		if f := os.Getenv(peakRSSEnv); f != "" {
 			writePeakRSS(f)

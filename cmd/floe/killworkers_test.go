@@ -91,9 +91,16 @@ type workerProc struct {
 
 func startPeer(t testing.TB, spec string, workers, index int, extra ...string) *workerProc {
 	t.Helper()
+	return startPeerEnv(t, nil, spec, workers, index, extra...)
+}
+
+// startPeerEnv is startPeer with env added to the worker's environment.
+func startPeerEnv(t testing.TB, env []string, spec string, workers, index int, extra ...string) *workerProc {
+	t.Helper()
 	args := append([]string{"run", spec, "--workers", strconv.Itoa(workers), "--worker", strconv.Itoa(index),
 		"--worker-timeout", "60s", "--worker-takeover", "2s", "--log-format", "json"}, extra...)
 	cmd := floeCommand(t, args...)
+	cmd.Env = append(cmd.Env, env...)
 	w := &workerProc{index: index, cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, w.stderr
 	if err := cmd.Start(); err != nil {

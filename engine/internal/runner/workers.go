@@ -284,6 +284,13 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 	restore := part != nil
 	if part == nil {
 		if part, err = r.workerShare(ctx, att, d, t0, req0); err != nil {
+			if errors.Is(err, cluster.ErrCommitted) {
+				// Committed without this process's part: another process
+				// of the same index wrote it (a replacement of this one,
+				// or a second Job of the same topology). This is the
+				// stale copy.
+				return fmt.Errorf("%w: another process of worker %d committed gen %d epoch %d: %w", cluster.ErrFenced, cl.self, d.Generation, d.Epoch, err)
+			}
 			return err
 		}
 		if _, err := ep.WritePart(ctx, part); err != nil {
@@ -393,6 +400,13 @@ func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifes
 	}
 	out, err := r.Process(ctx, results, dd.Watermark)
 	if err != nil {
+		return nil, err
+	}
+	// A worker stopped for long (SIGSTOP, a frozen VM) may find its rounds
+	// complete after a newer generation committed the epoch: no parts will
+	// follow, and outputs written now would stay in the sinks for good
+	// (no worker sweeps them). Refuse before writing anything.
+	if err := cl.ep.Fence(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.ident.CheckOwner(ctx, r.St.Sink); err != nil {
