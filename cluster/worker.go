@@ -323,7 +323,13 @@ func (w *Worker) fence(ctx context.Context, gen, epoch int64, attempt string) er
 	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("fence: %w", err)
 	}
-	_, _, err = w.cfg.Store.Get(ctx, manifest.GenerationPath(gen+1))
+	return w.staleGeneration(ctx, gen)
+}
+
+// staleGeneration fences a worker of generation gen once generation gen+1
+// exists.
+func (w *Worker) staleGeneration(ctx context.Context, gen int64) error {
+	_, _, err := w.cfg.Store.Get(ctx, manifest.GenerationPath(gen+1))
 	switch {
 	case err == nil:
 		return fmt.Errorf("%w: generation %d exists: this worker's generation %d is stale", ErrFenced, gen+1, gen)
@@ -404,6 +410,11 @@ func (w *Worker) await(ctx context.Context, barrier string, gen, epoch int64, pe
 			}
 		}
 		if waited := w.cfg.Now().Sub(last); waited >= w.cfg.Timeout {
+			// Peers that never come because a newer generation replaced
+			// them (a rescale) make this worker stale, not short of peers.
+			if err := w.staleGeneration(ctx, gen); err != nil {
+				return err
+			}
 			return &MissingError{Barrier: barrier, Generation: gen, Epoch: epoch, Workers: slices.Clone(pending), Waited: waited}
 		}
 		if err := sleep(ctx, delay); err != nil {

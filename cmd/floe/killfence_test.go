@@ -295,6 +295,7 @@ func workersFence(t *testing.T, c fenceCase) {
 	t.Run("zombie-same-epoch", func(t *testing.T) { fenceZombieSameEpoch(t, c) })
 	t.Run("two-jobs", func(t *testing.T) { fenceTwoJobs(t, c) })
 	t.Run("two-jobs-same-topology", func(t *testing.T) { fenceTwoJobsSame(t, c) })
+	t.Run("outputs-then-rescale", func(t *testing.T) { fenceOutputsThenRescale(t, c) })
 }
 
 // The pause point: worker w's exchange object of round 2 (the window's
@@ -467,5 +468,52 @@ func fenceTwoJobsSame(t *testing.T, c fenceCase) {
 		}
 	}
 	t.Logf("exit codes of the 6 processes: %v", codes)
+	checkOutcome(t, ctx, refSpec, refSink, spec, sink)
+}
+
+// fenceOutputsThenRescale: W = 3 run epoch 1; in epoch 2 every worker
+// writes its outputs (they passed the fence), and worker 2 stops just
+// after, before its first state file. Its peers are SIGKILLed while they
+// wait for its part, and W = 2 (generation 2) runs epoch 2 again under its
+// own attempt. Generation 1's outputs of epoch 2 can never be committed:
+// worker 0 of the W = 2 run sweeps them at the end of its run (before, no
+// worker-mode run swept the sinks, so they stayed in the folder for good).
+// The stale worker then resumes and writes its state, late rows and part
+// under its dead attempt (it passed the fence before the rescale: the race
+// the sweep is for); waiting for peers that never come, it finds the newer
+// generation and must exit 3. The next W = 2 run commits nothing new and
+// its worker 0 sweeps those late rows: head, sink and late rows end as the
+// W = 2 run left them.
+func fenceOutputsThenRescale(t *testing.T, c fenceCase) {
+	ctx := context.Background()
+	spec, state, sink, refSpec, refSink := c.setup(t, ctx, "fence-out", 8)
+	p0, p1 := startPeer(t, spec, 3, 0), startPeer(t, spec, 3, 1)
+	stale := startPeerEnv(t, pauseAt(staleEpoch, ".parquet"), spec, 3, 2)
+	waitStopped(t, stale)
+	waitKey(t, ctx, sink, "part-g000001-e0000000002")
+	killProc(p0)
+	killProc(p1)
+	orphans := 0
+	for k := range listKeys(t, ctx, sink) {
+		if strings.Contains(k, "part-g000001-e0000000002") {
+			orphans++
+		}
+	}
+	t.Logf("generation 1 left %d output file(s) of epoch 2 before the rescale", orphans)
+	runWorkerRound(t, rand.New(rand.NewPCG(3, 4)), spec, 2, 0)
+	for k := range listKeys(t, ctx, sink) {
+		if strings.Contains(k, "part-g000001-e0000000002") {
+			t.Errorf("after the W = 2 run, generation 1's uncommitted output %s is still in the sink", k)
+		}
+	}
+	before := takeSnap(t, ctx, state, "fence-out", sink)
+	_ = syscall.Kill(stale.cmd.Process.Pid, syscall.SIGCONT)
+	code := waitExit(t, stale, 3*time.Minute)
+	t.Logf("stale worker 2 of 3 (generation 1, after its outputs): exit %d: %s", code, lastLine(stale.stderr.String()))
+	if code != 3 {
+		t.Errorf("stale worker of generation 1: exit %d, want 3 (fenced)\n%s", code, tailString(stale.stderr.String(), 3000))
+	}
+	runWorkerRound(t, rand.New(rand.NewPCG(5, 6)), spec, 2, 0)
+	checkUntouched(t, before, takeSnap(t, ctx, state, "fence-out", sink), staleEpoch)
 	checkOutcome(t, ctx, refSpec, refSink, spec, sink)
 }

@@ -190,6 +190,7 @@ func (r *Runner) runWorkers(ctx context.Context) (*Result, error) {
 		}
 		break
 	}
+	r.sweepWorkerOrphans(ctx)
 	r.res.LastEpoch = r.head.Epoch()
 	r.res.Watermark = r.wm
 	return &r.res, nil
