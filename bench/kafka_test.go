@@ -155,8 +155,15 @@ func headEpoch(t *testing.T, state, name string) int64 {
 // and writes the same records as JSON lines to a file; after a final
 // drained run, what the runs committed must equal, row for row, DuckDB's
 // answer to the benchmark's query over that file (Query, CaseTumbling),
-// and the manifest's offsets must be the partitions' ends.
+// and the manifest's offsets must be the partitions' ends. In "faults"
+// the broker's listener also resets floe's connections and loses, tears
+// and delays responses (kafkatest.StartFaulty, 5% of floe's requests).
 func TestKafkaKilledRunsMatchDuckDB(t *testing.T) {
+	t.Run("kills", func(t *testing.T) { testKafkaKilled(t, false) })
+	t.Run("faults", func(t *testing.T) { testKafkaKilled(t, true) })
+}
+
+func testKafkaKilled(t *testing.T, withFaults bool) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FLOE_KAFKA_KILL_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -174,7 +181,14 @@ func TestKafkaKilledRunsMatchDuckDB(t *testing.T) {
 	const parts, batches, perBatch = 3, 40, 60 // 7200 records
 	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	b := kafkatest.Start(t)
+	var b *kafkatest.Broker
+	var faults *kafkatest.Faults
+	if withFaults {
+		b, faults = kafkatest.StartFaulty(t)
+		faults.Set(0.05, seed, "floe", kafkatest.AllFaults...)
+	} else {
+		b = kafkatest.Start(t)
+	}
 	topic := b.Topic("kduck", parts)
 	root := t.TempDir()
 	state, sink := filepath.Join(root, "state"), filepath.Join(root, "out")
@@ -298,6 +312,12 @@ func TestKafkaKilledRunsMatchDuckDB(t *testing.T) {
 		t.Fatalf("committed outputs differ from DuckDB's over the same records (seed %d): %+v (want %d clicks)", seed, c, total)
 	}
 	t.Logf("%d window rows, %d clicks: equal to DuckDB's", c.Floe.Windows, c.Floe.Clicks)
+	if faults != nil {
+		t.Log(faults.Summary())
+		if len(faults.Counts()) != len(kafkatest.AllFaults) {
+			t.Errorf("not every kind of fault was injected: %s", faults.Summary())
+		}
+	}
 
 	m := headKafkaOffsets(t, state, "kclicks")
 	if m == nil || len(m.Partitions) != parts {
