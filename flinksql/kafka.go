@@ -16,7 +16,7 @@ import (
 //
 //	'topic' = 'a;b'                        topic: a / topics: [a, b]
 //	'properties.bootstrap.servers' = 'h:p,h2:p'  brokers: [h:p, h2:p]
-//	'format' / 'value.format' = json | csv format: jsonl | csv (no header)
+//	'format' / 'value.format' = json | csv | avro  format: jsonl | csv (no header) | avro
 //	'scan.startup.mode' = earliest-offset | latest-offset | timestamp
 //	  (+ 'scan.startup.timestamp-millis')  start_from: earliest | latest | RFC 3339
 //	'properties.group.id'                  accepted and ignored: floe keeps
@@ -164,8 +164,14 @@ func (tr *translator) kafkaSource(tb *table, idle option, hasIdle bool) (yaml.Ma
 			at("csv", d.off)
 		}
 		out = append(out, yaml.MapItem{Key: "csv", Value: csv})
+	case "avro":
+		// Flink's 'avro' format: bare Avro binary, the writer schema
+		// derived from the table's value columns (spec.Source.AvroSchema).
+		out = append(out, yaml.MapItem{Key: "format", Value: "avro"})
+	case "avro-confluent":
+		return nil, &lexError{f.off, "'format' = 'avro-confluent': not supported: floe reaches no schema registry; 'avro' reads bare Avro binary with the schema derived from the columns, and the YAML form reads the Confluent wire format with a schema file (format: avro, avro: {schema_file: ..., confluent: true})"}
 	default:
-		return nil, &lexError{f.off, fmt.Sprintf("'format' = '%s': a kafka table's record values are 'json' (one JSON object) or 'csv' (one row)", f.val)}
+		return nil, &lexError{f.off, fmt.Sprintf("'format' = '%s': a kafka table's record values are 'json' (one JSON object), 'csv' (one row) or 'avro' (one Avro record)", f.val)}
 	}
 	at("format", f.off)
 
