@@ -70,7 +70,6 @@ func TestKafkaSourceSpecErrors(t *testing.T) {
 		{"format: jsonl", "format: jsonl\n  avro: {confluent: true}", "source.avro: only for format: avro"},
 		{"format: jsonl", "format: avro\n  avro: {confluent: yes-please}", "source.avro.confluent"},
 		{"format: jsonl", "format: avro\n  avro: {schema: x}", "source.avro.schema: unknown field"},
-
 	} {
 		y := strings.Replace(kafkaSpec, tc.old, tc.new, 1)
 		if y == kafkaSpec {
