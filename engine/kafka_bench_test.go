@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/avro"
+
 	"github.com/floe-dev/floe/engine"
 	"github.com/floe-dev/floe/kafka/kafkatest"
 	"github.com/floe-dev/floe/spec"
@@ -97,4 +99,38 @@ func mustParse(b *testing.B, y, dir string) *spec.Pipeline {
 		b.Fatal(err)
 	}
 	return p
+}
+
+// BenchmarkKafkaAvroWindow is BenchmarkKafkaWindow with the same records
+// as Avro values (the schema derived from the value columns): the cost of
+// decoding Avro and rendering it as JSON lines.
+func BenchmarkKafkaAvroWindow(b *testing.B) {
+	br := kafkatest.Start(b)
+	topic := br.Topic("benchavro", 3)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	src := fmt.Sprintf(`  type: kafka
+  brokers: [%s]
+  topic: %s
+  format: avro
+  schema: {ts: timestamp, user: string, bytes: int64}
+  event_time: ts
+  max_records_per_epoch: 20000`, strings.Join(br.Brokers(), ", "), topic)
+	p := mustParse(b, fmt.Sprintf(benchWindowSpec, src), b.TempDir())
+	schema, err := p.Source.AvroSchema()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := avro.MustParse(schema)
+	for part := int32(0); part < 3; part++ {
+		var ms []kafkatest.Msg
+		for i := 0; i < benchRecords/3; i++ {
+			data, err := ws.Encode(map[string]any{"ts": t0.Add(time.Duration(i) * 10 * time.Millisecond), "user": fmt.Sprintf("u%d", i%100), "bytes": int64(i % 1000)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms = append(ms, kafkatest.Msg{Partition: part, Value: string(data)})
+		}
+		br.Produce(topic, ms...)
+	}
+	benchWindow(b, src)
 }

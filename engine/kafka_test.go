@@ -639,3 +639,50 @@ func TestKafkaOnceStopsAtStartHighWatermarks(t *testing.T) {
 		t.Fatalf("rows: %d, want %d", len(got), len(w))
 	}
 }
+
+// TestKafkaFaults runs a kafka pipeline through a broker whose listener
+// resets floe's connections, loses and tears responses and delays them
+// (kafkatest.StartFaulty, 10% of floe's requests), over three runs at
+// parallelism 1, 2 and 3: every record is committed exactly once (the
+// rows carry partition and offset), the offsets end at the partitions'
+// ends, and every kind of fault was injected.
+func TestKafkaFaults(t *testing.T) {
+	b, faults := kafkatest.StartFaulty(t)
+	topic := b.Topic("faults", 3)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	p, _ := kafkaPipeline(t, b, topic, kafkaStateless)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("fault seed %d", seed)
+	n := 0
+	for i, par := range []int{1, 2, 3} {
+		produceClicks(b, topic, 3, n, 60, t0)
+		n += 60
+		faults.Set(0.1, seed+uint64(i), "floe", kafkatest.AllFaults...)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		_, err := engine.Run(ctx, p, engine.Options{Parallelism: par})
+		cancel()
+		faults.Off()
+		if err != nil {
+			t.Fatalf("run %d (parallelism %d) failed under faults (%s): %v", i+1, par, faults.Summary(), err)
+		}
+	}
+	t.Log(faults.Summary())
+	if got, want := committedRows(t, p), wantKafkaRows(3, n, t0); !slices.Equal(got, want) {
+		missing, extra := 0, 0
+		for _, r := range want {
+			if !slices.Contains(got, r) {
+				missing++
+			}
+		}
+		extra = len(got) + missing - len(want)
+		t.Fatalf("rows under faults: %d, want %d (%d missing, %d extra)", len(got), len(want), missing, extra)
+	}
+	if got := offsetsOf(headManifest(t, p)); got != fmt.Sprintf("%[1]s/0=%[2]d %[1]s/1=%[2]d %[1]s/2=%[2]d", topic, n) {
+		t.Fatalf("offsets = %s, want %d each", got, n)
+	}
+	for _, k := range kafkatest.AllFaults {
+		if faults.Counts()[k] == 0 {
+			t.Errorf("no %s fault was injected (%s)", k, faults.Summary())
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 //
 //	'topic' = 'a;b'                        topic: a / topics: [a, b]
 //	'properties.bootstrap.servers' = 'h:p,h2:p'  brokers: [h:p, h2:p]
-//	'format' / 'value.format' = json | csv format: jsonl | csv (no header)
+//	'format' / 'value.format' = json | csv | avro  format: jsonl | csv (no header) | avro
 //	'scan.startup.mode' = earliest-offset | latest-offset | timestamp
 //	  (+ 'scan.startup.timestamp-millis')  start_from: earliest | latest | RFC 3339
 //	'properties.group.id'                  accepted and ignored: floe keeps
@@ -24,8 +24,14 @@ import (
 //	'source.<field>'                       a floe source field, as for files
 //
 // and its METADATA columns ('topic', 'partition', 'offset', 'timestamp')
-// are the source's columns: {topic, partition, offset, timestamp}. Every
-// other option is refused with its position.
+// are the source's columns: {topic, partition, offset, timestamp}. The
+// record key is Flink's key format read as one STRING column:
+//
+//	'key.format' = 'raw', 'key.fields' = 'k',  columns: {key: k}
+//	'value.fields-include' = 'EXCEPT_KEY'      (the value holds the other
+//	[, 'key.fields-prefix' = 'p']              columns; a null key is NULL)
+//
+// Every other option is refused with its position.
 
 // kafkaMetaKeys are the Flink Kafka metadata keys floe reads, in the order
 // the source appends their columns (spec.Source.withKafkaColumns), with
@@ -42,14 +48,14 @@ var kafkaMetaKeys = []struct {
 }
 
 // kafkaOptions are the WITH options of a kafka table, for messages.
-const kafkaOptions = "connector, topic, properties.bootstrap.servers, properties.group.id (ignored), format or value.format, csv.field-delimiter, scan.startup.mode, scan.startup.timestamp-millis, and the floe source fields as 'source.<field>', e.g. 'source.max-records-per-epoch'"
+const kafkaOptions = "connector, topic, properties.bootstrap.servers, properties.group.id (ignored), format or value.format, csv.field-delimiter, scan.startup.mode, scan.startup.timestamp-millis, key.format (raw), key.fields, key.fields-prefix, key.raw.charset (UTF-8), value.fields-include, and the floe source fields as 'source.<field>', e.g. 'source.max-records-per-epoch'"
 
 // kafkaMapped are the floe source fields a Flink option of a kafka table
 // sets: 'source.<field>' may not set them again.
 var kafkaMapped = map[string]string{
 	"type": "'connector'", "url": "'topic' and 'properties.bootstrap.servers'", "brokers": "'properties.bootstrap.servers'",
 	"topic": "'topic'", "topics": "'topic' ('a;b')", "format": "'format'", "csv": "'csv.field-delimiter'",
-	"start_from": "'scan.startup.mode'", "columns": "METADATA columns", "schema": "the table's columns",
+	"start_from": "'scan.startup.mode'", "columns": "METADATA columns and 'key.fields'", "schema": "the table's columns",
 	"event_time": "WATERMARK FOR", "watermark": "WATERMARK FOR and SET 'table.exec.source.idle-timeout'",
 }
 
@@ -61,11 +67,15 @@ func (tb *table) isKafka() bool { return tb.opts["connector"].val == "kafka" }
 // kafkaMetaKeys order. When not, a SELECT of every column in declared
 // order still needs a project stage to put them in that order.
 func (tb *table) physicalOrder() bool {
+	key := tb.opts["key.fields"].val
 	rank := func(c column) int {
 		for i, k := range kafkaMetaKeys {
 			if c.meta == k.key {
 				return i + 1
 			}
+		}
+		if c.meta == "" && key != "" && strings.EqualFold(c.name, key) {
+			return len(kafkaMetaKeys) + 1 // the key column comes last
 		}
 		return 0
 	}
@@ -154,17 +164,30 @@ func (tr *translator) kafkaSource(tb *table, idle option, hasIdle bool) (yaml.Ma
 			at("csv", d.off)
 		}
 		out = append(out, yaml.MapItem{Key: "csv", Value: csv})
+	case "avro":
+		// Flink's 'avro' format: bare Avro binary, the writer schema
+		// derived from the table's value columns (spec.Source.AvroSchema).
+		out = append(out, yaml.MapItem{Key: "format", Value: "avro"})
+	case "avro-confluent":
+		return nil, &lexError{f.off, "'format' = 'avro-confluent': not supported: floe reaches no schema registry; 'avro' reads bare Avro binary with the schema derived from the columns, and the YAML form reads the Confluent wire format with a schema file (format: avro, avro: {schema_file: ..., confluent: true})"}
 	default:
-		return nil, &lexError{f.off, fmt.Sprintf("'format' = '%s': a kafka table's record values are 'json' (one JSON object) or 'csv' (one row)", f.val)}
+		return nil, &lexError{f.off, fmt.Sprintf("'format' = '%s': a kafka table's record values are 'json' (one JSON object), 'csv' (one row) or 'avro' (one Avro record)", f.val)}
 	}
 	at("format", f.off)
 
 	// The schema: the physical columns; the metadata columns are the
 	// source's columns, appended by the spec in its order.
+	keyCol, err := kafkaKey(tb)
+	if err != nil {
+		return nil, err
+	}
 	var schema yaml.MapSlice
 	var columns yaml.MapSlice
 	metaCol := map[string]column{}
 	for _, c := range tb.cols {
+		if keyCol != nil && c.name == keyCol.name {
+			continue
+		}
 		if c.meta == "" {
 			schema = append(schema, yaml.MapItem{Key: c.name, Value: string(c.typ)})
 			continue
@@ -196,6 +219,10 @@ func (tr *translator) kafkaSource(tb *table, idle option, hasIdle bool) (yaml.Ma
 			columns = append(columns, yaml.MapItem{Key: k.key, Value: c.name})
 			at("columns."+k.key, c.metaOff)
 		}
+	}
+	if keyCol != nil {
+		columns = append(columns, yaml.MapItem{Key: "key", Value: keyCol.name})
+		at("columns.key", tb.opts["key.fields"].off)
 	}
 	if len(schema) == 0 {
 		return nil, &lexError{tb.off, fmt.Sprintf("%s: a kafka table needs the columns of its record values, not only METADATA columns", tb.name)}
@@ -239,6 +266,10 @@ func (tr *translator) kafkaSource(tb *table, idle option, hasIdle bool) (yaml.Ma
 		switch {
 		case k == "connector" || k == "topic" || k == "format" || k == "value.format" || k == "properties.bootstrap.servers" ||
 			k == "scan.startup.mode" || k == "scan.startup.timestamp-millis":
+		case k == "key.format" || k == "key.fields" || k == "key.fields-prefix" || k == "key.raw.charset" || k == "value.fields-include":
+			// kafkaKey read them.
+		case strings.HasPrefix(k, "key.") || strings.HasPrefix(k, "value."):
+			return nil, &lexError{o.off, fmt.Sprintf("WITH '%s': not supported: a kafka table reads the record key as one STRING column ('key.format' = 'raw', 'key.fields' = 'col', 'value.fields-include' = 'EXCEPT_KEY') and the value with 'value.format' json or csv", k)}
 		case k == "properties.group.id":
 			// Accepted and ignored: the offsets are committed with the
 			// epoch in floe's manifest, not to a consumer group.
@@ -268,4 +299,64 @@ func (tr *translator) kafkaSource(tb *table, idle option, hasIdle bool) (yaml.Ma
 	}
 	out = append(out, yaml.MapItem{Key: "watermark", Value: wm})
 	return out, nil
+}
+
+// kafkaKey reads the key options of a kafka table: nil when it reads no
+// key, else the physical column the record key fills ('key.format' =
+// 'raw' with 'key.fields' naming one STRING column, the value format
+// holding the other columns: 'value.fields-include' = 'EXCEPT_KEY').
+func kafkaKey(tb *table) (*column, error) {
+	kf, hasKF := tb.opts["key.format"]
+	fs, hasFS := tb.opts["key.fields"]
+	inc, hasInc := tb.opts["value.fields-include"]
+	if hasInc && !strings.EqualFold(inc.val, "ALL") && !strings.EqualFold(inc.val, "EXCEPT_KEY") {
+		return nil, &lexError{inc.off, fmt.Sprintf("'value.fields-include' = '%s': want ALL or EXCEPT_KEY", inc.val)}
+	}
+	if !hasKF && !hasFS {
+		for _, k := range []string{"key.fields-prefix", "key.raw.charset"} {
+			if o, ok := tb.opts[k]; ok {
+				return nil, &lexError{o.off, fmt.Sprintf("WITH '%s': only with 'key.format' = 'raw' and 'key.fields'", k)}
+			}
+		}
+		if hasInc && strings.EqualFold(inc.val, "EXCEPT_KEY") {
+			return nil, &lexError{inc.off, "'value.fields-include' = 'EXCEPT_KEY' without 'key.fields': name the key column"}
+		}
+		return nil, nil
+	}
+	if !hasKF {
+		return nil, &lexError{fs.off, "'key.fields' needs 'key.format' = 'raw' (the record key read as one STRING column)"}
+	}
+	if kf.val != "raw" {
+		return nil, &lexError{kf.off, fmt.Sprintf("'key.format' = '%s': not supported: a kafka table reads the record key as one STRING column, 'key.format' = 'raw'", kf.val)}
+	}
+	if !hasFS {
+		return nil, &lexError{kf.off, "'key.format' = 'raw' needs 'key.fields' = 'col': the STRING column the record key fills"}
+	}
+	if cs, ok := tb.opts["key.raw.charset"]; ok && !strings.EqualFold(cs.val, "UTF-8") {
+		return nil, &lexError{cs.off, fmt.Sprintf("'key.raw.charset' = '%s': a record key is read as UTF-8 (bytes that are not become U+FFFD)", cs.val)}
+	}
+	if strings.Contains(fs.val, ";") {
+		return nil, &lexError{fs.off, fmt.Sprintf("'key.fields' = '%s': the raw key format fills one column", fs.val)}
+	}
+	c := tb.col(strings.TrimSpace(fs.val))
+	if c == nil {
+		return nil, &lexError{fs.off, fmt.Sprintf("'key.fields' = '%s': %s has no such column", fs.val, tb.name)}
+	}
+	if c.meta != "" {
+		return nil, &lexError{fs.off, fmt.Sprintf("'key.fields' = '%s': %s is a METADATA column; the key fills a physical column", fs.val, c.name)}
+	}
+	if c.typ != spec.TypeString {
+		return nil, &lexError{c.off, fmt.Sprintf("%s %s: the record key column ('key.fields') is STRING", c.name, c.flink)}
+	}
+	if p, ok := tb.opts["key.fields-prefix"]; ok && !strings.HasPrefix(c.name, p.val) {
+		return nil, &lexError{p.off, fmt.Sprintf("'key.fields-prefix' = '%s': the key column %s does not start with it", p.val, c.name)}
+	}
+	if !hasInc || !strings.EqualFold(inc.val, "EXCEPT_KEY") {
+		at := kf.off
+		if hasInc {
+			at = inc.off
+		}
+		return nil, &lexError{at, fmt.Sprintf("'key.fields' = '%s' needs 'value.fields-include' = 'EXCEPT_KEY': floe fills %s from the record key only, the value holds the other columns", fs.val, c.name)}
+	}
+	return c, nil
 }

@@ -94,7 +94,7 @@ type Reject struct {
 func Decode(format string, file string, data []byte, opts DecodeOptions) (*Decoded, error) {
 	opts = withDecodeDefaults(opts)
 	switch strings.ToLower(format) {
-	case "jsonl", "json", "ndjson":
+	case "jsonl", "json", "ndjson", "avro": // avro: a kafka source renders its Avro values as JSON lines
 		data, err := decompress(file, data)
 		if err != nil {
 			return nil, err

@@ -36,7 +36,7 @@ func DecodeStream(format string, file string, data []byte, opts DecodeOptions, e
 	var d *Decoded
 	var err error
 	switch strings.ToLower(format) {
-	case "jsonl", "json", "ndjson":
+	case "jsonl", "json", "ndjson", "avro": // avro: a kafka source renders its Avro values as JSON lines
 		if data, err = decompress(file, data); err == nil {
 			d, err = decodeJSONLStream(file, data, opts, StreamChunkBytes, emit)
 		}

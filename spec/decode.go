@@ -427,7 +427,7 @@ var (
 	sourceFields = []string{"type", "url", "format", "schema", "event_time", "max_files_per_epoch",
 		"max_rows_per_epoch", "pattern", "csv", "watermark", "on_error", "rejected_url", "late_url", "inputs", "start_from", "max_rejected_fraction", "capture", "validate",
 		"order", "full_list_every", "forget_after",
-		"brokers", "topic", "topics", "max_records_per_epoch", "idle_timeout", "on_missing_offsets", "auth_file", "columns"}
+		"brokers", "topic", "topics", "max_records_per_epoch", "idle_timeout", "on_missing_offsets", "auth_file", "columns", "avro"}
 	windowFields = []string{"key", "tumbling", "sliding", "session", "allowed_lateness", "aggregates", "id"}
 )
 
@@ -532,6 +532,16 @@ func (d *decoder) source(n *node, path string, s *Source) {
 			d.kafka(s).OnMissingOffsets = d.str(v, fp)
 		case "auth_file":
 			d.kafka(s).AuthFile = d.path(v, fp)
+		case "avro":
+			af := d.fields(v, fp, "schema_file", "confluent")
+			a := &KafkaAvro{}
+			if x := af["schema_file"]; x != nil {
+				a.SchemaFile = d.path(x, join(fp, "schema_file"))
+			}
+			if x := af["confluent"]; x != nil {
+				a.Confluent = d.boolean(x, join(fp, "confluent"))
+			}
+			d.kafka(s).Avro = a
 		case "columns":
 			cf := d.fields(v, fp, "topic", "partition", "offset", "timestamp", "key")
 			c := &d.kafka(s).Columns

@@ -1,7 +1,10 @@
 package spec
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,7 +67,7 @@ func (s *Source) ValueSchema() []Field {
 var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // kafkaOnly are the source fields only a kafka source takes.
-var kafkaOnly = []string{"brokers", "topic", "topics", "max_records_per_epoch", "on_missing_offsets", "auth_file", "columns"}
+var kafkaOnly = []string{"brokers", "topic", "topics", "max_records_per_epoch", "on_missing_offsets", "auth_file", "columns", "avro"}
 
 // validateKafka checks a kafka source at sp; for another source it refuses
 // the kafka-only fields.
@@ -110,9 +113,17 @@ func validateKafka(c *collector, sp string, s *Source) {
 		seen[t] = true
 	}
 	switch s.Format {
-	case JSONL, CSV, "":
+	case JSONL, CSV, Avro, "":
 	default:
-		c.add(sp+".format", "invalid value %q for a kafka source (allowed: jsonl, csv: one record value is one JSON object or one CSV row)", s.Format)
+		c.add(sp+".format", "invalid value %q for a kafka source (allowed: jsonl, csv, avro: one record value is one JSON object, one CSV row or one Avro record)", s.Format)
+	}
+	if k.Avro != nil && s.Format != Avro {
+		c.add(sp+".avro", "only for format: avro")
+	}
+	if s.Format == Avro && (k.Avro == nil || k.Avro.SchemaFile == "") {
+		if _, err := s.derivedAvroSchema(); err != nil {
+			c.add(sp+".schema", "%v", err)
+		}
 	}
 	if s.CSV != nil && s.CSV.Header {
 		c.add(sp+".csv.header", "a kafka record is one CSV row without a header: its fields are the schema's columns in order")
@@ -154,4 +165,60 @@ func validateKafka(c *collector, sp string, s *Source) {
 			c.add(sp+"."+f, "not for a kafka source (it applies to files; a kafka source has one watermark input per partition, bounded by max_records_per_epoch)")
 		}
 	}
+}
+
+// AvroSchema returns the Avro writer schema of a kafka source with format
+// avro: the file avro.schema_file names, or the one derived from the
+// value schema the way Flink's 'avro' format derives it from a table: a
+// record named "record", one field per value column, each a union of
+// null and the column's type with default null (string, long, int,
+// double, boolean; timestamp as long timestamp-millis, timestamp_s, _ms
+// and _us as the long epoch number in that unit). A value decodes to a
+// JSON object (kafka.AvroValues: logical timestamps as RFC 3339 strings,
+// read by timestamp columns), so the value columns read it as JSON.
+func (s *Source) AvroSchema() (string, error) {
+	if s.Kafka != nil && s.Kafka.Avro != nil && s.Kafka.Avro.SchemaFile != "" {
+		data, err := os.ReadFile(s.Kafka.Avro.SchemaFile)
+		if err != nil {
+			return "", fmt.Errorf("source.avro.schema_file: %w", err)
+		}
+		return string(data), nil
+	}
+	return s.derivedAvroSchema()
+}
+
+func (s *Source) derivedAvroSchema() (string, error) {
+	type field struct {
+		Name    string `json:"name"`
+		Type    []any  `json:"type"`
+		Default any    `json:"default"`
+	}
+	var fields []field
+	for _, f := range s.ValueSchema() {
+		var t any
+		switch f.Type {
+		case TypeString:
+			t = "string"
+		case TypeInt64:
+			t = "long"
+		case TypeInt32:
+			t = "int"
+		case TypeFloat64:
+			t = "double"
+		case TypeBool:
+			t = "boolean"
+		case TypeTimestamp:
+			t = map[string]string{"type": "long", "logicalType": "timestamp-millis"}
+		case TypeTimestampS, TypeTimestampMS, TypeTimestampUS:
+			t = "long" // the epoch number, as in JSON
+		default:
+			return "", fmt.Errorf("column %s: type %s has no derived Avro type; give the writer schema in avro.schema_file", f.Name, f.Type)
+		}
+		fields = append(fields, field{Name: f.Name, Type: []any{"null", t}})
+	}
+	data, err := json.Marshal(map[string]any{"type": "record", "name": "record", "fields": fields})
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
 }

@@ -67,6 +67,9 @@ func TestKafkaSourceSpecErrors(t *testing.T) {
 		{"columns: {partition: kp, offset: ko, key: kk}", "columns: {partition: user}", "source.schema.user: duplicate column"},
 		{"columns: {partition: kp, offset: ko, key: kk}", "columns: {partiton: kp}", "source.columns.partiton: unknown field"},
 		{"  type: kafka\n", "  type: files\n  url: in\n", "source.type: fields brokers, topic"},
+		{"format: jsonl", "format: jsonl\n  avro: {confluent: true}", "source.avro: only for format: avro"},
+		{"format: jsonl", "format: avro\n  avro: {confluent: yes-please}", "source.avro.confluent"},
+		{"format: jsonl", "format: avro\n  avro: {schema: x}", "source.avro.schema: unknown field"},
 	} {
 		y := strings.Replace(kafkaSpec, tc.old, tc.new, 1)
 		if y == kafkaSpec {
@@ -108,5 +111,37 @@ state: {url: st}
 	}
 	if strings.Contains(err.Error(), "sources.files") {
 		t.Errorf("the files source is refused too: %v", err)
+	}
+}
+
+// TestKafkaAvroSpec: format: avro on a kafka source, with a schema file
+// (relative to the spec) or the writer schema derived from the value
+// columns as Flink derives it; refused on a files source.
+func TestKafkaAvroSpec(t *testing.T) {
+	y := strings.Replace(kafkaSpec, "format: jsonl", "format: avro\n  avro: {schema_file: click.avsc, confluent: true}", 1)
+	p, err := Parse("k.yaml", []byte(y), "/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := p.Source.Kafka.Avro; p.Source.Format != Avro || a == nil || a.SchemaFile != "/specs/click.avsc" || !a.Confluent {
+		t.Fatalf("decoded %s %+v", p.Source.Format, a)
+	}
+	p, err = Parse("k.yaml", []byte(strings.Replace(kafkaSpec, "format: jsonl", "format: avro", 1)), "/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Source.AvroSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The value columns only: not the metadata columns kp, ko, kk.
+	want := `{"fields":[{"name":"ts","type":["null",{"logicalType":"timestamp-millis","type":"long"}],"default":null},` +
+		`{"name":"user","type":["null","string"],"default":null}],"name":"record","type":"record"}`
+	if got != want {
+		t.Fatalf("derived schema\n%s\nwant\n%s", got, want)
+	}
+	files := "name: f\nsource: {type: files, url: in, format: avro, schema: {a: string}}\nsink: {type: files, url: out, format: parquet}\nstate: {url: st}\n"
+	if _, err := Parse("f.yaml", []byte(files), "/specs"); err == nil || !strings.Contains(err.Error(), `source.format: invalid value "avro"`) {
+		t.Fatalf("format avro on a files source: %v", err)
 	}
 }

@@ -272,7 +272,7 @@ func TestValidationErrors(t *testing.T) {
 		{"typo key", "max_files_per_epoch: 8", "max_file_per_epoch: 8",
 			[]wantErr{{"|max_file_per_epoch", `source.max_file_per_epoch: unknown field (did you mean max_files_per_epoch?)`}}},
 		{"unknown key, no suggestion", "max_files_per_epoch: 8", "zzz: 8",
-			[]wantErr{{"|zzz", `source.zzz: unknown field (allowed: type, url, format, schema, event_time, max_files_per_epoch, max_rows_per_epoch, pattern, csv, watermark, on_error, rejected_url, late_url, inputs, start_from, max_rejected_fraction, capture, validate, order, full_list_every, forget_after, brokers, topic, topics, max_records_per_epoch, idle_timeout, on_missing_offsets, auth_file, columns)`}}},
+			[]wantErr{{"|zzz", `source.zzz: unknown field (allowed: type, url, format, schema, event_time, max_files_per_epoch, max_rows_per_epoch, pattern, csv, watermark, on_error, rejected_url, late_url, inputs, start_from, max_rejected_fraction, capture, validate, order, full_list_every, forget_after, brokers, topic, topics, max_records_per_epoch, idle_timeout, on_missing_offsets, auth_file, columns, avro)`}}},
 		{"unknown top-level key", "state:", "stat:",
 			[]wantErr{
 				{"|name:", `state.url: required`},

@@ -69,10 +69,12 @@ const (
 type Format string
 
 // File formats. Sources read JSONL, CSV and Parquet; sinks write Parquet and JSONL.
+// A kafka source also reads Avro record values.
 const (
 	JSONL   Format = "jsonl"
 	CSV     Format = "csv"
 	Parquet Format = "parquet"
+	Avro    Format = "avro"
 )
 
 // DataType is the type of a schema column.
@@ -225,6 +227,20 @@ type KafkaSource struct {
 	AuthFile string
 	// Columns names the record metadata columns wanted; empty: not wanted.
 	Columns KafkaColumns
+	// Avro configures format: avro (nil: the writer schema is derived
+	// from the value schema, the values bare Avro binary).
+	Avro *KafkaAvro
+}
+
+// KafkaAvro configures the Avro record values of a kafka source.
+type KafkaAvro struct {
+	// SchemaFile is the writer schema (an .avsc file, relative to the
+	// spec); empty: derived from the value schema as Flink's 'avro'
+	// format derives it (AvroSchema).
+	SchemaFile string
+	// Confluent: each value is in the Confluent wire format (magic byte
+	// 0, a 4-byte schema id, the datum); the id is not checked.
+	Confluent bool
 }
 
 // KafkaColumns names the record metadata columns of a kafka source.

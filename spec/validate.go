@@ -166,6 +166,8 @@ func validateSourceAt(c *collector, sp string, s *Source) {
 	switch {
 	case s.Format == "":
 		c.add(sp+".format", "required (allowed: %s)", strings.Join(sourceFormats, ", "))
+	case s.Type == SourceKafka:
+		// validateKafka checks a kafka source's format.
 	case !contains(sourceFormats, string(s.Format)):
 		c.add(sp+".format", "invalid value %q (allowed: %s)", s.Format, strings.Join(sourceFormats, ", "))
 	}

@@ -157,11 +157,19 @@ func OpenKafka(p *spec.Pipeline, log *slog.Logger) (*kafka.Source, error) {
 	if format == "" {
 		format = string(spec.JSONL)
 	}
+	var avroSchema string
+	if s.Format == spec.Avro {
+		if avroSchema, err = s.AvroSchema(); err != nil {
+			return nil, err
+		}
+	}
 	c := k.Columns
 	return kafka.OpenSource(kafka.SourceConfig{
 		Client:      kafka.Config{Brokers: k.Brokers, Auth: auth},
 		Topics:      k.Topics,
 		Format:      format,
+		AvroSchema:  avroSchema,
+		Confluent:   k.Avro != nil && k.Avro.Confluent,
 		Columns:     kafka.Columns{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset, Timestamp: c.Timestamp, Key: c.Key},
 		StartAt:     startAt,
 		MaxRecords:  k.MaxRecordsPerEpoch,
