@@ -7,15 +7,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/cluster"
 	"github.com/floe-dev/floe/engine/internal/dataflow"
@@ -296,13 +300,33 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 	}
 	tc := time.Now()
 	var edit *epochEdit
+	var built []byte
 	build := func(d *manifest.Decision, parts []*manifest.WorkerPart) ([]byte, error) {
+		if built != nil {
+			return built, nil
+		}
 		m, e, err := r.buildManifest(ctx, att, d, parts)
 		if err != nil {
 			return nil, err
 		}
 		edit = e
 		return manifest.EncodeManifest(m)
+	}
+	if cl.self != 0 {
+		// While worker 0 gathers the parts and creates the manifest, build
+		// the same manifest and edit here from the same parts: this
+		// worker needs the edit anyway, and then only waits for the
+		// manifest to exist.
+		parts, err := ep.Parts(ctx)
+		switch {
+		case errors.Is(err, cluster.ErrCommitted):
+			return fmt.Errorf("%w: %w", errRestore, err)
+		case err != nil:
+			return err
+		}
+		if built, err = build(d, parts); err != nil {
+			return err
+		}
 	}
 	data, _, err := ep.Commit(ctx, build)
 	if errors.Is(err, cluster.ErrCommitted) {
@@ -956,7 +980,7 @@ func decodeSegment(schemas []*arrow.Schema, data []byte) ([][]arrow.RecordBatch,
 		if n == 0 {
 			continue
 		}
-		rd, err := ipc.NewReader(bytes.NewReader(part))
+		rd, err := ipc.NewReaderFromMessageReader(newBytesMessages(part))
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -982,3 +1006,74 @@ func decodeSegment(schemas []*arrow.Schema, data []byte) ([][]arrow.RecordBatch,
 }
 
 var _ = decide.FileObs{}
+
+// bytesMessages reads the messages of an Arrow IPC stream held in memory
+// without copying their bodies: the batches read from it slice the
+// stream's bytes (ipc.NewReader would copy every body into new buffers).
+type bytesMessages struct {
+	data []byte
+	refs atomic.Int64
+	msg  *ipc.Message
+}
+
+func newBytesMessages(data []byte) *bytesMessages {
+	if len(data) > 0 && uintptr(unsafe.Pointer(&data[0]))%8 != 0 {
+		// Arrow buffers are 8-byte aligned within the stream: keep them
+		// aligned in memory too.
+		data = append(make([]byte, 0, len(data)), data...)
+	}
+	m := &bytesMessages{data: data}
+	m.refs.Add(1)
+	return m
+}
+
+// Message returns the next message (io.EOF at the end of the stream).
+func (m *bytesMessages) Message() (msg *ipc.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("arrow/ipc: invalid message: %v", p)
+		}
+	}()
+	if m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+	if len(m.data) < 4 {
+		return nil, io.EOF
+	}
+	le := binary.LittleEndian
+	n := int64(le.Uint32(m.data))
+	off := int64(4)
+	if n == 0xFFFFFFFF { // the continuation marker, then the length
+		if len(m.data) < 8 {
+			return nil, errors.New("arrow/ipc: stream truncated in a message length")
+		}
+		n, off = int64(int32(le.Uint32(m.data[4:]))), 8
+	}
+	if n == 0 {
+		return nil, io.EOF // end of stream
+	}
+	if n < 4 || off+n > int64(len(m.data)) {
+		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes, %d left", n, int64(len(m.data))-off)
+	}
+	meta := memory.NewBufferBytes(m.data[off : off+n])
+	head := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	bodyLen := head.BodyLen()
+	head.Release()
+	rest := m.data[off+n:]
+	if bodyLen < 0 || bodyLen > int64(len(rest)) {
+		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes, %d left", bodyLen, len(rest))
+	}
+	m.msg = ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+	m.data = rest[bodyLen:]
+	return m.msg, nil
+}
+
+func (m *bytesMessages) Retain() { m.refs.Add(1) }
+
+func (m *bytesMessages) Release() {
+	if m.refs.Add(-1) == 0 && m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+}
