@@ -676,9 +676,8 @@ func WorkerRounds(gp *dataflow.GraphPlan) int {
 // exchange routes a keyed stage's input rows (per input, this worker's)
 // to the workers owning their key groups and returns, per input, the rows
 // of this worker's subtasks: every sender's in sender order, its own at its
-// index. Its own rows stay in their batches whole (the stage runs only
-// this worker's subtasks, which select their rows), and the subtasks of
-// its own and the received rows are kept for the stage (cl.presel).
+// index. The subtasks of its own and the received rows are kept for the
+// stage (cl.presel), which then does not route them again.
 func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*dataflow.Node][]arrow.RecordBatch,
 	replicated map[*dataflow.Node]bool) (map[*dataflow.Node][]arrow.RecordBatch, error) {
 	cl := r.cl
@@ -708,22 +707,33 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 			}
 			for w := range nw {
 				idx, n := rowsOf(sel, los[w], his[w], b.NumRows())
+				// Own rows are taken too, not kept whole with a selection:
+				// a stateful operator may number rows by their place in
+				// the batch (the join's sequence numbers), and a worker
+				// restarted in the epoch, restoring from files, must write
+				// the same state bytes as the incarnation it replaces.
+				var t arrow.RecordBatch
 				switch {
 				case n == 0:
-				case w == cl.self:
-					b.Retain()
-					routed[w][i] = append(routed[w][i], b)
-					cl.presel[preselKey{i, b}] = sel
+					continue
 				case n == int(b.NumRows()):
 					b.Retain()
-					routed[w][i] = append(routed[w][i], b)
-					size += batchBytes(b)
+					t = b
 				default:
-					t, err := operators.TakeRows(b, idx, r.Mem)
-					if err != nil {
+					if t, err = operators.TakeRows(b, idx, r.Mem); err != nil {
 						return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 					}
-					routed[w][i] = append(routed[w][i], t)
+				}
+				routed[w][i] = append(routed[w][i], t)
+				if w == cl.self {
+					if t == b {
+						cl.presel[preselKey{i, t}] = sel
+					} else if his[w]-los[w] == 1 {
+						own := make([][]int32, r.Parallelism)
+						own[los[w]] = identity(int(t.NumRows()))
+						cl.presel[preselKey{i, t}] = own
+					}
+				} else {
 					size += batchBytes(t)
 				}
 			}
