@@ -86,7 +86,7 @@ func TestWorkersMatchOneProcess(t *testing.T) {
 	if n1 != 3 || n2 != 3 {
 		t.Fatalf("epochs with files: one process %d, 2 workers %d, want 3 each (12 files, 4 an epoch)", n1, n2)
 	}
-	if model2.Files != 4 || model2.Rounds != 2 || model1.Protocol != (cluster.Requests{}) || model1.Work != model2.Work {
+	if model2.Files != 4 || model2.Rounds != 1 || model1.Protocol != (cluster.Requests{}) || model1.Work != model2.Work {
 		t.Fatalf("model: one process %+v, 2 workers %+v", model1, model2)
 	}
 	w, r := int64(2), int64(model2.Rounds)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -18,7 +19,7 @@ import (
 //
 //	0   magic "FLOEXCH1"
 //	8   u32 header length H (through the header checksum)
-//	12  u16 version (1), u16 reserved
+//	12  u16 version (2), u16 reserved
 //	16  u32 sender, u32 workers W, u32 round, u32 meta length M
 //	32  u64 generation, u64 epoch
 //	48  attempt, 36 bytes (canonical UUID), 4 bytes zero
@@ -28,9 +29,16 @@ import (
 //	H   the segments, in receiver order, back to back
 //
 // The sender's own entry is empty (its rows for itself never leave it).
+//
+// Version 2 (the layout of version 1) is the engine's protocol in which
+// round 1 carries the first keyed stage's rows along with the event times
+// (version 1's round 1 carried the event times alone, its rows came in
+// round 2): a worker of one release never reads another's objects as
+// rows of the wrong stage, it stops at the first round with an error. The
+// objects are only read within one epoch attempt.
 const (
 	exchangeMagic   = "FLOEXCH1"
-	exchangeVersion = 1
+	exchangeVersion = 2
 	headerFixed     = 88
 	entrySize       = 24
 	// headerSlack is how much meta (and segment) the first ranged read of
@@ -59,13 +67,33 @@ type header struct {
 
 // encodeExchange builds the exchange object of sender.
 func encodeExchange(d *manifest.Decision, round, sender int, segments [][]byte, meta []byte) ([]byte, error) {
-	w := d.Workers
-	if len(segments) != w {
-		return nil, fmt.Errorf("exchange round %d: %d segments for %d workers", round, len(segments), w)
+	size := 0
+	for _, s := range segments {
+		size += len(s)
+	}
+	if len(segments) != d.Workers {
+		return nil, fmt.Errorf("exchange round %d: %d segments for %d workers", round, len(segments), d.Workers)
 	}
 	if len(segments[sender]) != 0 {
 		return nil, fmt.Errorf("exchange round %d: worker %d sends itself %d bytes; keep own rows local", round, sender, len(segments[sender]))
 	}
+	return buildExchange(d, round, sender, meta, size, func(r int, w *bytes.Buffer) error {
+		w.Write(segments[r])
+		return nil
+	})
+}
+
+// SegmentWriter appends one receiver's segment to the exchange object
+// being built (w holds the object so far: write only at its end; a
+// segment may patch bytes it wrote itself, e.g. a length prefix).
+type SegmentWriter func(receiver int, w *bytes.Buffer) error
+
+// buildExchange builds the exchange object of sender in one buffer of
+// about the header plus size bytes: write appends each other receiver's
+// segment in place (the sender's own is empty), then the header is filled
+// in.
+func buildExchange(d *manifest.Decision, round, sender int, meta []byte, size int, write SegmentWriter) ([]byte, error) {
+	w := d.Workers
 	if len(meta) > maxMeta {
 		return nil, fmt.Errorf("exchange round %d: meta of %d bytes exceeds %d", round, len(meta), maxMeta)
 	}
@@ -73,11 +101,19 @@ func encodeExchange(d *manifest.Decision, round, sender int, segments [][]byte, 
 		return nil, fmt.Errorf("exchange: attempt %q is not a canonical UUID", d.Attempt)
 	}
 	h := headerFixed + entrySize*w + len(meta) + 4
-	total := h
-	for _, s := range segments {
-		total += len(s)
+	var out bytes.Buffer
+	out.Grow(h + max(size, 0))
+	out.Write(make([]byte, h))
+	ends := make([]int, w)
+	for r := range w {
+		if r != sender {
+			if err := write(r, &out); err != nil {
+				return nil, fmt.Errorf("exchange round %d: segment for worker %d: %w", round, r, err)
+			}
+		}
+		ends[r] = out.Len()
 	}
-	buf := make([]byte, h, total)
+	buf := out.Bytes()
 	le := binary.LittleEndian
 	copy(buf, exchangeMagic)
 	le.PutUint32(buf[8:], uint32(h))
@@ -89,19 +125,16 @@ func encodeExchange(d *manifest.Decision, round, sender int, segments [][]byte, 
 	le.PutUint64(buf[32:], uint64(d.Generation))
 	le.PutUint64(buf[40:], uint64(d.Epoch))
 	copy(buf[48:84], d.Attempt)
-	off := int64(h)
-	for i, s := range segments {
+	off := h
+	for i, end := range ends {
 		e := buf[headerFixed+entrySize*i:]
 		le.PutUint64(e, uint64(off))
-		le.PutUint64(e[8:], uint64(len(s)))
-		le.PutUint32(e[16:], crc32.Checksum(s, castagnoli))
-		off += int64(len(s))
+		le.PutUint64(e[8:], uint64(end-off))
+		le.PutUint32(e[16:], crc32.Checksum(buf[off:end], castagnoli))
+		off = end
 	}
 	copy(buf[headerFixed+entrySize*w:], meta)
 	le.PutUint32(buf[h-4:], crc32.Checksum(buf[:h-4], castagnoli))
-	for _, s := range segments {
-		buf = append(buf, s...)
-	}
 	return buf, nil
 }
 
@@ -181,6 +214,30 @@ func (e *Epoch) Send(ctx context.Context, round int, segments [][]byte, meta []b
 	if err != nil {
 		return false, err
 	}
+	return e.send(ctx, round, data)
+}
+
+// SendWith is Send with the segments written in place into the object
+// (no copy of each segment into it): write appends receiver r's segment
+// for every other worker r; size is the segments' expected total size in
+// bytes (a hint: the buffer grows beyond it if needed).
+func (e *Epoch) SendWith(ctx context.Context, round int, meta []byte, size int, write SegmentWriter) (reused bool, err error) {
+	d, self := e.Decision, e.w.cfg.Worker
+	if round < 1 {
+		return false, fmt.Errorf("exchange round %d: rounds start at 1", round)
+	}
+	if d.Workers == 1 {
+		return false, nil
+	}
+	data, err := buildExchange(d, round, self, meta, size, write)
+	if err != nil {
+		return false, err
+	}
+	return e.send(ctx, round, data)
+}
+
+func (e *Epoch) send(ctx context.Context, round int, data []byte) (reused bool, err error) {
+	d, self := e.Decision, e.w.cfg.Worker
 	key := manifest.ExchangePath(d.Generation, d.Epoch, d.Attempt, round, self)
 	_, err = e.w.cfg.Store.Put(ctx, key, data, store.PutOptions{IfNotExist: true})
 	if err == nil {

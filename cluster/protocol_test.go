@@ -3,9 +3,12 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,6 +192,30 @@ func TestSendReuse(t *testing.T) {
 				if _, err := e0.Receive(ctx, 1); !errors.Is(err, cluster.ErrCorrupt) {
 					t.Errorf("byte %d flipped: %v", at, err)
 				}
+			}
+			// An object of exchange format version 1 (whose round 1 held no
+			// rows) is refused, naming the version.
+			v1 := bytes.Clone(data)
+			binary.LittleEndian.PutUint16(v1[12:], 1)
+			if _, err := st.Put(ctx, key, v1, store.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e0.Receive(ctx, 1); !errors.Is(err, cluster.ErrCorrupt) || !strings.Contains(err.Error(), "format version 1") {
+				t.Errorf("a version 1 object: %v", err)
+			}
+			// SendWith writes the same object as Send, segments in place.
+			if reused, err := e0.SendWith(ctx, 2, []byte("meta"), 3, func(r int, w *bytes.Buffer) error {
+				w.WriteString("to ")
+				w.WriteString(strconv.Itoa(r))
+				return nil
+			}); err != nil || reused {
+				t.Fatal(reused, err)
+			}
+			if _, err := e1.Send(ctx, 2, [][]byte{[]byte("back"), nil}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if in, err := e1.Receive(ctx, 2); err != nil || len(in) != 1 || string(in[0].Data) != "to 1" || string(in[0].Meta) != "meta" {
+				t.Fatalf("SendWith, received %+v, %v", in, err)
 			}
 			// Segments for oneself are refused: own rows stay local.
 			if _, err := e0.Send(ctx, 1, [][]byte{[]byte("self"), nil}, nil); err == nil {

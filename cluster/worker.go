@@ -18,7 +18,7 @@ import (
 const (
 	DefaultTimeout  = 5 * time.Minute
 	DefaultTakeOver = 10 * time.Second
-	DefaultPollMin  = 50 * time.Millisecond
+	DefaultPollMin  = 5 * time.Millisecond
 	DefaultPollMax  = time.Second
 	DefaultFanout   = 16
 )

@@ -838,9 +838,8 @@ func Plan(ctx context.Context, p *spec.Pipeline, opts runner.Options) (*PlanRepo
 			rep.Workers = append(rep.Workers, WorkerPlan{Worker: o.Worker, SubtaskLo: o.SubtaskLo, SubtaskHi: o.SubtaskHi,
 				KeyGroupLo: o.KeyGroupLo, KeyGroupHi: o.KeyGroupHi})
 		}
-		// Round 1 carries the event times; each keyed stage is one more.
 		shape := cluster.Shape{Workers: opts.Workers, Parallelism: rp.Parallelism,
-			Files: len(decide.NewConfig(p).SelectFiles(pend)), Rounds: len(rp.Plan.Graph.State) + 1}
+			Files: len(decide.NewConfig(p).SelectFiles(pend)), Rounds: runner.WorkerRounds(rp.Plan.Graph)}
 		proto, work := cluster.Protocol(shape), cluster.Work(shape)
 		rep.EpochRequests = &EpochRequests{Files: shape.Files, Rounds: shape.Rounds, Protocol: proto, Work: work,
 			Dollars: proto.Add(work).Dollars()}

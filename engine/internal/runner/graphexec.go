@@ -213,10 +213,6 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				}
 			}
 		case nd.Stateful:
-			swm := nd.InputWatermark(wm, r.sourceWM)
-			if v, ok := r.StageWM[nd.Name]; ok {
-				swm = v // a replay: the watermark the stage recorded
-			}
 			in := map[*dataflow.Node][]arrow.RecordBatch{}
 			for _, u := range nd.Ins {
 				if _, ok := in[u]; !ok {
@@ -230,6 +226,11 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 				if in, err = r.exchange(ctx, nd, in, replicated); err != nil {
 					return nil, err
 				}
+				wm = r.cl.wm // the epoch's: known after its first round
+			}
+			swm := nd.InputWatermark(wm, r.sourceWM)
+			if v, ok := r.StageWM[nd.Name]; ok {
+				swm = v // a replay: the watermark the stage recorded
 			}
 			subOut, late, changed, emitted, nLate, err := r.runStateful(ctx, nd, in, swm)
 			if err != nil {
@@ -300,9 +301,12 @@ func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*d
 	sels := make([][][][]int32, len(nd.Ins))
 	for i, in := range nd.Ins {
 		for _, b := range rows[in] {
-			sel, err := operators.PartitionIndices(b, nd.KeyCols[i], p, r.K)
-			if err != nil {
-				return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.Name, err)
+			sel, ok := r.preselected(i, b) // several workers: routed by the exchange
+			if !ok {
+				var err error
+				if sel, err = operators.PartitionIndices(b, nd.KeyCols[i], p, r.K); err != nil {
+					return nil, nil, nil, 0, 0, fmt.Errorf("stage %s: %w", nd.Name, err)
+				}
 			}
 			sels[i] = append(sels[i], sel)
 		}

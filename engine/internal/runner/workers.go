@@ -7,15 +7,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/cluster"
 	"github.com/floe-dev/floe/engine/internal/dataflow"
@@ -69,6 +73,16 @@ type clusterRun struct {
 	// seen: every worker's greatest event time per input of this epoch
 	// (after round 1), merged; mine: this worker's.
 	seen, mine map[string]int64
+	// times: mine encoded, while not yet sent (round 1 carries it);
+	// wm: the epoch's watermark, known after round 1.
+	times []byte
+	wm    int64
+	// presel: per (input, batch) of the current keyed stage's rows, its
+	// rows' subtasks (operators.PartitionIndices) as the exchange computed
+	// them, so that the stage does not route them again.
+	presel map[preselKey][][]int32
+	// waited: time spent in this epoch's exchange barriers (Receive).
+	waited time.Duration
 }
 
 // owns reports whether this process runs subtask s.
@@ -269,12 +283,13 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 		return err
 	}
 	num := max(r.epochFloor, r.head.Epoch()+1)
+	tj := time.Now()
 	ep, err := cl.w.Join(ctx, r.gen.Generation, num, r.head.Ref(), r.propose(*pend))
 	if err != nil {
 		return err
 	}
 	d := ep.Decision
-	cl.ep, cl.round, cl.seen, cl.mine = ep, 0, nil, nil
+	cl.ep, cl.round, cl.seen, cl.mine, cl.waited, cl.times, cl.presel = ep, 0, nil, nil, 0, nil, nil
 	att := r.C.Resume(r.head, d.Generation, d.Epoch, d.Attempt)
 	t0 := time.Now()
 	req0 := r.St.Requests()
@@ -298,14 +313,35 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 			return err
 		}
 	}
+	tc := time.Now()
 	var edit *epochEdit
+	var built []byte
 	build := func(d *manifest.Decision, parts []*manifest.WorkerPart) ([]byte, error) {
+		if built != nil {
+			return built, nil
+		}
 		m, e, err := r.buildManifest(ctx, att, d, parts)
 		if err != nil {
 			return nil, err
 		}
 		edit = e
 		return manifest.EncodeManifest(m)
+	}
+	if cl.self != 0 {
+		// While worker 0 gathers the parts and creates the manifest, build
+		// the same manifest and edit here from the same parts: this
+		// worker needs the edit anyway, and then only waits for the
+		// manifest to exist.
+		parts, err := ep.Parts(ctx)
+		switch {
+		case errors.Is(err, cluster.ErrCommitted):
+			return fmt.Errorf("%w: %w", errRestore, err)
+		case err != nil:
+			return err
+		}
+		if built, err = build(d, parts); err != nil {
+			return err
+		}
 	}
 	data, _, err := ep.Commit(ctx, build)
 	if errors.Is(err, cluster.ErrCommitted) {
@@ -339,6 +375,9 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 		return err
 	}
 	r.apply(edit, head)
+	r.Log.Debug("worker epoch timings", "epoch", d.Epoch, "worker", cl.self, "join", t0.Sub(tj).Round(time.Millisecond),
+		"share", tc.Sub(t0).Round(time.Millisecond), "exchange_waits", cl.waited.Round(time.Millisecond),
+		"commit", time.Since(tc).Round(time.Millisecond))
 	r.mustCommit, r.recordListing = false, false
 	decided := map[string]bool{}
 	for _, f := range d.Files {
@@ -378,30 +417,22 @@ func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifes
 		return nil, err
 	}
 	cl.mine = r.Dc.SeenOf(in.Obs)
-	// Round 1: every worker's event times, for the one watermark.
-	meta, err := json.Marshal(cl.mine)
+	// Round 1 carries every worker's event times, for the one watermark,
+	// along with the first keyed stage's rows (exchangeRound): the
+	// watermark is needed from that stage on, and the stages before it do
+	// not read it.
+	if cl.times, err = json.Marshal(cl.mine); err != nil {
+		return nil, err
+	}
+	out, err := r.Process(ctx, results, r.wm) // the watermark is the epoch's from round 1 on
 	if err != nil {
 		return nil, err
 	}
-	incoming, err := r.exchangeRound(ctx, make([][]byte, cl.top.Workers), meta)
-	if err != nil {
-		return nil, err
-	}
-	cl.seen = maps.Clone(cl.mine)
-	for _, inc := range incoming {
-		var theirs map[string]int64
-		if err := json.Unmarshal(inc.Meta, &theirs); err != nil {
-			return nil, fmt.Errorf("exchange round 1: worker %d's event times: %w", inc.Sender, err)
+	if cl.times != nil {
+		// No keyed stage: round 1 carries the event times alone.
+		if _, err := r.exchangeRound(ctx, 0, func(int, *bytes.Buffer) error { return nil }); err != nil {
+			return nil, err
 		}
-		mergeSeen(cl.seen, theirs)
-	}
-	dd := r.Dc.DecideSeen(r.inputs, r.wm, cl.seen, d.CreatedAt, d.Waiting, d.Drain, len(d.Files) == 0 && !d.Commit)
-	if !r.Plan.Graph.Linear {
-		r.sourceWM = r.Dc.InputWatermarksWaiting(dd.Inputs, r.wm, d.CreatedAt, d.Waiting, d.Drain, r.Plan.Graph.SourceNames())
-	}
-	out, err := r.Process(ctx, results, dd.Watermark)
-	if err != nil {
-		return nil, err
 	}
 	// A worker stopped for long (SIGSTOP, a frozen VM) may find its rounds
 	// complete after a newer generation committed the epoch: no parts will
@@ -586,31 +617,106 @@ func subStates(op manifest.OperatorState, p int, parts []*manifest.WorkerPart, i
 	return out, nil
 }
 
-// exchangeRound sends one round (segments per receiver, meta for all) and
-// returns what the others sent, in sender order.
-func (r *Runner) exchangeRound(ctx context.Context, segments [][]byte, meta []byte) ([]cluster.Incoming, error) {
+// exchangeRound sends one round (write puts each other receiver's
+// segment, of about size bytes in all, in place) and returns what the
+// others sent, in sender order. The epoch's first round also carries this
+// worker's event times (cl.times) as its meta: after it every worker
+// computes the same watermark (settle).
+func (r *Runner) exchangeRound(ctx context.Context, size int, write cluster.SegmentWriter) ([]cluster.Incoming, error) {
 	cl := r.cl
 	cl.round++
-	if _, err := cl.ep.Send(ctx, cl.round, segments, meta); err != nil {
+	meta := cl.times
+	if _, err := cl.ep.SendWith(ctx, cl.round, meta, size, write); err != nil {
 		return nil, err
 	}
-	return cl.ep.Receive(ctx, cl.round)
+	t := time.Now()
+	incoming, err := cl.ep.Receive(ctx, cl.round)
+	cl.waited += time.Since(t)
+	if err != nil {
+		return nil, err
+	}
+	if meta != nil {
+		cl.times = nil
+		if err := r.settle(incoming); err != nil {
+			return nil, err
+		}
+	}
+	return incoming, nil
+}
+
+// settle merges every worker's event times (round 1's meta) and computes
+// the epoch's watermark (cl.wm) and, in a graph, each source's.
+func (r *Runner) settle(incoming []cluster.Incoming) error {
+	cl := r.cl
+	d := cl.ep.Decision
+	cl.seen = maps.Clone(cl.mine)
+	for _, inc := range incoming {
+		var theirs map[string]int64
+		if err := json.Unmarshal(inc.Meta, &theirs); err != nil {
+			return fmt.Errorf("exchange round %d: worker %d's event times: %w", cl.round, inc.Sender, err)
+		}
+		mergeSeen(cl.seen, theirs)
+	}
+	dd := r.Dc.DecideSeen(r.inputs, r.wm, cl.seen, d.CreatedAt, d.Waiting, d.Drain, len(d.Files) == 0 && !d.Commit)
+	if !r.Plan.Graph.Linear {
+		r.sourceWM = r.Dc.InputWatermarksWaiting(dd.Inputs, r.wm, d.CreatedAt, d.Waiting, d.Drain, r.Plan.Graph.SourceNames())
+	}
+	cl.wm = dd.Watermark
+	return nil
+}
+
+// preselKey names one input batch of a keyed stage.
+type preselKey struct {
+	input int
+	batch arrow.RecordBatch
+}
+
+// preselected returns the subtasks of b's rows as input i of the current
+// keyed stage, when the exchange already computed them.
+func (r *Runner) preselected(i int, b arrow.RecordBatch) ([][]int32, bool) {
+	if r.cl == nil {
+		return nil, false
+	}
+	sel, ok := r.cl.presel[preselKey{i, b}]
+	return sel, ok
+}
+
+// WorkerRounds is the number of exchange rounds of an epoch of plan gp
+// run by several workers: one per keyed stage (the first also carries
+// the event times) and one per gathered stage; a plan without a keyed
+// stage has round 1 alone.
+func WorkerRounds(gp *dataflow.GraphPlan) int {
+	n := len(gp.State)
+	for _, nd := range gp.State {
+		if nd.Canonical {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // exchange routes a keyed stage's input rows (per input, this worker's)
 // to the workers owning their key groups and returns, per input, the rows
 // of this worker's subtasks: every sender's in sender order, its own at its
-// index.
+// index. The subtasks of its own and the received rows are kept for the
+// stage (cl.presel), which then does not route them again.
 func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*dataflow.Node][]arrow.RecordBatch,
 	replicated map[*dataflow.Node]bool) (map[*dataflow.Node][]arrow.RecordBatch, error) {
 	cl := r.cl
 	nw := cl.top.Workers
+	cl.presel = map[preselKey][][]int32{}
 	// routed[w][i]: input i's rows for worker w.
 	routed := make([][][]arrow.RecordBatch, nw)
 	for w := range routed {
 		routed[w] = make([][]arrow.RecordBatch, len(nd.Ins))
 	}
+	// The subtasks of each worker, [lo, hi).
+	los, his := make([]int, nw), make([]int, nw)
+	for w := range nw {
+		los[w], his[w] = cl.top.Subtasks(w)
+	}
 	done := map[*dataflow.Node]bool{}
+	size := 0
 	for i, u := range nd.Ins {
 		if done[u] || replicated[u] {
 			continue // a self-join reads one input twice: route it once; every worker holds a replicated one whole
@@ -621,58 +727,69 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 			}
-			// Rows in their order, per receiving worker.
-			dest := make([]int32, b.NumRows())
-			for s, idx := range sel {
-				w := int32(cl.top.WorkerOfSubtask(s))
-				for _, j := range idx {
-					dest[j] = w
-				}
-			}
-			per := make([][]int32, nw)
-			for j, w := range dest {
-				per[w] = append(per[w], int32(j))
-			}
-			for w, idx := range per {
+			for w := range nw {
+				idx, n := rowsOf(sel, los[w], his[w], b.NumRows())
+				// Own rows are taken too, not kept whole with a selection:
+				// a stateful operator may number rows by their place in
+				// the batch (the join's sequence numbers), and a worker
+				// restarted in the epoch, restoring from files, must write
+				// the same state bytes as the incarnation it replaces.
+				var t arrow.RecordBatch
 				switch {
-				case len(idx) == 0:
-				case len(idx) == int(b.NumRows()):
+				case n == 0:
+					continue
+				case n == int(b.NumRows()):
 					b.Retain()
-					routed[w][i] = append(routed[w][i], b)
+					t = b
 				default:
-					t, err := operators.TakeRows(b, idx, r.Mem)
-					if err != nil {
+					if t, err = operators.TakeRows(b, idx, r.Mem); err != nil {
 						return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 					}
-					routed[w][i] = append(routed[w][i], t)
+				}
+				routed[w][i] = append(routed[w][i], t)
+				if w == cl.self {
+					if t == b {
+						cl.presel[preselKey{i, t}] = sel
+					} else if his[w]-los[w] == 1 {
+						own := make([][]int32, r.Parallelism)
+						own[los[w]] = identity(int(t.NumRows()))
+						cl.presel[preselKey{i, t}] = own
+					}
+				} else {
+					size += batchBytes(t)
 				}
 			}
 		}
 	}
-	segments := make([][]byte, nw)
-	for w := range nw {
-		if w == cl.self {
-			continue
-		}
-		seg, err := encodeSegment(inSchemas(nd), routed[w])
-		if err != nil {
-			return nil, fmt.Errorf("stage %s: exchange: %w", nd.Name, err)
-		}
-		segments[w] = seg
-		for _, bs := range routed[w] {
-			ReleaseBatches(bs)
-		}
-	}
-	incoming, err := r.exchangeRound(ctx, segments, nil)
+	schemas := inSchemas(nd)
+	incoming, err := r.exchangeRound(ctx, size, func(w int, buf *bytes.Buffer) error {
+		defer func() {
+			for _, bs := range routed[w] {
+				ReleaseBatches(bs)
+			}
+		}()
+		return appendSegment(buf, schemas, routed[w])
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 	}
 	bySender := make([][][]arrow.RecordBatch, nw)
 	bySender[cl.self] = routed[cl.self]
+	single := his[cl.self]-los[cl.self] == 1
 	for _, inc := range incoming {
-		bs, err := decodeSegment(inSchemas(nd), inc.Data)
+		bs, err := decodeSegment(schemas, inc.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: exchange round %d: worker %d's rows: %w", nd.Name, cl.round, inc.Sender, err)
+		}
+		if single {
+			// Every row received is of this worker's one subtask.
+			for i, ib := range bs {
+				for _, b := range ib {
+					sel := make([][]int32, r.Parallelism)
+					sel[los[cl.self]] = identity(int(b.NumRows()))
+					cl.presel[preselKey{i, b}] = sel
+				}
+			}
 		}
 		bySender[inc.Sender] = bs
 	}
@@ -694,6 +811,69 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 		out[u] = all
 	}
 	return out, nil
+}
+
+// rowsOf returns the rows (ascending) of subtasks [lo, hi) in sel (per
+// subtask, ascending rows of a batch of n rows), and their count.
+func rowsOf(sel [][]int32, lo, hi int, n int64) ([]int32, int) {
+	if hi-lo == 1 {
+		return sel[lo], len(sel[lo])
+	}
+	c := 0
+	for s := lo; s < hi; s++ {
+		c += len(sel[s])
+	}
+	if c == 0 || c == int(n) {
+		return nil, c
+	}
+	mine := make([]bool, n)
+	for s := lo; s < hi; s++ {
+		for _, j := range sel[s] {
+			mine[j] = true
+		}
+	}
+	idx := make([]int32, 0, c)
+	for j, ok := range mine {
+		if ok {
+			idx = append(idx, int32(j))
+		}
+	}
+	return idx, c
+}
+
+func identity(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+// batchBytes is about the size of b in an Arrow IPC stream.
+func batchBytes(b arrow.RecordBatch) int {
+	n := 1024 // the message's metadata, padding
+	for _, c := range b.Columns() {
+		n += arrayBytes(c.Data())
+	}
+	return n
+}
+
+func arrayBytes(d arrow.ArrayData) int {
+	n := 0
+	for _, buf := range d.Buffers() {
+		if buf != nil {
+			n += buf.Len() + 8
+		}
+	}
+	for _, c := range d.Children() {
+		n += arrayBytes(c)
+	}
+	if d.DataType().ID() == arrow.DICTIONARY {
+		if dict := d.Dictionary(); dict != nil {
+			n += arrayBytes(dict)
+		}
+	}
+	return n
 }
 
 // inSchemas returns the schemas of nd's inputs.
@@ -721,13 +901,10 @@ func (r *Runner) gather(ctx context.Context, nd *dataflow.Node, mine arrow.Recor
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: gather: %w", nd.Name, err)
 	}
-	segments := make([][]byte, cl.top.Workers)
-	for w := range segments {
-		if w != cl.self {
-			segments[w] = seg
-		}
-	}
-	incoming, err := r.exchangeRound(ctx, segments, nil)
+	incoming, err := r.exchangeRound(ctx, len(seg)*(cl.top.Workers-1), func(_ int, buf *bytes.Buffer) error {
+		buf.Write(seg)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 	}
@@ -751,36 +928,48 @@ func (r *Runner) gather(ctx context.Context, nd *dataflow.Node, mine arrow.Recor
 
 // encodeSegment encodes one receiver's rows of a keyed stage: per input,
 // a u64 length and an Arrow IPC stream (nothing for an input without
-// rows).
+// rows); nothing at all when no input has rows.
 func encodeSegment(schemas []*arrow.Schema, perInput [][]arrow.RecordBatch) ([]byte, error) {
-	if countSub(perInput) == 0 {
+	var out bytes.Buffer
+	if err := appendSegment(&out, schemas, perInput); err != nil {
+		return nil, err
+	}
+	if out.Len() == 0 {
 		return nil, nil
 	}
-	var out bytes.Buffer
+	return out.Bytes(), nil
+}
+
+// appendSegment is encodeSegment appending to out, in place.
+func appendSegment(out *bytes.Buffer, schemas []*arrow.Schema, perInput [][]arrow.RecordBatch) error {
+	if countSub(perInput) == 0 {
+		return nil
+	}
+	var zero [8]byte
 	for i, bs := range perInput {
-		var buf bytes.Buffer
+		at := out.Len()
+		out.Write(zero[:])
 		if countRows(bs) > 0 {
 			sc := schemas[i]
-			wr := ipc.NewWriter(&buf, ipc.WithSchema(sc))
+			wr := ipc.NewWriter(out, ipc.WithSchema(sc))
 			for _, b := range bs {
 				b, err := conformSchema(b, sc)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				err = wr.Write(b)
 				b.Release()
 				if err != nil {
-					return nil, err
+					return err
 				}
 			}
 			if err := wr.Close(); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		out.Write(binary.LittleEndian.AppendUint64(nil, uint64(buf.Len())))
-		out.Write(buf.Bytes())
+		binary.LittleEndian.PutUint64(out.Bytes()[at:], uint64(out.Len()-at-8))
 	}
-	return out.Bytes(), nil
+	return nil
 }
 
 // conformSchema returns b (retained) labelled with the plan's schema sc
@@ -823,7 +1012,7 @@ func decodeSegment(schemas []*arrow.Schema, data []byte) ([][]arrow.RecordBatch,
 		if n == 0 {
 			continue
 		}
-		rd, err := ipc.NewReader(bytes.NewReader(part))
+		rd, err := ipc.NewReaderFromMessageReader(newBytesMessages(part))
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -849,3 +1038,74 @@ func decodeSegment(schemas []*arrow.Schema, data []byte) ([][]arrow.RecordBatch,
 }
 
 var _ = decide.FileObs{}
+
+// bytesMessages reads the messages of an Arrow IPC stream held in memory
+// without copying their bodies: the batches read from it slice the
+// stream's bytes (ipc.NewReader would copy every body into new buffers).
+type bytesMessages struct {
+	data []byte
+	refs atomic.Int64
+	msg  *ipc.Message
+}
+
+func newBytesMessages(data []byte) *bytesMessages {
+	if len(data) > 0 && uintptr(unsafe.Pointer(&data[0]))%8 != 0 {
+		// Arrow buffers are 8-byte aligned within the stream: keep them
+		// aligned in memory too.
+		data = append(make([]byte, 0, len(data)), data...)
+	}
+	m := &bytesMessages{data: data}
+	m.refs.Add(1)
+	return m
+}
+
+// Message returns the next message (io.EOF at the end of the stream).
+func (m *bytesMessages) Message() (msg *ipc.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("arrow/ipc: invalid message: %v", p)
+		}
+	}()
+	if m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+	if len(m.data) < 4 {
+		return nil, io.EOF
+	}
+	le := binary.LittleEndian
+	n := int64(le.Uint32(m.data))
+	off := int64(4)
+	if n == 0xFFFFFFFF { // the continuation marker, then the length
+		if len(m.data) < 8 {
+			return nil, errors.New("arrow/ipc: stream truncated in a message length")
+		}
+		n, off = int64(int32(le.Uint32(m.data[4:]))), 8
+	}
+	if n == 0 {
+		return nil, io.EOF // end of stream
+	}
+	if n < 4 || off+n > int64(len(m.data)) {
+		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes, %d left", n, int64(len(m.data))-off)
+	}
+	meta := memory.NewBufferBytes(m.data[off : off+n])
+	head := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	bodyLen := head.BodyLen()
+	head.Release()
+	rest := m.data[off+n:]
+	if bodyLen < 0 || bodyLen > int64(len(rest)) {
+		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes, %d left", bodyLen, len(rest))
+	}
+	m.msg = ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+	m.data = rest[bodyLen:]
+	return m.msg, nil
+}
+
+func (m *bytesMessages) Retain() { m.refs.Add(1) }
+
+func (m *bytesMessages) Release() {
+	if m.refs.Add(-1) == 0 && m.msg != nil {
+		m.msg.Release()
+		m.msg = nil
+	}
+}
