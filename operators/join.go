@@ -1293,6 +1293,100 @@ func (j *Join) load(in stateIn, picks []joinPick) error {
 	return nil
 }
 
+// applyDeltaScan is applyDelta without the index of rows by identity
+// (which costs a map entry per held row): tombstones are found by one scan
+// of the held rows against their sorted identities, and a replaced row (a
+// flag change) among its key's rows, by the upsert's key. Everything is
+// validated before any state changes, as in applyDelta.
+func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
+	if bi, p, dup := dupPick(picks); dup {
+		return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
+	}
+	type tomb struct {
+		id    rowID
+		bi, r int
+		found bool
+	}
+	var tombs []tomb
+	for bi, rec := range tombstones {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), j.tombs) {
+			return fmt.Errorf("join %s: apply delta: tombstone batch %d schema %s does not match tombstone schema %s", j.id, bi, rec.Schema(), j.tombs)
+		}
+		for c := range 3 {
+			if rec.Column(c).NullN() > 0 {
+				return fmt.Errorf("join %s: apply delta: tombstone batch %d column %s has nulls", j.id, bi, j.tombs.Field(c).Name)
+			}
+		}
+		kgs := rec.Column(0).(*array.Int32).Int32Values()
+		sides := rec.Column(1).(*array.Int8).Int8Values()
+		seqs := rec.Column(2).(*array.Int64).Int64Values()
+		for r := range int(rec.NumRows()) {
+			if kgs[r] < 0 || int(kgs[r]) >= j.k {
+				return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: key group %d outside [0,%d)", j.id, bi, r, kgs[r], j.k)
+			}
+			if int(kgs[r]) < kgLo || int(kgs[r]) >= kgHi {
+				continue
+			}
+			tombs = append(tombs, tomb{id: rowID{kg: kgs[r], side: sides[r], seq: seqs[r]}, bi: bi, r: r})
+		}
+	}
+	cmpID := func(a, b rowID) int {
+		return cmp.Or(cmp.Compare(a.kg, b.kg), cmp.Compare(a.side, b.side), cmp.Compare(a.seq, b.seq))
+	}
+	notHeld := func(t tomb) error {
+		return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: row (key group %d, side %d, seq %d) is not held (deltas out of order or state corrupt)", j.id, t.bi, t.r, t.id.kg, t.id.side, t.id.seq)
+	}
+	var dead []int32
+	if len(tombs) > 0 {
+		slices.SortStableFunc(tombs, func(a, b tomb) int { return cmpID(a.id, b.id) })
+		for i := 1; i < len(tombs); i++ {
+			if tombs[i].id == tombs[i-1].id {
+				return notHeld(tombs[i]) // removed twice
+			}
+		}
+		for id := range j.rows {
+			r := &j.rows[id]
+			if !r.live {
+				continue
+			}
+			rid := rowID{kg: j.keys[r.kid].kg, side: r.side, seq: r.seq}
+			if x, ok := slices.BinarySearchFunc(tombs, rid, func(t tomb, id rowID) int { return cmpID(t.id, id) }); ok {
+				tombs[x].found = true
+				dead = append(dead, int32(id))
+			}
+		}
+		for _, t := range tombs {
+			if !t.found {
+				return notHeld(t)
+			}
+		}
+	}
+	for _, x := range dead {
+		kid := j.rows[x].kid
+		j.removeRow(x)
+		j.releaseKeyIfEmpty(kid)
+	}
+	dead = dead[:0]
+	for _, ps := range picks {
+		for _, p := range ps {
+			if p.id.seq < j.seq[p.id.side] {
+				if x, ok := j.findRow(p.id, p.key); ok {
+					dead = append(dead, x)
+				}
+			}
+		}
+	}
+	for _, x := range dead {
+		kid := j.rows[x].kid
+		j.removeRow(x)
+		j.releaseKeyIfEmpty(kid)
+	}
+	return j.loadPicks(upserts, picks, "apply delta: upsert batch")
+}
+
 // findRow returns the held row of identity id, whose encoded key is key:
 // from the index if there is one, else among the key's rows (building the
 // index when the key holds many).
@@ -1463,48 +1557,8 @@ func (j *Join) applyDelta(upserts []*stateIn, tombstones []arrow.RecordBatch, kg
 			return fmt.Errorf("join %s: apply delta: upsert batch %d %w", j.id, bi, err)
 		}
 	}
-	needIndex := j.index != nil
-	for _, rec := range tombstones {
-		needIndex = needIndex || rec != nil && rec.NumRows() > 0
-	}
-	for _, ps := range picks {
-		for _, p := range ps {
-			needIndex = needIndex || p.id.seq < j.seq[p.id.side]
-		}
-	}
-	if !needIndex {
-		if bi, p, dup := dupPick(picks); dup {
-			return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
-		}
-		return j.loadPicks(upserts, picks, "apply delta: upsert batch")
-	}
-	hasTombs := false
-	for _, rec := range tombstones {
-		hasTombs = hasTombs || rec != nil && rec.NumRows() > 0
-	}
-	if !hasTombs && j.index == nil {
-		// Upserts only, some of which may replace held rows (a flag
-		// change): a replaced row has the upsert's key, so it is found
-		// among its key's rows rather than in an index of every row.
-		if bi, p, dup := dupPick(picks); dup {
-			return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
-		}
-		var dead []int32
-		for _, ps := range picks {
-			for _, p := range ps {
-				if p.id.seq < j.seq[p.id.side] {
-					if x, ok := j.findRow(p.id, p.key); ok {
-						dead = append(dead, x)
-					}
-				}
-			}
-		}
-		for _, x := range dead {
-			kid := j.rows[x].kid
-			j.removeRow(x)
-			j.releaseKeyIfEmpty(kid)
-		}
-		return j.loadPicks(upserts, picks, "apply delta: upsert batch")
+	if j.index == nil {
+		return j.applyDeltaScan(upserts, picks, tombstones, kgLo, kgHi)
 	}
 	j.ensureIndex()
 	var dead []int32
