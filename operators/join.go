@@ -165,6 +165,12 @@ type jrow struct {
 	inBase  bool // existed at the last snapshot point
 }
 
+// hotKey is one side of one key.
+type hotKey struct {
+	kid  int32
+	side int8
+}
+
 // rowID identifies a state row.
 type rowID struct {
 	kg   int32
@@ -205,8 +211,9 @@ type Join struct {
 	live        int
 	pendingKeys []int32
 
-	dirty     []int32 // rows created or changed since the last snapshot point
-	tombstone []rowID // base rows removed since
+	hot       map[hotKey]map[int64]int32 // findRow's index of a key with many rows, during one applyDeltaScan
+	dirty     []int32                    // rows created or changed since the last snapshot point
+	tombstone []rowID                    // base rows removed since
 
 	enc  keyEncoder
 	buf  []byte
@@ -1379,6 +1386,7 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 			}
 		}
 	}
+	j.hot = nil // valid until rows are removed
 	for _, x := range dead {
 		kid := j.rows[x].kid
 		j.removeRow(x)
@@ -1396,7 +1404,8 @@ func (j *Join) findRow(id rowID, key string) (int32, bool) {
 		if !ok {
 			return 0, false
 		}
-		if list := j.keys[kid].rows[id.side]; len(list) <= 256 {
+		list := j.keys[kid].rows[id.side]
+		if len(list) <= 256 {
 			for _, x := range list {
 				if j.rows[x].seq == id.seq {
 					return x, true // a key lives in one key group
@@ -1404,7 +1413,22 @@ func (j *Join) findRow(id rowID, key string) (int32, bool) {
 			}
 			return 0, false
 		}
-		j.ensureIndex()
+		// A key of many rows: index its rows of that side by seq, once
+		// per delta (applyDeltaScan drops the map).
+		hk := hotKey{kid: kid, side: id.side}
+		m, ok := j.hot[hk]
+		if !ok {
+			if j.hot == nil {
+				j.hot = map[hotKey]map[int64]int32{}
+			}
+			m = make(map[int64]int32, len(list))
+			for _, x := range list {
+				m[j.rows[x].seq] = x
+			}
+			j.hot[hk] = m
+		}
+		x, ok := m[id.seq]
+		return x, ok
 	}
 	x, ok := j.index[id]
 	return x, ok

@@ -26,6 +26,17 @@ func (r *Runner) restoreLazy(ctx context.Context, from *RestoreSource, n *datafl
 	names := op.LazyStateColumns()
 	sides := [2][]string{op.LazySideColumns(0), op.LazySideColumns(1)}
 	mem := r.Mem
+	files := map[string][]byte{} // read (and verified) once
+	read := func(f manifest.FileRef) ([]byte, error) {
+		if data, ok := files[f.Path]; ok {
+			return data, nil
+		}
+		data, err := from.read(ctx, f)
+		if err == nil {
+			files[f.Path] = data
+		}
+		return data, err
+	}
 	// batches decodes the lazy batches of state file f: the row groups that
 	// may hold the subtask's key groups, in the columns names.
 	batches := func(f manifest.FileRef) ([]operators.LazyStateBatch, func(), error) {
@@ -35,10 +46,11 @@ func (r *Runner) restoreLazy(ctx context.Context, from *RestoreSource, n *datafl
 			done()
 			return nil, nil, fmt.Errorf("stage %s: restore %s: %w", n.Name, f.Path, err)
 		}
-		data, err := from.read(ctx, f)
+		data, err := read(f)
 		if err != nil {
 			return fail(err)
 		}
+		delete(files, f.Path) // decoded once; the lazy batches keep it
 		schema, err := formats.ParquetFileSchema(data)
 		if err != nil {
 			return fail(err)
@@ -80,18 +92,18 @@ func (r *Runner) restoreLazy(ctx context.Context, from *RestoreSource, n *datafl
 		}
 		return out, done, nil
 	}
-	var est int64 // rows of the subtask's key groups, if spread evenly
+	// Room for every row of the row groups the subtask reads (from the
+	// footers), so that the deltas do not regrow the row table.
+	var est int64
 	for _, f := range sr.Files {
-		est += f.Rows
+		est += footerRows(read, f, sr)
 	}
 	for _, d := range sr.deltas {
 		if d.Kind != manifest.DeltaTombstones && d.Kind != manifest.DeltaMerges {
-			est += d.Rows
+			est += footerRows(read, d, sr)
 		}
 	}
-	if r.K > 0 {
-		op.ReserveRows(int(est * int64(sr.Hi-sr.Lo) / int64(r.K)))
-	}
+	op.ReserveRows(int(est))
 	var base []operators.LazyStateBatch
 	var release []func()
 	defer func() {
@@ -142,3 +154,24 @@ func (r *Runner) restoreLazy(ctx context.Context, from *RestoreSource, n *datafl
 // lazyJoins turns restoring by column on (a variable for tests, which
 // compare it with the whole restore).
 var lazyJoins = true
+
+// footerRows is the number of rows of the row groups of state file f that
+// may hold sr's key groups, from its footer (0 if it cannot be read: the
+// restore then reports the error).
+func footerRows(read func(manifest.FileRef) ([]byte, error), f manifest.FileRef, sr SubtaskRestore) int64 {
+	data, err := read(f)
+	if err != nil {
+		return 0
+	}
+	ranges, err := formats.ParquetRowGroupRanges(data, operators.ColKeyGroup)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, rg := range ranges {
+		if !rg.Known[0] || (rg.Max[0] >= int64(sr.Lo) && rg.Min[0] < int64(sr.Hi)) {
+			n += rg.Rows
+		}
+	}
+	return n
+}
