@@ -220,3 +220,45 @@ func TestJoinLazyRestoreDecodesBySide(t *testing.T) {
 		t.Fatalf("snapshot: %d rows, join holds %d (of 402 before expiry)", len(got), r.Len())
 	}
 }
+
+// TestJoinLazyRestoreHotKey: a delta replacing many rows of one key (more
+// than findRow scans) restores to the same state as the join it came from.
+func TestJoinLazyRestoreHotKey(t *testing.T) {
+	spec := intervalSpec(InnerJoin, 10000*us, 10000*us, 0)
+	j := newJoin(t, spec)
+	var rows []jev
+	for i := range 600 {
+		rows = append(rows, jl(int64(i), "hot", int64(i)))
+	}
+	rec := joinBatch(t, memory.DefaultAllocator, 0, rows...)
+	if _, err := j.ProcessInput(0, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	base := mustSnap(t, j) // 600 pending rows
+	if out, err := j.Advance(0); err != nil {
+		t.Fatal(err)
+	} else {
+		release(out)
+	}
+	ups, tombs, err := j.SnapshotDelta() // the same 600 rows, no longer pending
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release(ups...); release(tombs...) })
+	if jRows(ups) != 600 {
+		t.Fatalf("delta upserts %d rows, want the 600 rows again", jRows(ups))
+	}
+	var calls [2]int
+	r := newJoin(t, spec)
+	if err := r.RestoreLazy(lazyAll(t, r, base, &calls), 0, 128, j.Watermark()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ApplyDeltaLazy(lazyAll(t, r, ups, &calls), nil, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 600 {
+		t.Fatalf("restored %d rows, want 600", r.Len())
+	}
+	eqLines(t, "state", jStateLines(mustSnap(t, r)), jStateLines(mustSnap(t, j)))
+}
