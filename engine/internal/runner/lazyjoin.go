@@ -151,10 +151,6 @@ func (r *Runner) restoreLazy(ctx context.Context, from *RestoreSource, n *datafl
 	return nil
 }
 
-// lazyJoins turns restoring by column on (a variable for tests, which
-// compare it with the whole restore).
-var lazyJoins = true
-
 // footerRows is the number of rows of the row groups of state file f that
 // may hold sr's key groups, from its footer (0 if it cannot be read: the
 // restore then reports the error).
