@@ -165,6 +165,12 @@ type jrow struct {
 	inBase  bool // existed at the last snapshot point
 }
 
+// hotKey is one side of one key.
+type hotKey struct {
+	kid  int32
+	side int8
+}
+
 // rowID identifies a state row.
 type rowID struct {
 	kg   int32
@@ -205,8 +211,9 @@ type Join struct {
 	live        int
 	pendingKeys []int32
 
-	dirty     []int32 // rows created or changed since the last snapshot point
-	tombstone []rowID // base rows removed since
+	hot       map[hotKey]map[int64]int32 // findRow's index of a key with many rows, during one applyDeltaScan
+	dirty     []int32                    // rows created or changed since the last snapshot point
+	tombstone []rowID                    // base rows removed since
 
 	enc  keyEncoder
 	buf  []byte
@@ -1182,33 +1189,47 @@ type joinPick struct {
 	mat  bool
 }
 
+// stateIn is one batch of state rows to restore: a whole state batch
+// (rec), or a lazy one (LazyStateBatch) of which only the columns
+// LazyStateColumns names are decoded (side decodes a side's data columns
+// when a row of it is first needed).
+type stateIn struct {
+	n    int
+	cols []arrow.Array // by StateSchema index; nil where not decoded
+	side func(side int) ([]arrow.Array, error)
+}
+
+func eagerIn(rec arrow.RecordBatch) stateIn {
+	return stateIn{n: int(rec.NumRows()), cols: rec.Columns()}
+}
+
 // pickState validates the rows of a state batch and returns those whose
 // key group is in [kgLo, kgHi). Errors name the row.
-func (j *Join) pickState(rec arrow.RecordBatch, kgLo, kgHi int) ([]joinPick, error) {
+func (j *Join) pickState(in stateIn, kgLo, kgHi int) ([]joinPick, error) {
 	for c := range joinStateMeta {
-		if rec.Column(c).NullN() > 0 {
-			return nil, fmt.Errorf("column %s has %d nulls", j.state.Field(c).Name, rec.Column(c).NullN())
+		if in.cols[c].NullN() > 0 {
+			return nil, fmt.Errorf("column %s has %d nulls", j.state.Field(c).Name, in.cols[c].NullN())
 		}
 	}
-	kgs := rec.Column(0).(*array.Int32).Int32Values()
-	sides := rec.Column(1).(*array.Int8).Int8Values()
-	seqs := rec.Column(2).(*array.Int64).Int64Values()
-	pend := rec.Column(3).(*array.Boolean)
-	mat := rec.Column(4).(*array.Boolean)
+	kgs := in.cols[0].(*array.Int32).Int32Values()
+	sides := in.cols[1].(*array.Int8).Int8Values()
+	seqs := in.cols[2].(*array.Int64).Int64Values()
+	pend := in.cols[3].(*array.Boolean)
+	mat := in.cols[4].(*array.Boolean)
 	var enc [2]keyEncoder
 	var times [2]*array.Timestamp
 	off := [2]int{joinStateMeta, joinStateMeta + j.in[0].NumFields()}
 	for side := range 2 {
 		cols := make([]arrow.Array, len(j.keyCols[side]))
 		for c, kc := range j.keyCols[side] {
-			cols[c] = rec.Column(off[side] + kc)
+			cols[c] = in.cols[off[side]+kc]
 		}
 		enc[side].bind(j.kinds, cols)
-		times[side] = rec.Column(off[side] + j.timeCol[side]).(*array.Timestamp)
+		times[side] = in.cols[off[side]+j.timeCol[side]].(*array.Timestamp)
 	}
-	picks := make([]joinPick, 0, rec.NumRows())
+	picks := make([]joinPick, 0, in.n)
 	var buf []byte
-	for r := range int(rec.NumRows()) {
+	for r := range in.n {
 		kg := int(kgs[r])
 		if kg < 0 || kg >= j.k {
 			return nil, fmt.Errorf("row %d: key group %d outside [0,%d) (max parallelism changed or state corrupt)", r, kg, j.k)
@@ -1237,7 +1258,7 @@ func (j *Join) pickState(rec arrow.RecordBatch, kgLo, kgHi int) ([]joinPick, err
 }
 
 // load adds the picked rows of a state batch (validated) as base rows.
-func (j *Join) load(rec arrow.RecordBatch, picks []joinPick) error {
+func (j *Join) load(in stateIn, picks []joinPick) error {
 	off := [2]int{joinStateMeta, joinStateMeta + j.in[0].NumFields()}
 	for side := range int8(2) {
 		var rows []int32
@@ -1249,10 +1270,16 @@ func (j *Join) load(rec arrow.RecordBatch, picks []joinPick) error {
 		if len(rows) == 0 {
 			continue
 		}
-		nf := j.in[side].NumFields()
-		c, err := j.store[side].copyColumns(rec.Columns()[off[side]:off[side]+nf], rows)
-		if err != nil {
-			return err
+		var c int32
+		if in.side != nil {
+			load := in.side
+			c = j.store[side].addLazy(func() ([]arrow.Array, error) { return load(int(side)) }, rows)
+		} else {
+			nf := j.in[side].NumFields()
+			var err error
+			if c, err = j.store[side].copyColumns(in.cols[off[side]:off[side]+nf], rows); err != nil {
+				return err
+			}
 		}
 		x := int32(0)
 		for _, p := range picks {
@@ -1271,6 +1298,140 @@ func (j *Join) load(rec arrow.RecordBatch, picks []joinPick) error {
 		}
 	}
 	return nil
+}
+
+// applyDeltaScan is applyDelta without the index of rows by identity
+// (which costs a map entry per held row): tombstones are found by one scan
+// of the held rows against their sorted identities, and a replaced row (a
+// flag change) among its key's rows, by the upsert's key. Everything is
+// validated before any state changes, as in applyDelta.
+func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
+	if bi, p, dup := dupPick(picks); dup {
+		return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
+	}
+	type tomb struct {
+		id    rowID
+		bi, r int
+		found bool
+	}
+	var tombs []tomb
+	for bi, rec := range tombstones {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), j.tombs) {
+			return fmt.Errorf("join %s: apply delta: tombstone batch %d schema %s does not match tombstone schema %s", j.id, bi, rec.Schema(), j.tombs)
+		}
+		for c := range 3 {
+			if rec.Column(c).NullN() > 0 {
+				return fmt.Errorf("join %s: apply delta: tombstone batch %d column %s has nulls", j.id, bi, j.tombs.Field(c).Name)
+			}
+		}
+		kgs := rec.Column(0).(*array.Int32).Int32Values()
+		sides := rec.Column(1).(*array.Int8).Int8Values()
+		seqs := rec.Column(2).(*array.Int64).Int64Values()
+		for r := range int(rec.NumRows()) {
+			if kgs[r] < 0 || int(kgs[r]) >= j.k {
+				return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: key group %d outside [0,%d)", j.id, bi, r, kgs[r], j.k)
+			}
+			if int(kgs[r]) < kgLo || int(kgs[r]) >= kgHi {
+				continue
+			}
+			tombs = append(tombs, tomb{id: rowID{kg: kgs[r], side: sides[r], seq: seqs[r]}, bi: bi, r: r})
+		}
+	}
+	cmpID := func(a, b rowID) int {
+		return cmp.Or(cmp.Compare(a.kg, b.kg), cmp.Compare(a.side, b.side), cmp.Compare(a.seq, b.seq))
+	}
+	notHeld := func(t tomb) error {
+		return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: row (key group %d, side %d, seq %d) is not held (deltas out of order or state corrupt)", j.id, t.bi, t.r, t.id.kg, t.id.side, t.id.seq)
+	}
+	var dead []int32
+	if len(tombs) > 0 {
+		slices.SortStableFunc(tombs, func(a, b tomb) int { return cmpID(a.id, b.id) })
+		for i := 1; i < len(tombs); i++ {
+			if tombs[i].id == tombs[i-1].id {
+				return notHeld(tombs[i]) // removed twice
+			}
+		}
+		for id := range j.rows {
+			r := &j.rows[id]
+			if !r.live {
+				continue
+			}
+			rid := rowID{kg: j.keys[r.kid].kg, side: r.side, seq: r.seq}
+			if x, ok := slices.BinarySearchFunc(tombs, rid, func(t tomb, id rowID) int { return cmpID(t.id, id) }); ok {
+				tombs[x].found = true
+				dead = append(dead, int32(id))
+			}
+		}
+		for _, t := range tombs {
+			if !t.found {
+				return notHeld(t)
+			}
+		}
+	}
+	for _, x := range dead {
+		kid := j.rows[x].kid
+		j.removeRow(x)
+		j.releaseKeyIfEmpty(kid)
+	}
+	dead = dead[:0]
+	for _, ps := range picks {
+		for _, p := range ps {
+			if p.id.seq < j.seq[p.id.side] {
+				if x, ok := j.findRow(p.id, p.key); ok {
+					dead = append(dead, x)
+				}
+			}
+		}
+	}
+	j.hot = nil // valid until rows are removed
+	for _, x := range dead {
+		kid := j.rows[x].kid
+		j.removeRow(x)
+		j.releaseKeyIfEmpty(kid)
+	}
+	return j.loadPicks(upserts, picks, "apply delta: upsert batch")
+}
+
+// findRow returns the held row of identity id, whose encoded key is key:
+// from the index if there is one, else among the key's rows (building the
+// index when the key holds many).
+func (j *Join) findRow(id rowID, key string) (int32, bool) {
+	if j.index == nil {
+		kid, ok := j.keyMap[key]
+		if !ok {
+			return 0, false
+		}
+		list := j.keys[kid].rows[id.side]
+		if len(list) <= 256 {
+			for _, x := range list {
+				if j.rows[x].seq == id.seq {
+					return x, true // a key lives in one key group
+				}
+			}
+			return 0, false
+		}
+		// A key of many rows: index its rows of that side by seq, once
+		// per delta (applyDeltaScan drops the map).
+		hk := hotKey{kid: kid, side: id.side}
+		m, ok := j.hot[hk]
+		if !ok {
+			if j.hot == nil {
+				j.hot = map[hotKey]map[int64]int32{}
+			}
+			m = make(map[int64]int32, len(list))
+			for _, x := range list {
+				m[j.rows[x].seq] = x
+			}
+			j.hot[hk] = m
+		}
+		x, ok := m[id.seq]
+		return x, ok
+	}
+	x, ok := j.index[id]
+	return x, ok
 }
 
 // ensureIndex builds the index of rows by identity, which Restore and
@@ -1293,18 +1454,38 @@ func (j *Join) ensureIndex() {
 // or that is already held, is an error. Everything is validated before any
 // state changes. Restore starts change tracking anew.
 func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int64) error {
+	ins := make([]*stateIn, len(state))
+	for bi, rec := range state {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), j.state) {
+			return fmt.Errorf("join %s: restore: batch %d schema %s does not match state schema %s", j.id, bi, rec.Schema(), j.state)
+		}
+		in := eagerIn(rec)
+		ins[bi] = &in
+	}
+	return j.restore(ins, kgLo, kgHi, watermark)
+}
+
+func (j *Join) restore(state []*stateIn, kgLo, kgHi int, watermark int64) error {
 	if kgLo < 0 || kgHi > j.k || kgLo > kgHi {
 		return fmt.Errorf("join %s: restore: key-group range [%d,%d) outside [0,%d)", j.id, kgLo, kgHi, j.k)
 	}
 	var rows int64
 	for _, rec := range state {
 		if rec != nil {
-			rows += rec.NumRows()
+			rows += int64(rec.n)
 		}
 	}
-	j.ensureIndex()
-	if len(j.index) == 0 && rows > 0 {
-		j.index = make(map[rowID]int32, rows)
+	// A join holding no rows needs no index to find duplicates: it checks
+	// the picked identities by sorting them, and builds no index (ApplyDelta
+	// builds it if a delta needs it).
+	fresh := j.live == 0
+	if fresh {
+		j.index = nil
+	} else {
+		j.ensureIndex()
 	}
 	// The index doubles as the set of rows picked so far (placeholder -1,
 	// replaced by the row's id as it loads): on an error it is dropped and
@@ -1315,16 +1496,15 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 		if rec == nil {
 			continue
 		}
-		if !sameFields(rec.Schema(), j.state) {
-			j.index = nil
-			return fmt.Errorf("join %s: restore: batch %d schema %s does not match state schema %s", j.id, bi, rec.Schema(), j.state)
-		}
 		var err error
-		if picks[bi], err = j.pickState(rec, kgLo, kgHi); err != nil {
+		if picks[bi], err = j.pickState(*rec, kgLo, kgHi); err != nil {
 			j.index = nil
 			return fmt.Errorf("join %s: restore: batch %d %w", j.id, bi, err)
 		}
 		for _, p := range picks[bi] {
+			if fresh {
+				break
+			}
 			if _, dup := j.index[p.id]; dup {
 				j.index = nil
 				return fmt.Errorf("join %s: restore: batch %d row %d: row (key group %d, side %d, seq %d) restored twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
@@ -1338,13 +1518,21 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 			}
 		}
 	}
+	if fresh {
+		if bi, p, dup := dupPick(picks); dup {
+			return fmt.Errorf("join %s: restore: batch %d row %d: row (key group %d, side %d, seq %d) restored twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
+		}
+	}
 	j.rows = slices.Grow(j.rows, total)
 	j.keys = slices.Grow(j.keys, keys)
 	if len(j.keyMap) == 0 && keys > 0 {
 		j.keyMap = make(map[string]int32, keys)
 	}
 	for bi, rec := range state {
-		if err := j.load(rec, picks[bi]); err != nil {
+		if rec == nil {
+			continue
+		}
+		if err := j.load(*rec, picks[bi]); err != nil {
 			j.index = nil
 			return fmt.Errorf("join %s: restore: batch %d: %w", j.id, bi, err)
 		}
@@ -1362,8 +1550,39 @@ func (j *Join) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int6
 // error; schemas and rows are validated before any state changes. Like
 // Restore, ApplyDelta starts change tracking anew.
 func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
+	ins := make([]*stateIn, len(upserts))
+	for bi, rec := range upserts {
+		if rec == nil {
+			continue
+		}
+		if !sameFields(rec.Schema(), j.state) {
+			return fmt.Errorf("join %s: apply delta: upsert batch %d schema %s does not match state schema %s", j.id, bi, rec.Schema(), j.state)
+		}
+		in := eagerIn(rec)
+		ins[bi] = &in
+	}
+	return j.applyDelta(ins, tombstones, kgLo, kgHi)
+}
+
+func (j *Join) applyDelta(upserts []*stateIn, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
 	if kgLo < 0 || kgHi > j.k || kgLo > kgHi {
 		return fmt.Errorf("join %s: apply delta: key-group range [%d,%d) outside [0,%d)", j.id, kgLo, kgHi, j.k)
+	}
+	// Pick the upserts first: when no tombstone is in the delta and every
+	// upsert is a new row (its seq above every seq held on its side), no
+	// row needs finding by identity and the index is not built.
+	picks := make([][]joinPick, len(upserts))
+	for bi, rec := range upserts {
+		if rec == nil {
+			continue
+		}
+		var err error
+		if picks[bi], err = j.pickState(*rec, kgLo, kgHi); err != nil {
+			return fmt.Errorf("join %s: apply delta: upsert batch %d %w", j.id, bi, err)
+		}
+	}
+	if j.index == nil {
+		return j.applyDeltaScan(upserts, picks, tombstones, kgLo, kgHi)
 	}
 	j.ensureIndex()
 	var dead []int32
@@ -1399,19 +1618,8 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 			dead = append(dead, x)
 		}
 	}
-	picks := make([][]joinPick, len(upserts))
 	seen := map[rowID]bool{}
-	for bi, rec := range upserts {
-		if rec == nil {
-			continue
-		}
-		if !sameFields(rec.Schema(), j.state) {
-			return fmt.Errorf("join %s: apply delta: upsert batch %d schema %s does not match state schema %s", j.id, bi, rec.Schema(), j.state)
-		}
-		var err error
-		if picks[bi], err = j.pickState(rec, kgLo, kgHi); err != nil {
-			return fmt.Errorf("join %s: apply delta: upsert batch %d %w", j.id, bi, err)
-		}
+	for bi := range upserts {
 		for _, p := range picks[bi] {
 			if seen[p.id] {
 				return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
@@ -1428,6 +1636,12 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
+	return j.loadPicks(upserts, picks, "apply delta: upsert batch")
+}
+
+// loadPicks loads the picked rows of upserts (validated) and starts change
+// tracking anew.
+func (j *Join) loadPicks(upserts []*stateIn, picks [][]joinPick, what string) error {
 	var total, keys int
 	for _, ps := range picks {
 		total += len(ps)
@@ -1437,13 +1651,64 @@ func (j *Join) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 			}
 		}
 	}
-	j.rows = slices.Grow(j.rows, max(0, total-len(j.freeRows)))
-	j.keys = slices.Grow(j.keys, max(0, keys-len(j.freeKeys)))
+	j.rows = growCap(j.rows, max(0, total-len(j.freeRows)))
+	j.keys = growCap(j.keys, max(0, keys-len(j.freeKeys)))
 	for bi, rec := range upserts {
-		if err := j.load(rec, picks[bi]); err != nil {
-			return fmt.Errorf("join %s: apply delta: upsert batch %d: %w", j.id, bi, err)
+		if rec == nil {
+			continue
+		}
+		if err := j.load(*rec, picks[bi]); err != nil {
+			return fmt.Errorf("join %s: %s %d: %w", j.id, what, bi, err)
 		}
 	}
 	j.resetTracking()
 	return nil
+}
+
+// growCap makes room for n more elements in s, growing its capacity by at
+// least a quarter when it must grow (repeated deltas do not copy the rows
+// once each).
+func growCap[E any](s []E, n int) []E {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	return slices.Grow(s, max(n, cap(s)/4))
+}
+
+// dupPick reports a row identity picked twice in picks (the batch and the
+// second pick), sorting packed identities rather than filling a map.
+func dupPick(picks [][]joinPick) (int, joinPick, bool) {
+	var n int
+	for _, ps := range picks {
+		n += len(ps)
+	}
+	packed := make([]uint64, 0, n)
+	for _, ps := range picks {
+		for _, p := range ps {
+			if p.id.seq < 0 || p.id.seq >= 1<<47 || p.id.kg < 0 || p.id.kg >= 1<<16 {
+				return dupPickMap(picks)
+			}
+			packed = append(packed, uint64(p.id.kg)<<48|uint64(p.id.side&1)<<47|uint64(p.id.seq))
+		}
+	}
+	slices.Sort(packed)
+	for i := 1; i < len(packed); i++ {
+		if packed[i] == packed[i-1] {
+			return dupPickMap(picks) // rare: find which, for the error
+		}
+	}
+	return 0, joinPick{}, false
+}
+
+func dupPickMap(picks [][]joinPick) (int, joinPick, bool) {
+	seen := map[rowID]bool{}
+	for bi, ps := range picks {
+		for _, p := range ps {
+			if seen[p.id] {
+				return bi, p, true
+			}
+			seen[p.id] = true
+		}
+	}
+	return 0, joinPick{}, false
 }

@@ -33,13 +33,32 @@ var nullLoc = rowLoc{chunk: -1, idx: -1}
 // garbage collector), never from the allocator the caller gives the
 // operator, so between calls an operator holds none of the caller's Arrow
 // memory and the caller may release every batch it passed in.
+//
+// A chunk may be lazy (addLazy): rows restored from state whose columns
+// are not decoded yet. Its columns are decoded, and its rows copied, the
+// first time a gather needs one of its rows; until then it costs its row
+// list and a reference to the encoded state. Compaction leaves lazy chunks
+// alone.
 type rowStore struct {
 	schema *arrow.Schema
 	mem    memory.Allocator
-	chunks []arrow.RecordBatch // nil once all its rows are dropped
+	chunks []arrow.RecordBatch // nil once all its rows are dropped, or while lazy
+	lazy   []*lazyChunk        // per chunk: non-nil while its columns are not decoded
 	live   []int32             // live rows per chunk
 	rows   int                 // rows held in chunks, live or not
 	nlive  int                 // live rows
+
+	nlazy              int // lazy chunks
+	lazyRows, lazyLive int // rows, and live rows, of lazy chunks
+}
+
+// lazyChunk is a chunk whose columns are decoded on demand: load returns
+// the columns (s.schema's fields, in order) of a batch that holds the
+// chunk's rows at rows, in chunk order. The arrays load returns are the
+// caller's to release.
+type lazyChunk struct {
+	load func() ([]arrow.Array, error)
+	rows []int32
 }
 
 func newRowStore(schema *arrow.Schema) rowStore {
@@ -49,6 +68,7 @@ func newRowStore(schema *arrow.Schema) rowStore {
 // add takes ownership of rec (allocated from s.mem) as a new chunk.
 func (s *rowStore) add(rec arrow.RecordBatch) int32 {
 	s.chunks = append(s.chunks, rec)
+	s.lazy = append(s.lazy, nil)
 	s.live = append(s.live, int32(rec.NumRows()))
 	s.rows += int(rec.NumRows())
 	s.nlive += int(rec.NumRows())
@@ -82,10 +102,81 @@ func (s *rowStore) copyColumns(cols []arrow.Array, idx []int32) (int32, error) {
 	return s.add(rec), nil
 }
 
+// addLazy adds a lazy chunk of len(rows) rows (see lazyChunk) and returns
+// its index.
+func (s *rowStore) addLazy(load func() ([]arrow.Array, error), rows []int32) int32 {
+	s.chunks = append(s.chunks, nil)
+	s.lazy = append(s.lazy, &lazyChunk{load: load, rows: rows})
+	s.live = append(s.live, int32(len(rows)))
+	s.rows += len(rows)
+	s.nlive += len(rows)
+	s.nlazy++
+	s.lazyRows += len(rows)
+	s.lazyLive += len(rows)
+	return int32(len(s.chunks) - 1)
+}
+
+// materialize decodes lazy chunk c and copies its rows into a chunk like
+// any other.
+func (s *rowStore) materialize(c int32) error {
+	lc := s.lazy[c]
+	cols, err := lc.load()
+	if err != nil {
+		return fmt.Errorf("decode restored rows: %w", err)
+	}
+	defer releaseArrays(cols)
+	if len(cols) != s.schema.NumFields() {
+		return fmt.Errorf("decode restored rows: %d columns, want %d", len(cols), s.schema.NumFields())
+	}
+	for i, c := range cols {
+		if f := s.schema.Field(i); !arrow.TypeEqual(c.DataType(), f.Type) {
+			return fmt.Errorf("decode restored rows: column %q is %s, want %s", f.Name, c.DataType(), f.Type)
+		}
+		for _, r := range lc.rows {
+			if int(r) >= c.Len() {
+				return fmt.Errorf("decode restored rows: column %q has %d rows, row %d wanted", s.schema.Field(i).Name, c.Len(), r)
+			}
+		}
+	}
+	taken, err := takeArrays(cols, lc.rows, s.mem)
+	if err != nil {
+		return fmt.Errorf("decode restored rows: %w", err)
+	}
+	s.chunks[c] = array.NewRecordBatch(s.schema, taken, int64(len(lc.rows)))
+	releaseArrays(taken)
+	s.lazy[c] = nil
+	s.nlazy--
+	s.lazyRows -= len(lc.rows)
+	s.lazyLive -= int(s.live[c])
+	return nil
+}
+
+// materializeAll decodes every lazy chunk.
+func (s *rowStore) materializeAll() error {
+	for c := range s.lazy {
+		if s.lazy[c] != nil {
+			if err := s.materialize(int32(c)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // drop forgets one row of chunk c, releasing the chunk with its last row.
 func (s *rowStore) drop(c int32) {
 	s.live[c]--
 	s.nlive--
+	if lc := s.lazy[c]; lc != nil {
+		s.lazyLive--
+		if s.live[c] == 0 {
+			s.rows -= len(lc.rows)
+			s.lazyRows -= len(lc.rows)
+			s.nlazy--
+			s.lazy[c] = nil
+		}
+		return
+	}
 	if s.live[c] == 0 {
 		s.rows -= int(s.chunks[c].NumRows())
 		s.chunks[c].Release()
@@ -93,9 +184,10 @@ func (s *rowStore) drop(c int32) {
 	}
 }
 
-// needsCompaction reports whether the chunks are many or mostly dead rows.
+// needsCompaction reports whether the decoded chunks are many or mostly
+// dead rows.
 func (s *rowStore) needsCompaction() bool {
-	return len(s.chunks) > 64 || s.rows > 2*s.nlive+4096
+	return len(s.chunks)-s.nlazy > 64 || s.rows-s.lazyRows > 2*(s.nlive-s.lazyLive)+4096
 }
 
 // reset releases every chunk.
@@ -105,23 +197,53 @@ func (s *rowStore) reset() {
 			c.Release()
 		}
 	}
-	s.chunks, s.live, s.rows, s.nlive = nil, nil, 0, 0
+	s.chunks, s.lazy, s.live, s.rows, s.nlive = nil, nil, nil, 0, 0
+	s.nlazy, s.lazyRows, s.lazyLive = 0, 0, 0
 }
 
-// compact copies the rows at locs (every live row) into one chunk, releases
-// the old chunks and returns the new locations, in locs order.
+// compact copies the rows at locs (every live row) of decoded chunks into
+// one chunk, releases the old chunks and returns the new locations, in locs
+// order. Lazy chunks stay lazy (renumbered, first).
 func (s *rowStore) compact(locs []rowLoc) ([]rowLoc, error) {
-	cols, err := s.gather(locs, s.mem)
+	out := make([]rowLoc, len(locs))
+	var dec []rowLoc
+	var at []int
+	renum := make([]int32, len(s.chunks))
+	var nc int32
+	for c := range s.chunks {
+		if s.lazy[c] != nil {
+			renum[c] = nc
+			nc++
+		}
+	}
+	for i, l := range locs {
+		if s.lazy[l.chunk] != nil {
+			out[i] = rowLoc{chunk: renum[l.chunk], idx: l.idx}
+			continue
+		}
+		dec = append(dec, l)
+		at = append(at, i)
+	}
+	cols, err := s.gather(dec, s.mem)
 	if err != nil {
 		return nil, err
 	}
-	rec := array.NewRecordBatch(s.schema, cols, int64(len(locs)))
+	rec := array.NewRecordBatch(s.schema, cols, int64(len(dec)))
 	releaseArrays(cols)
-	s.reset()
+	var lazy []*lazyChunk
+	var live []int32
+	for c := range s.chunks {
+		if s.lazy[c] != nil {
+			lazy, live = append(lazy, s.lazy[c]), append(live, s.live[c])
+		} else if s.chunks[c] != nil {
+			s.chunks[c].Release()
+		}
+	}
+	s.chunks, s.lazy, s.live = make([]arrow.RecordBatch, len(lazy)), lazy, live
+	s.rows, s.nlive = s.lazyRows, s.lazyLive
 	c := s.add(rec)
-	out := make([]rowLoc, len(locs))
-	for i := range out {
-		out[i] = rowLoc{chunk: c, idx: int32(i)}
+	for x, i := range at {
+		out[i] = rowLoc{chunk: c, idx: int32(x)}
 	}
 	return out, nil
 }
@@ -174,6 +296,11 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 	var used []int32
 	for c := range s.chunks {
 		if start[c+1] > start[c] {
+			if s.lazy[c] != nil {
+				if err := s.materialize(int32(c)); err != nil {
+					return fail(err)
+				}
+			}
 			if s.chunks[c] == nil {
 				return fail(fmt.Errorf("row store: chunk %d was released", c))
 			}

@@ -79,6 +79,10 @@ func (r *Runner) RestoreGraph(ctx context.Context, rp *RunPlan) error {
 						return fmt.Errorf("stage %s: %w", n.Name, err)
 					}
 					pend[s] = ps
+				} else if lr, ok := op.(operators.LazyRestorer); ok && (ev == nil || ev.SameLayout()) && chain == nil {
+					if err := r.restoreLazy(gctx, from, n, lr, s, sr, emitted); err != nil {
+						return err
+					}
 				} else if err := r.restoreWhole(gctx, from, n, op, s, sr, emitted, ev != nil && !ev.SameLayout() || chain != nil); err != nil {
 					return err
 				}
