@@ -39,6 +39,8 @@ func TestLayering(t *testing.T) {
 		"engine/internal/owner":    {mod + "engine", mod + "cmd", "gocloud.dev", "github.com/aws/"},
 		// The sinks' formats and routing run no epoch and know no runner.
 		"engine/internal/sinks": {mod + "engine", mod + "epoch", mod + "cmd", "gocloud.dev", "github.com/aws/"},
+		// The exchange's wire format knows Arrow and nothing of floe's own.
+		"engine/internal/exchange": {mod, "gocloud.dev", "github.com/aws/"},
 		// The sources' listing and decoding run no epoch and know no runner.
 		"engine/internal/sources": {mod + "engine", mod + "cmd", "gocloud.dev", "github.com/aws/"},
 		"cmd/floe":                {"gocloud.dev", "github.com/aws/", mod + "store", mod + "epoch"},
@@ -53,7 +55,7 @@ func TestLayering(t *testing.T) {
 		"expr":                  {mod + "internal/suggest": true},
 		"internal/aggsyntax":    {mod + "internal/suggest": true},
 		"engine/internal/runner": {mod + "engine/internal/dataflow": true, mod + "engine/internal/decide": true, mod + "engine/internal/owner": true,
-			mod + "engine/internal/sinks": true, mod + "engine/internal/sources": true},
+			mod + "engine/internal/sinks": true, mod + "engine/internal/sources": true, mod + "engine/internal/exchange": true},
 		"engine/internal/sinks": {mod + "engine/internal/dataflow": true, mod + "engine/internal/owner": true},
 	}
 	checked := 0

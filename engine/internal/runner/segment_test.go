@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/floe-dev/floe/engine/internal/dataflow"
+	"github.com/floe-dev/floe/engine/internal/exchange"
 )
 
 // An exchange segment carries rows whose schema differs from the plan's
@@ -42,11 +43,11 @@ func TestExchangeSegmentNullability(t *testing.T) {
 	}
 	b := batch(arrow.PrimitiveTypes.Int64)
 	defer b.Release()
-	seg, err := encodeSegment(inSchemas(nd), [][]arrow.RecordBatch{{b}})
+	seg, err := exchange.Encode(inSchemas(nd), [][]arrow.RecordBatch{{b}})
 	if err != nil {
 		t.Fatalf("encode nullable rows under a non-nullable plan schema: %v", err)
 	}
-	got, err := decodeSegment(inSchemas(nd), seg)
+	got, err := exchange.Decode(inSchemas(nd), seg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestExchangeSegmentNullability(t *testing.T) {
 
 	bad := batch(arrow.PrimitiveTypes.Int32)
 	defer bad.Release()
-	if _, err := encodeSegment(inSchemas(nd), [][]arrow.RecordBatch{{bad}}); err == nil || !strings.Contains(err.Error(), "column 1 is v int32, the plan's v int64") {
+	if _, err := exchange.Encode(inSchemas(nd), [][]arrow.RecordBatch{{bad}}); err == nil || !strings.Contains(err.Error(), "column 1 is v int32, the plan's v int64") {
 		t.Errorf("encode rows of another column type: %v, want the column named", err)
 	}
 }
