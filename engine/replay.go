@@ -489,6 +489,7 @@ func replayFiles(r *runner.Runner, ctx context.Context, ep int64, files []store.
 		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d consumed %d files but max_rows_per_epoch now ends it after %d: the input changed, or the spec's row limit did", ep, len(files), len(results))
 	}
 	in := runner.Summarize(results)
+	r.Processing = ep
 	out, err := r.Process(ctx, results, wm)
 	if err != nil {
 		return runner.InputSummary{}, fmt.Errorf("replay: epoch %d: %w", ep, err)

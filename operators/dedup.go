@@ -394,6 +394,9 @@ func (d *Dedup) pushDue(kid int32) {
 	d.due.push(due, kid)
 }
 
+// BeginEpoch starts epoch e's arrival numbers (ArrivalOrdered).
+func (d *Dedup) BeginEpoch(e int64) { d.seq = max(d.seq, EpochArrivalBase(e)) }
+
 // ProcessInput consumes rows sel of rec (nil: all); see "Dedup semantics"
 // for which rows are late. The late batch (input rows) is the caller's to
 // release; when every row of a whole batch is late it is rec itself, with

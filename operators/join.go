@@ -561,6 +561,13 @@ func (j *Join) removeRow(id int32) {
 	}
 }
 
+// BeginEpoch starts epoch e's arrival numbers (ArrivalOrdered).
+func (j *Join) BeginEpoch(e int64) {
+	for side := range j.seq {
+		j.seq[side] = max(j.seq[side], EpochArrivalBase(e))
+	}
+}
+
 // ProcessInput buffers rows sel of rec (nil: all) arriving on input i (0
 // left, 1 right) and returns its late rows (see the package comment on
 // joins), which the caller releases, or nil. Rows with a null key are

@@ -65,6 +65,23 @@ type Stateful interface {
 	ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi int) error
 }
 
+// ArrivalOrdered is a Stateful operator that numbers the rows it holds by
+// arrival (a join, dedup: ties broken by arrival). BeginEpoch(e), called
+// before the epoch's rows, starts the numbers at e<<32 unless the operator
+// holds higher ones: a restored operator counts from the highest number it
+// restored, one that kept running from every row it was offered, and both
+// number epoch e's rows alike from then on. So state written for an epoch
+// does not depend on whether its operator was restored at the epoch's
+// start: several workers redo a share under one attempt, where an object
+// written again must have the same bytes (package cluster). Only the
+// numbers change, never their order, so results are the same.
+type ArrivalOrdered interface {
+	BeginEpoch(epoch int64)
+}
+
+// EpochArrivalBase is the first arrival number of epoch e.
+func EpochArrivalBase(e int64) int64 { return e << 32 }
+
 // DeltaMerger is a Stateful operator whose deltas may also hold merge rows:
 // changed state rows that restore by adding to the open row they name
 // rather than replacing it, so that a delta costs what an epoch added, not

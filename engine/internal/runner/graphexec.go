@@ -335,6 +335,9 @@ func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*d
 		g.Go(func() error {
 			ch := false
 			var myLate, myEm int64
+			if ao, ok := op.(operators.ArrivalOrdered); ok && r.Processing > 0 {
+				ao.BeginEpoch(r.Processing)
+			}
 			for i, in := range nd.Ins {
 				for j, b := range rows[in] {
 					sel := sels[i][j][s]

@@ -70,6 +70,9 @@ type Runner struct {
 	// epochFloor is the lowest epoch number the next attempt may take: a
 	// restore into an empty state continues the restored epoch numbers.
 	epochFloor int64
+	// Processing is the number of the epoch Process runs (0: unknown), for
+	// operators that number rows by arrival (operators.ArrivalOrdered).
+	Processing int64
 	// mustCommit: the run restores something other than the head (a
 	// savepoint, a rollback, a reset), which takes effect only once an epoch
 	// of the new generation is committed, with or without new input.
@@ -657,6 +660,7 @@ func (r *Runner) epoch(ctx context.Context, files, pend []store.ObjectInfo, drai
 	if !r.Plan.Graph.Linear {
 		r.sourceWM = r.Dc.InputWatermarks(d.Inputs, r.wm, now, pend, len(files), drain, r.Plan.Graph.SourceNames())
 	}
+	r.Processing = max(r.epochFloor, r.head.Epoch()+1) // the epoch the attempt will take (epoch.Committer.BeginAt)
 	out, err := r.Process(ctx, results, d.Watermark)
 	if err != nil {
 		return 0, err

@@ -418,6 +418,7 @@ func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifes
 	if cl.times, err = json.Marshal(cl.mine); err != nil {
 		return nil, err
 	}
+	r.Processing = d.Epoch
 	out, err := r.Process(ctx, results, r.wm) // the watermark is the epoch's from round 1 on
 	if err != nil {
 		return nil, err
