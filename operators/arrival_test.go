@@ -109,3 +109,22 @@ func TestDedupRestoredNumbersEpochAlike(t *testing.T) {
 		t.Fatalf("epoch 2's upserts differ between the running and the restored dedup:\nrunning:  %q\nrestored: %q", live, restored)
 	}
 }
+
+// Row identities with arrival numbers past 47 bits (epoch 32768 on) are
+// checked for duplicates as pairs, not packed: distinct ones pass, a
+// repeated one is found.
+func TestDupPickLargeArrivalNumbers(t *testing.T) {
+	big := EpochArrivalBase(40000)
+	picks := [][]joinPick{
+		{{row: 0, id: rowID{kg: 3, side: 0, seq: big}}, {row: 1, id: rowID{kg: 3, side: 1, seq: big}}},
+		{{row: 0, id: rowID{kg: 3, side: 0, seq: big + 1}}, {row: 1, id: rowID{kg: 4, side: 0, seq: big}}},
+	}
+	if _, _, dup := dupPick(picks); dup {
+		t.Fatal("distinct identities reported as a duplicate")
+	}
+	picks[1] = append(picks[1], joinPick{row: 2, id: rowID{kg: 3, side: 1, seq: big}})
+	bi, p, dup := dupPick(picks)
+	if !dup || bi != 1 || p.row != 2 {
+		t.Fatalf("the repeated identity (key group 3, right, %d): got batch %d row %d dup %v", big, bi, p.row, dup)
+	}
+}

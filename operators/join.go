@@ -1693,7 +1693,7 @@ func dupPick(picks [][]joinPick) (int, joinPick, bool) {
 	for _, ps := range picks {
 		for _, p := range ps {
 			if p.id.seq < 0 || p.id.seq >= 1<<47 || p.id.kg < 0 || p.id.kg >= 1<<16 {
-				return dupPickMap(picks)
+				return dupPickPairs(picks, n)
 			}
 			packed = append(packed, uint64(p.id.kg)<<48|uint64(p.id.side&1)<<47|uint64(p.id.seq))
 		}
@@ -1701,6 +1701,26 @@ func dupPick(picks [][]joinPick) (int, joinPick, bool) {
 	slices.Sort(packed)
 	for i := 1; i < len(packed); i++ {
 		if packed[i] == packed[i-1] {
+			return dupPickMap(picks) // rare: find which, for the error
+		}
+	}
+	return 0, joinPick{}, false
+}
+
+// dupPickPairs is dupPick for identities that do not pack into 64 bits
+// (arrival numbers from epoch 32768 on: EpochArrivalBase): sorted as
+// (key group and side, seq) pairs.
+func dupPickPairs(picks [][]joinPick, n int) (int, joinPick, bool) {
+	type pair struct{ a, b int64 }
+	ids := make([]pair, 0, n)
+	for _, ps := range picks {
+		for _, p := range ps {
+			ids = append(ids, pair{int64(p.id.kg)<<1 | int64(p.id.side&1), p.id.seq})
+		}
+	}
+	slices.SortFunc(ids, func(x, y pair) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) })
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
 			return dupPickMap(picks) // rare: find which, for the error
 		}
 	}
