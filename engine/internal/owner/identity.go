@@ -82,6 +82,27 @@ func PlanIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink s
 	} else {
 		ip.Want.ID = uuid.NewString()
 	}
+	// The markers are read before the next generation: a run starts its
+	// generation before it claims the sinks, so a marker seen here whose
+	// generation has not committed yet (another worker's first epoch in
+	// flight, or a crash before it) has its generation record in place
+	// when that is read below. Read the other way round, a worker starting
+	// between the two saw the marker without the generation and refused
+	// the sink as another pipeline's.
+	for i := range ip.markers {
+		m := &ip.markers[i]
+		data, tag, err := sink.Get(ctx, m.key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("sink %s: read %s: %w", m.url, manifest.SinkMarkerName, err)
+		default:
+			if m.marker, err = manifest.DecodeSinkMarker(manifest.SinkMarkerName, data); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", m.url, err)
+			}
+			m.tag = tag
+		}
+	}
 	// A run that crashed after starting a generation and claiming the sink,
 	// before its first commit, left that generation for the next run to
 	// adopt: its id is the pipeline's if it names the same places.
@@ -96,20 +117,6 @@ func PlanIdentity(ctx context.Context, p *spec.Pipeline, stateURL string, sink s
 		return nil, err
 	case next.Identity != nil && next.Identity.SameExceptID(&ip.Want) && (ip.recorded == nil || next.Identity.ID == ip.recorded.ID):
 		ip.Want.ID = next.Identity.ID
-	}
-	for i := range ip.markers {
-		m := &ip.markers[i]
-		data, tag, err := sink.Get(ctx, m.key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("sink %s: read %s: %w", m.url, manifest.SinkMarkerName, err)
-		default:
-			if m.marker, err = manifest.DecodeSinkMarker(manifest.SinkMarkerName, data); err != nil {
-				return nil, fmt.Errorf("sink %s: %w", m.url, err)
-			}
-			m.tag = tag
-		}
 	}
 	ip.Refusal = ip.check(p.Name, head)
 	return ip, nil
