@@ -106,8 +106,16 @@ type Decision struct {
 	// Commit is set on an epoch without files that commits anyway: a
 	// restore (savepoint, rollback, reset) taking effect, or a listing to
 	// record.
-	Commit   bool   `json:"commit,omitempty"`
-	Checksum string `json:"checksum,omitempty"` // see Latest.Checksum
+	Commit bool `json:"commit,omitempty"`
+	// SkipRead is set on a pipeline's first epoch under start_from:
+	// latest: its files are marked read without being read.
+	SkipRead bool `json:"skip_read,omitempty"`
+	// Kafka is, for a kafka source, the offsets after the epoch (the
+	// parent's advanced by the decided ranges, new partitions at where the
+	// proposer's listing started them, the high watermarks it saw); the
+	// manifest records it with Skipped raised by the parts' KafkaSkipped.
+	Kafka    *KafkaOffsets `json:"kafka,omitempty"`
+	Checksum string        `json:"checksum,omitempty"` // see Latest.Checksum
 }
 
 // Idle is the content of gen=N/epoch=M/_idle.json: the worker Proposer
@@ -197,7 +205,10 @@ type WorkerPart struct {
 	Outputs     []FileRef   `json:"outputs"`
 	SideOutputs []FileRef   `json:"side_outputs"`
 	Stats       *EpochStats `json:"stats,omitempty"`
-	Checksum    string      `json:"checksum,omitempty"`
+	// KafkaSkipped counts the offsets of the worker's ranges that the log
+	// no longer held (on_missing_offsets: skip).
+	KafkaSkipped int64  `json:"kafka_skipped,omitempty"`
+	Checksum     string `json:"checksum,omitempty"`
 }
 
 func (d *Decision) version() int   { return d.FormatVersion }
@@ -268,6 +279,7 @@ func (d *Decision) Validate() error {
 		}
 		seen[f.Key] = i
 	}
+	v.kafkaOffsets(d.Kafka)
 	return v.result()
 }
 
@@ -299,6 +311,7 @@ func (p *WorkerPart) Validate() error {
 		v.fail("subtask_lo", "subtask range [%d, %d) must be non-empty and within 0..%d", p.SubtaskLo, p.SubtaskHi, p.Parallelism)
 	}
 	v.nonNegative("rounds", int64(p.Rounds))
+	v.nonNegative("kafka_skipped", p.KafkaSkipped)
 	c := p.Counters
 	for _, f := range []struct {
 		name string

@@ -61,8 +61,26 @@ func workerDocs() []workerDoc {
 			d.Files, d.Commit = []DecidedFile{}, true
 			return EncodeDecision(d)
 		}, func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
+		{"decision-kafka.json", func() ([]byte, error) {
+			d := goldenDecision()
+			d.Files = []DecidedFile{{Key: "clicks/0/1200-1320", Size: 122880, Worker: 0}, {Key: "clicks/1/800-900", Size: 102400, Worker: 1}}
+			d.Inputs = map[string]InputState{"clicks/0": {MaxEventTime: 1764662400000000, LastActive: time.Date(2026, 12, 2, 7, 59, 0, 0, time.UTC)}}
+			d.Kafka = &KafkaOffsets{Version: 1, Skipped: 3, Partitions: []KafkaPartition{{Topic: "clicks", Partition: 0, Next: 1320, High: 2000},
+				{Topic: "clicks", Partition: 1, Next: 900, High: 900}, {Topic: "clicks", Partition: 2, Next: 0}}}
+			return EncodeDecision(d)
+		}, func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
+		{"decision-skipread.json", func() ([]byte, error) {
+			d := goldenDecision()
+			d.Parent, d.Epoch, d.SkipRead, d.Inputs, d.Watermark = nil, 1, true, nil, NoWatermark
+			return EncodeDecision(d)
+		}, func(n string, d []byte) (any, error) { return DecodeDecision(n, d) }},
 		{"worker_part.json", func() ([]byte, error) { return EncodeWorkerPart(goldenWorkerPart()) },
 			func(n string, d []byte) (any, error) { return DecodeWorkerPart(n, d) }},
+		{"worker_part-kafka.json", func() ([]byte, error) {
+			p := goldenWorkerPart()
+			p.KafkaSkipped = 7
+			return EncodeWorkerPart(p)
+		}, func(n string, d []byte) (any, error) { return DecodeWorkerPart(n, d) }},
 		{"idle.json", func() ([]byte, error) {
 			return EncodeIdle(&Idle{FormatVersion: 2, Pipeline: "clicks-per-user", Generation: 3, Epoch: 41, Proposer: 0,
 				CheckedAt: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)})
