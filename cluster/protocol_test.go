@@ -483,6 +483,49 @@ func TestIdle(t *testing.T) {
 	}
 }
 
+// TestIdleOnce: a worker of a run that ends when idle (Config.Once) that
+// reaches an epoch after its proposer already found nothing stops with
+// ErrIdle without looking itself, as long as the note is newer than its
+// last decided epoch; a note older than anything this worker joined (an
+// earlier run's) is not taken: it looks. Without Once a worker that
+// started waiting after the note looks too.
+func TestIdleOnce(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, "file://"+t.TempDir())
+	topo := cluster.Topology{Workers: 2, Parallelism: 2, MaxParallelism: 12}
+	once := func(c *cluster.Config) { c.Once = true }
+	looked := map[string]bool{}
+	looking := func(name string) cluster.Proposer {
+		return func(context.Context) (*manifest.Decision, error) {
+			looked[name] = true
+			return nil, nil
+		}
+	}
+	w1 := newWorker(t, st, 1, topo, once)
+	w1plain := newWorker(t, st, 1, topo)
+	ep := join(t, newWorker(t, st, 0, topo), 1)
+	for _, w := range []*cluster.Worker{w1, w1plain} {
+		if got := join(t, w, 1); got.Decision.Attempt != ep.Decision.Attempt {
+			t.Fatal("worker 1 follows another decision")
+		}
+	}
+	parent := &manifest.Ref{Generation: 1, Epoch: 1}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := newWorker(t, st, 0, topo).Join(ctx, 1, 2, parent, looking("w0")); !errors.Is(err, cluster.ErrIdle) {
+		t.Fatalf("worker 0: %v, want ErrIdle", err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := w1.Join(ctx, 1, 2, parent, looking("once")); !errors.Is(err, cluster.ErrIdle) || looked["once"] {
+		t.Errorf("worker 1 (once) after the idle note: %v, looked itself %v; want ErrIdle without looking", err, looked["once"])
+	}
+	if _, err := w1plain.Join(ctx, 1, 2, parent, looking("plain")); !errors.Is(err, cluster.ErrIdle) || !looked["plain"] {
+		t.Errorf("worker 1 (not once) after the idle note: %v, looked itself %v; want it to look", err, looked["plain"])
+	}
+	if _, err := newWorker(t, st, 1, topo, once).Join(ctx, 1, 2, parent, looking("fresh")); !errors.Is(err, cluster.ErrIdle) || !looked["fresh"] {
+		t.Errorf("a new worker 1 (once) and an earlier note: %v, looked itself %v; want it to look", err, looked["fresh"])
+	}
+}
+
 // TestTakeOverOrder: with worker 0 gone, worker 1 decides after its
 // take-over delay while worker 2, whose delay is twice as long, waits
 // and follows it.

@@ -51,12 +51,25 @@ type Config struct {
 	// Now is the clock of decisions (default time.Now).
 	Now func() time.Time
 	Log *slog.Logger
+	// Once: the run ends at its first idle epoch (floe run without
+	// --trigger). A worker then takes an idle note as the end when it was
+	// written since the start of its last Join that returned a decision
+	// (the note's epoch could only be looked at after that one
+	// committed), not only since this Join began: a worker slower to
+	// finish the last epoch than the proposer to find nothing new would
+	// otherwise look itself, find input that arrived since, and wait for
+	// peers that have gone. A note from before this process joined any
+	// epoch is never taken (an earlier run's).
+	Once bool
 }
 
 // Worker runs the storage side of one worker of a pipeline: epoch
 // decisions, exchange rounds, part records and the commit barrier.
 type Worker struct {
 	cfg Config
+	// decidedAt is when the last Join that returned a decision began
+	// (Config.Once).
+	decidedAt time.Time
 }
 
 // New checks cfg and fills its defaults.
@@ -143,6 +156,10 @@ func (w *Worker) takeOver() time.Duration {
 func (w *Worker) Join(ctx context.Context, gen, epoch int64, parent *manifest.Ref, propose Proposer) (*Epoch, error) {
 	key := manifest.DecisionPath(gen, epoch)
 	start := w.cfg.Now()
+	idleSince := start
+	if w.cfg.Once && !w.decidedAt.IsZero() {
+		idleSince = w.decidedAt
+	}
 	delay := w.cfg.PollMin
 	for {
 		d, err := w.readDecision(ctx, key)
@@ -150,6 +167,7 @@ func (w *Worker) Join(ctx context.Context, gen, epoch int64, parent *manifest.Re
 			if err := w.checkDecision(d, gen, epoch, parent); err != nil {
 				return nil, err
 			}
+			w.decidedAt = start
 			return &Epoch{w: w, Decision: d}, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
@@ -160,9 +178,13 @@ func (w *Worker) Join(ctx context.Context, gen, epoch int64, parent *manifest.Re
 			if w.cfg.Worker != 0 {
 				w.cfg.Log.Warn("worker 0 has not decided the epoch: deciding it", "generation", gen, "epoch", epoch, "waited", waited.Round(time.Millisecond))
 			}
-			return w.propose(ctx, key, gen, epoch, parent, propose)
+			ep, err := w.propose(ctx, key, gen, epoch, parent, propose)
+			if err == nil {
+				w.decidedAt = start
+			}
+			return ep, err
 		}
-		if idle, err := w.idleSince(ctx, gen, epoch, start); err != nil || idle {
+		if idle, err := w.idleSince(ctx, gen, epoch, idleSince); err != nil || idle {
 			if err == nil {
 				err = fmt.Errorf("gen %d epoch %d: %w", gen, epoch, ErrIdle)
 			}
