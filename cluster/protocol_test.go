@@ -524,6 +524,21 @@ func TestIdleOnce(t *testing.T) {
 	if _, err := newWorker(t, st, 1, topo, once).Join(ctx, 1, 2, parent, looking("fresh")); !errors.Is(err, cluster.ErrIdle) || !looked["fresh"] {
 		t.Errorf("a new worker 1 (once) and an earlier note: %v, looked itself %v; want it to look", err, looked["fresh"])
 	}
+	// A named run: a worker of the same run restarted after the note takes
+	// it; one of another run looks.
+	named := func(run string) func(*cluster.Config) {
+		return func(c *cluster.Config) { c.Once, c.Run = true, run }
+	}
+	if _, err := newWorker(t, st, 0, topo, named("job-1")).Join(ctx, 1, 2, parent, looking("job-1 w0")); !errors.Is(err, cluster.ErrIdle) {
+		t.Fatalf("worker 0 of job-1: %v, want ErrIdle", err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := newWorker(t, st, 1, topo, named("job-1")).Join(ctx, 1, 2, parent, looking("job-1 w1")); !errors.Is(err, cluster.ErrIdle) || looked["job-1 w1"] {
+		t.Errorf("a restarted worker 1 of the same run: %v, looked itself %v; want ErrIdle without looking", err, looked["job-1 w1"])
+	}
+	if _, err := newWorker(t, st, 1, topo, named("job-2")).Join(ctx, 1, 2, parent, looking("job-2 w1")); !errors.Is(err, cluster.ErrIdle) || !looked["job-2 w1"] {
+		t.Errorf("worker 1 of the next run and the last run's note: %v, looked itself %v; want it to look", err, looked["job-2 w1"])
+	}
 }
 
 // TestTakeOverOrder: with worker 0 gone, worker 1 decides after its

@@ -61,6 +61,12 @@ type Config struct {
 	// peers that have gone. A note from before this process joined any
 	// epoch is never taken (an earlier run's).
 	Once bool
+	// Run names this run of the workers (--run-id: a Kubernetes Job's
+	// name); empty when not given. An idle note of the same run is the
+	// run's end whenever it was written: a worker restarted after its
+	// peers found nothing new and left ends too, where without a name it
+	// cannot tell the note from an earlier run's and looks itself.
+	Run string
 }
 
 // Worker runs the storage side of one worker of a pipeline: epoch
@@ -213,7 +219,7 @@ func (w *Worker) idleSince(ctx context.Context, gen, epoch int64, since time.Tim
 	if err != nil {
 		return false, fmt.Errorf("read idle note: %w", err)
 	}
-	return !n.CheckedAt.Before(since), nil
+	return !n.CheckedAt.Before(since) || w.cfg.Run != "" && n.Run == w.cfg.Run, nil
 }
 
 func (w *Worker) propose(ctx context.Context, key string, gen, epoch int64, parent *manifest.Ref, propose Proposer) (*Epoch, error) {
@@ -226,7 +232,7 @@ func (w *Worker) propose(ctx context.Context, key string, gen, epoch int64, pare
 	}
 	if d == nil {
 		note, err := manifest.EncodeIdle(&manifest.Idle{FormatVersion: manifest.FormatVersion, Pipeline: w.cfg.Pipeline,
-			Generation: gen, Epoch: epoch, Proposer: w.cfg.Worker, CheckedAt: w.cfg.Now().UTC()})
+			Generation: gen, Epoch: epoch, Proposer: w.cfg.Worker, CheckedAt: w.cfg.Now().UTC(), Run: w.cfg.Run})
 		if err != nil {
 			return nil, err
 		}

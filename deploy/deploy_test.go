@@ -344,10 +344,20 @@ func checkJobSpec(t *testing.T, where string, s *batchv1.JobSpec, codes map[stri
 	if _, ok := flagValue(c.Args, "worker"); ok {
 		t.Errorf("%s: --worker must be left to default to $JOB_COMPLETION_INDEX", where)
 	}
+	runID := false
 	for _, e := range c.Env {
 		if e.Name == "JOB_COMPLETION_INDEX" {
 			t.Errorf("%s: JOB_COMPLETION_INDEX is set by the Indexed Job, not by hand", where)
 		}
+		if e.Name == "FLOE_RUN_ID" {
+			// One name per run: the Job's, which a pod of the Job carries as
+			// this label.
+			runID = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+				e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']"
+		}
+	}
+	if !runID {
+		t.Errorf("%s: FLOE_RUN_ID (floe run --run-id) must come from the pod's batch.kubernetes.io/job-name label", where)
 	}
 	if v, ok := flagValue(c.Args, "worker-timeout"); !ok {
 		t.Errorf("%s: --worker-timeout must be set", where)

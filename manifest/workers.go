@@ -130,7 +130,10 @@ type Idle struct {
 	Epoch         int64     `json:"epoch"`
 	Proposer      int       `json:"proposer"`
 	CheckedAt     time.Time `json:"checked_at"`
-	Checksum      string    `json:"checksum,omitempty"`
+	// Run names the run of the workers whose proposer looked (--run-id),
+	// if it was given one.
+	Run      string `json:"run,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
 }
 
 func (d *Idle) version() int { return d.FormatVersion }

@@ -81,6 +81,10 @@ func workerDocs() []workerDoc {
 			p.KafkaSkipped = 7
 			return EncodeWorkerPart(p)
 		}, func(n string, d []byte) (any, error) { return DecodeWorkerPart(n, d) }},
+		{"idle-run.json", func() ([]byte, error) {
+			return EncodeIdle(&Idle{FormatVersion: 2, Pipeline: "clicks-per-user", Generation: 3, Epoch: 41, Proposer: 1,
+				CheckedAt: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), Run: "clicks-29412600"})
+		}, func(n string, d []byte) (any, error) { return DecodeIdle(n, d) }},
 		{"idle.json", func() ([]byte, error) {
 			return EncodeIdle(&Idle{FormatVersion: 2, Pipeline: "clicks-per-user", Generation: 3, Epoch: 41, Proposer: 0,
 				CheckedAt: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)})

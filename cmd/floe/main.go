@@ -27,6 +27,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -250,6 +251,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		worker      int
 		workerWait  time.Duration
 		takeOver    time.Duration
+		runID       string
 		backoff     time.Duration
 		rf          *restoreFlags
 		sf          *storeFlags
@@ -287,6 +289,12 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if workers > 1 && (worker < 0 || worker >= workers) {
 				return fmt.Errorf("--worker %d: must be in 0..%d with --workers %d", worker, workers-1, workers)
+			}
+			if cmd.Flags().Changed("run-id") && workers <= 1 {
+				return fmt.Errorf("--run-id names a run of several workers: it needs --workers")
+			}
+			if len(runID) > 253 || strings.ContainsFunc(runID, unicode.IsControl) {
+				return fmt.Errorf("--run-id %.40q: at most 253 printable characters (a Job's name)", runID)
 			}
 			if workerWait <= 0 {
 				return fmt.Errorf("--worker-timeout %s: must be positive", workerWait)
@@ -370,7 +378,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}()
 			opts := engine.Options{Trigger: trigger, Parallelism: parallelism, Drain: drain, UntilEpoch: untilEpoch, Log: log, Stop: stopCh, FullList: fullList,
-				Workers: workers, Worker: worker, WorkerTimeout: workerWait, WorkerTakeOver: takeOver}
+				Workers: workers, Worker: worker, WorkerTimeout: workerWait, WorkerTakeOver: takeOver, WorkerRun: runID}
 			if err := rf.apply(&opts); err != nil {
 				return err
 			}
@@ -436,6 +444,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&worker, "worker", 0, "with --workers: this process's index, 0..workers-1 (default $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it)")
 	f.DurationVar(&takeOver, "worker-takeover", 0, "with --workers: how long worker 1 waits for worker 0 to decide or commit an epoch before doing it itself (worker w waits w times as long; default 10s)")
 	_ = f.MarkHidden("worker-takeover")
+	f.StringVar(&runID, "run-id", os.Getenv("FLOE_RUN_ID"), "with --workers: a name of this run of the workers, the same in each (e.g. the Job's name; default $FLOE_RUN_ID): a worker restarted after the others ended the run then ends too, instead of waiting for them")
 	f.DurationVar(&workerWait, "worker-timeout", 5*time.Minute, "with --workers: give up (exit 2, naming the missing workers) when the other workers show no progress for this long")
 	f.StringVar(&logFormat, "log-format", "", "structured logs: text or json (default: a progress line on a terminal, text otherwise)")
 	f.BoolVar(&quiet, "no-progress", false, "no progress line, logs instead")

@@ -42,6 +42,9 @@ type Options struct {
 	// commit an epoch before doing it itself (default
 	// cluster.DefaultTakeOver; worker w waits w times as long).
 	WorkerTakeOver time.Duration
+	// WorkerRun names this run of the workers (--run-id; see
+	// cluster.Config.Run).
+	WorkerRun string
 	// Drain ends the input: after the last file the watermark advances to
 	// +inf and every open window is emitted.
 	Drain bool

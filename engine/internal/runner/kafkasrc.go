@@ -62,9 +62,21 @@ func (r *Runner) kafkaSource() *kafka.Source {
 // kafkaManifest records in m the offsets after the epoch that consumed
 // files: the source's base advanced by their ranges.
 func (r *Runner) kafkaManifest(m *manifest.Manifest, files []store.ObjectInfo) {
+	if ko := r.kafkaOffsets(files, true); ko != nil {
+		m.Source.Kafka = ko
+	}
+}
+
+// kafkaOffsets returns, for a kafka source, the offsets after an epoch
+// that consumes files: the source's base advanced by their ranges, with
+// the high watermarks of its last listing. withSkipped adds the offsets
+// this process found gone reading them; a decision leaves them out (its
+// proposer has not read the files: each worker reports its own,
+// manifest.WorkerPart.KafkaSkipped). Nil when the source is not kafka.
+func (r *Runner) kafkaOffsets(files []store.ObjectInfo, withSkipped bool) *manifest.KafkaOffsets {
 	ks := r.kafkaSource()
 	if ks == nil {
-		return
+		return nil
 	}
 	base, skipped := ks.Base()
 	var rs []kafka.Range
@@ -74,7 +86,9 @@ func (r *Runner) kafkaManifest(m *manifest.Manifest, files []store.ObjectInfo) {
 			continue // not a range key: never listed by a kafka source
 		}
 		rs = append(rs, rg)
-		skipped += ks.Skipped(f.Key)
+		if withSkipped {
+			skipped += ks.Skipped(f.Key)
+		}
 	}
 	next := kafka.Advance(base, rs)
 	wms := ks.Watermarks()
@@ -87,7 +101,20 @@ func (r *Runner) kafkaManifest(m *manifest.Manifest, files []store.ObjectInfo) {
 	for _, p := range parts {
 		ko.Partitions = append(ko.Partitions, manifest.KafkaPartition{Topic: p.Topic, Partition: p.Partition, Next: next[p], High: max(0, wms[p].High)})
 	}
-	m.Source.Kafka = ko
+	return ko
+}
+
+// kafkaSkipped is the offsets this process found gone reading files.
+func (r *Runner) kafkaSkipped(files []store.ObjectInfo) int64 {
+	ks := r.kafkaSource()
+	if ks == nil {
+		return 0
+	}
+	var n int64
+	for _, f := range files {
+		n += ks.Skipped(f.Key)
+	}
+	return n
 }
 
 // kafkaCommitted moves the source's committed offsets to m's, once m is

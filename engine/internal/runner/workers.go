@@ -77,6 +77,9 @@ type clusterRun struct {
 	presel map[preselKey][][]int32
 	// waited: time spent in this epoch's exchange barriers (Receive).
 	waited time.Duration
+	// relist: a kafka source's listing is stale (an epoch committed
+	// since): a proposal lists again.
+	relist bool
 }
 
 // owns reports whether this process runs subtask s.
@@ -104,9 +107,6 @@ func checkWorkers(p *spec.Pipeline, opts *Options) error {
 		return fmt.Errorf("--worker %d: must be in 0..%d with --workers %d", opts.Worker, opts.Workers-1, opts.Workers)
 	}
 	var why []string
-	if p.Source.Type == spec.SourceKafka {
-		why = append(why, "a kafka source")
-	}
 	for _, s := range p.Sources {
 		if s.Source.Type == spec.SourceKafka {
 			why = append(why, "sources."+s.Name+" (kafka)")
@@ -155,7 +155,7 @@ func checkWorkerPlan(gp *dataflow.GraphPlan) error {
 func (r *Runner) newClusterRun() error {
 	top := cluster.Topology{Workers: r.Opts.Workers, Parallelism: r.Parallelism, MaxParallelism: r.K}
 	w, err := cluster.New(cluster.Config{Store: r.St.State, Pipeline: r.P.Name, Worker: r.Opts.Worker, Topology: top,
-		Timeout: r.Opts.WorkerTimeout, TakeOver: r.Opts.WorkerTakeOver, Now: r.Opts.Now, Log: r.Log})
+		Timeout: r.Opts.WorkerTimeout, TakeOver: r.Opts.WorkerTakeOver, Now: r.Opts.Now, Log: r.Log, Once: r.Opts.Trigger == 0, Run: r.Opts.WorkerRun})
 	if err != nil {
 		return err
 	}
@@ -249,10 +249,25 @@ func (r *Runner) workerEpochs(ctx context.Context, pend []store.ObjectInfo) erro
 // when there is nothing to commit.
 func (r *Runner) propose(pend []store.ObjectInfo) cluster.Proposer {
 	return func(ctx context.Context) (*manifest.Decision, error) {
+		if r.cl.relist {
+			files, err := r.listing.List(ctx, r.P, r.St.Source, r.Opts.now())
+			if err != nil {
+				return nil, err
+			}
+			pend = r.Dc.Interleave(r.pendingOf(files))
+		}
 		batch := r.Dc.SelectFiles(pend)
+		skipRead := false
+		if skip, rest := SplitStartLatest(r.P, pend); len(skip) > 0 && r.head.Manifest == nil && !r.mustCommit {
+			// start_from: latest, as in one process: the first epoch
+			// takes exactly the files present at the start and marks them
+			// read without reading them.
+			batch, skipRead = skip, true
+			pend = append(slices.Clone(skip), rest...)
+		}
 		drain := len(batch) == 0 && r.Opts.Drain && r.wm != math.MaxInt64
-		d := &manifest.Decision{Inputs: maps.Clone(r.inputs), Watermark: r.wm, Drain: drain,
-			Waiting: r.Dc.Waiting(pend, len(batch)), CreatedAt: r.Opts.now().UTC()}
+		d := &manifest.Decision{Inputs: maps.Clone(r.inputs), Watermark: r.wm, Drain: drain, SkipRead: skipRead,
+			Waiting: r.Dc.Waiting(pend, len(batch)), CreatedAt: r.Opts.now().UTC(), Kafka: r.kafkaOffsets(batch, false)}
 		if len(batch) == 0 && !drain {
 			switch {
 			case r.mustCommit || r.recordListing:
@@ -369,6 +384,7 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 		return err
 	}
 	r.apply(edit, head)
+	r.kafkaCommitted(m)
 	r.Log.Debug("worker epoch timings", "epoch", d.Epoch, "worker", cl.self, "join", t0.Sub(tj).Round(time.Millisecond),
 		"share", tc.Sub(t0).Round(time.Millisecond), "exchange_waits", cl.waited.Round(time.Millisecond),
 		"commit", time.Since(tc).Round(time.Millisecond))
@@ -378,6 +394,12 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 		decided[f.Key] = true
 	}
 	*pend = slices.DeleteFunc(*pend, func(f store.ObjectInfo) bool { return decided[f.Key] })
+	if r.kafkaSource() != nil {
+		// The decided ranges are the proposer's listing: this worker's
+		// own may have cut them elsewhere. Its next proposal, if it
+		// makes one, lists again from the committed offsets.
+		*pend, cl.relist = nil, true
+	}
 	if cl.self == 0 {
 		r.retain(ctx, true)
 	}
@@ -402,7 +424,9 @@ func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifes
 	for i, f := range mine {
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 	}
+	r.SkipRead = d.SkipRead
 	results, err := r.DecodeEpoch(ctx, files)
+	r.SkipRead = false
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +470,8 @@ func (r *Runner) workerShare(ctx context.Context, att *epoch.Attempt, d *manifes
 	if err := r.writeGraph(ctx, att, out, w); err != nil {
 		return nil, err
 	}
-	p := &manifest.WorkerPart{Rounds: cl.round, Outputs: w.outRefs, SideOutputs: w.sideRefs, Inputs: map[string]manifest.InputState{}}
+	p := &manifest.WorkerPart{Rounds: cl.round, Outputs: w.outRefs, SideOutputs: w.sideRefs, Inputs: map[string]manifest.InputState{},
+		KafkaSkipped: r.kafkaSkipped(files)}
 	for name, ts := range cl.mine {
 		p.Inputs[name] = manifest.InputState{MaxEventTime: ts, LastActive: d.CreatedAt}
 	}
@@ -522,6 +547,14 @@ func (r *Runner) buildManifest(ctx context.Context, att *epoch.Attempt, d *manif
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
 		keys[i], sizes[i] = f.Key, sizeEntry(f.Key, f.Size)
 	}
+	kafkaSrc := r.kafkaSource() != nil
+	if kafkaSrc {
+		// The position is the offsets (the decision's), not a file set.
+		keys, sizes = nil, nil
+		if d.Kafka == nil {
+			return nil, nil, fmt.Errorf("gen %d epoch %d: the decision of a kafka source records no offsets", d.Generation, d.Epoch)
+		}
+	}
 	w := &written{outRefs: mg.Outputs, sideRefs: mg.SideOutputs, rowsOut: mg.Counters.RowsOut, graph: map[string][]SubState{}}
 	e := &epochEdit{files: files, inputs: dd.Inputs, watermark: dd.Watermark, out: w, changed: map[string]int64{},
 		rows: mg.Counters.RowsIn - mg.Counters.RowsRejected, late: mg.Counters.RowsLate, rejected: mg.Counters.RowsRejected,
@@ -558,6 +591,14 @@ func (r *Runner) buildManifest(ctx context.Context, att *epoch.Attempt, d *manif
 	m.Source.Inputs = maps.Clone(e.inputs)
 	if m.Source.Inputs == nil {
 		m.Source.Inputs = map[string]manifest.InputState{}
+	}
+	if kafkaSrc {
+		ko := *d.Kafka
+		ko.Partitions = slices.Clone(d.Kafka.Partitions)
+		for _, p := range parts {
+			ko.Skipped += p.KafkaSkipped
+		}
+		m.Source.Kafka = &ko
 	}
 	// Operators: per stateful stage, every subtask's state in subtask
 	// order (the workers own ascending ranges).

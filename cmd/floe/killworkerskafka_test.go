@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floe-dev/floe/kafka/kafkatest"
+)
+
+// TestWorkersKafkaKill runs the kafka kill test's pipeline as W = 3 worker
+// processes while a producer writes to the topic's 3 partitions,
+// SIGKILLing random workers at random moments and restarting them, round
+// after round (each round's workers exit once caught up, as a CronJob's
+// would), then drains with W = 2 (a rescale): the committed windows must
+// equal, row for row, those computed here from the records and those of
+// one uninterrupted process; the head's offsets must be the partitions'
+// ends, the sink must hold exactly the committed files and `floe verify`
+// must find nothing wrong.
+func TestWorkersKafkaKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process kill test")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(killSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x6b776b))
+	const parts, perPart = 3, 2400
+	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	b := kafkatest.Start(t)
+	topic := b.Topic("wclicks", parts)
+	root := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+	spec := writeKafkaSpec(t, root, "wkafka", b.Brokers(), topic, fu("w/state"), fu("w/out"))
+	refSpec := writeKafkaSpec(t, root, "wkref", b.Brokers(), topic, fu("ref/state"), fu("ref/out"))
+
+	var first []kafkatest.Msg
+	for p := int32(0); p < parts; p++ {
+		for i := 0; i < perPart/4; i++ {
+			first = append(first, kafkaClick(p, i, t0))
+		}
+	}
+	b.Produce(topic, first...)
+	var wg sync.WaitGroup
+	var produceErr error
+	produced := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(produced)
+		for i := perPart / 4; i < perPart; i += 30 {
+			var ms []kafkatest.Msg
+			for p := int32(0); p < parts; p++ {
+				for j := i; j < min(i+30, perPart); j++ {
+					ms = append(ms, kafkaClick(p, j, t0))
+				}
+			}
+			if _, err := b.TryProduce(topic, ms...); err != nil {
+				produceErr = err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	producing := func() bool {
+		select {
+		case <-produced:
+			return false
+		default:
+			return true
+		}
+	}
+	kills, rounds := 0, 0
+	for rounds < 2 || producing() {
+		rounds++
+		if rounds > 30 {
+			t.Fatalf("the producer still writes after %d rounds", rounds)
+		}
+		// Each round is one run (one Job): a worker restarted after the
+		// others ended it idle ends too.
+		kills += runWorkerRound(t, rng, spec, 3, 3, "--parallelism", "4", "--run-id", fmt.Sprintf("round-%d", rounds))
+	}
+	wg.Wait()
+	if produceErr != nil {
+		t.Fatal(produceErr)
+	}
+	// Rescale 3 -> 2 workers for the rest, and drain.
+	kills += runWorkerRound(t, rng, spec, 2, 1, "--parallelism", "4", "--drain", "--run-id", "rescale")
+	t.Logf("%d kills landed over %d rounds of 3 workers and one of 2", kills, rounds)
+	if kills == 0 {
+		t.Errorf("no kill landed on a running worker (seed %d)", seed)
+	}
+	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
+
+	want := wantKafkaWindows(parts, perPart, t0)
+	got, _ := committedRows(t, ctx, spec, fu("w/out"))
+	ref, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
+	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d window rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
+			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
+	}
+	if missing, extra := multisetDiff(want, ref); len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("the single process committed %d window rows, want %d: %d missing, %d extra", len(ref), len(want), len(missing), len(extra))
+	}
+	ko := headKafka(t, ctx, fu("w/state"), "wkafka")
+	if ko == nil || len(ko.Partitions) != parts {
+		t.Fatalf("head offsets = %+v", ko)
+	}
+	for _, p := range ko.Partitions {
+		if p.Next != perPart || p.High != perPart {
+			t.Errorf("partition %d: committed offset %d (high %d), want %d (the end)", p.Partition, p.Next, p.High, perPart)
+		}
+	}
+	committed := map[string]bool{}
+	base := strings.TrimSuffix(fu("w/out"), "/") + "/"
+	for _, line := range strings.Fields(runFloe(t, "outputs", spec).stdout) {
+		committed[strings.TrimPrefix(line, base)] = true
+	}
+	for k := range listKeys(t, ctx, fu("w/out")) {
+		if strings.HasPrefix(k, "part-") && !committed[k] {
+			t.Errorf("sink file %s is not committed by any epoch (an orphan)", k)
+		}
+	}
+	if v := runFloe(t, "verify", spec); !strings.Contains(v.stdout, " 0 problems") {
+		t.Errorf("floe verify:\n%s", v.stdout)
+	}
+}
+
+// TestWorkersKafkaTakeOver: the epoch a worker follows may cut the
+// partitions elsewhere than its own listing did (the proposer listed at
+// another moment, the high watermark elsewhere): worker 1 starts first,
+// takes the first epoch over with the 100 records then in the topic,
+// and worker 0, started after 50 more, listed offsets 0-120 and 120-150.
+// Its next proposal must start from the committed offset 100, not from
+// its listing: the windows and offsets must be exact.
+func TestWorkersKafkaTakeOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	b := kafkatest.Start(t)
+	topic := b.Topic("tclicks", 1)
+	root := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+	spec := writeKafkaSpec(t, root, "wtake", b.Brokers(), topic, fu("w/state"), fu("w/out"))
+	produce := func(from, to int) {
+		var ms []kafkatest.Msg
+		for i := from; i < to; i++ {
+			ms = append(ms, kafkaClick(0, i, t0))
+		}
+		b.Produce(topic, ms...)
+	}
+	produce(0, 100)
+	w1 := startPeer(t, spec, 2, 1, "--worker-takeover", "300ms", "--drain")
+	// Worker 1 decides epoch 1 after 300 ms and waits for worker 0 at the
+	// exchange.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w1.stderr.String(), "deciding it") {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker 1 did not take epoch 1 over:\n%s", w1.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	produce(100, 150)
+	w0 := startPeer(t, spec, 2, 0, "--worker-takeover", "300ms", "--drain")
+	for _, w := range []*workerProc{w0, w1} {
+		if err := <-w.done; err != nil {
+			t.Fatalf("worker %d: %v\n%s", w.index, err, tailString(w.stderr.String(), 3000))
+		}
+	}
+	want := wantKafkaWindows(1, 150, t0)
+	got, _ := committedRows(t, ctx, spec, fu("w/out"))
+	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d window rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
+			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
+	}
+	ko := headKafka(t, ctx, fu("w/state"), "wtake")
+	if ko == nil || len(ko.Partitions) != 1 || ko.Partitions[0].Next != 150 {
+		t.Errorf("head offsets = %+v, want partition 0 at 150", ko)
+	}
+	if v := runFloe(t, "verify", spec); !strings.Contains(v.stdout, " 0 problems") {
+		t.Errorf("floe verify:\n%s", v.stdout)
+	}
+}
+
+// TestWorkersStartLatest: start_from: latest with several workers is one
+// process's: the first run marks the files present read without reading
+// them, and only files landed later reach the sink.
+func TestWorkersStartLatest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(dir, p)) }
+	latest := func(name, src, state, sink string) string {
+		p := workerSpec(t, dir, name, src, state, sink)
+		y, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y = []byte(strings.Replace(string(y), "source: {type: files,", "source: {type: files, start_from: latest,", 1))
+		if err := os.WriteFile(p, y, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	refSpec := latest("sl-ref", fu("refsrc"), fu("ref/state"), fu("ref/out"))
+	spec := latest("sl-w", fu("src"), fu("w/state"), fu("w/out"))
+	allSpec := workerSpec(t, dir, "sl-all", fu("src"), fu("all/state"), fu("all/out"))
+	ref, l := newLanding(t), newLanding(t)
+	ref.land(t, ctx, fu("refsrc"), 12)
+	l.land(t, ctx, fu("src"), 12)
+	runFloe(t, "run", refSpec, "--log-format", "json")
+	runWorkerRound(t, nil, spec, 3, 0)
+	ref.land(t, ctx, fu("refsrc"), 8)
+	l.land(t, ctx, fu("src"), 8)
+	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
+	runWorkerRound(t, nil, spec, 3, 0, "--drain")
+	runFloe(t, "run", allSpec, "--drain", "--log-format", "json")
+
+	want, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
+	got, _ := committedRows(t, ctx, spec, fu("w/out"))
+	all, _ := committedRows(t, ctx, allSpec, fu("all/out"))
+	if len(want) == 0 || len(want) >= len(all) {
+		t.Fatalf("one process with start_from: latest committed %d rows, all files give %d: the first files were not skipped", len(want), len(all))
+	}
+	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d rows, one process %d: %d missing, %d extra; extra (first 3) %q",
+			len(got), len(want), len(missing), len(extra), firstN(extra, 3))
+	}
+}
