@@ -37,11 +37,34 @@ func TestWorkersKafkaKill(t *testing.T) {
 		seed = v
 	}
 	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	t.Run("broker", func(t *testing.T) { workersKafkaKill(t, seed, kafkatest.Start(t), nil) })
+	t.Run("broker-faults", func(t *testing.T) {
+		// The workers' requests to the broker fail at 10% (resets,
+		// delays, error codes); a worker a fault stops is started again,
+		// as the Job would.
+		b, faults := kafkatest.StartFaulty(t)
+		workersKafkaKill(t, seed+1, b, func(on bool) {
+			if on {
+				faults.Set(0.1, seed+1, "floe", kafkatest.AllFaults...)
+			} else {
+				faults.Off()
+			}
+		})
+		t.Logf("broker faults: %s", faults.Summary())
+		if len(faults.Counts()) == 0 {
+			t.Error("no fault was injected")
+		}
+	})
+}
+
+// workersKafkaKill is TestWorkersKafkaKill on broker b; setFaults (if
+// any) turns the broker's faults on for the workers' rounds and off for
+// the reference run and the checks.
+func workersKafkaKill(t *testing.T, seed uint64, b *kafkatest.Broker, setFaults func(on bool)) {
 	rng := rand.New(rand.NewPCG(seed, 0x6b776b))
 	const parts, perPart = 3, 2400
 	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	b := kafkatest.Start(t)
 	topic := b.Topic("wclicks", parts)
 	root := t.TempDir()
 	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
@@ -55,6 +78,11 @@ func TestWorkersKafkaKill(t *testing.T) {
 		}
 	}
 	b.Produce(topic, first...)
+	retries := 0
+	if setFaults != nil {
+		setFaults(true)
+		retries = 30
+	}
 	var wg sync.WaitGroup
 	var produceErr error
 	produced := make(chan struct{})
@@ -92,17 +120,20 @@ func TestWorkersKafkaKill(t *testing.T) {
 		}
 		// Each round is one run (one Job): a worker restarted after the
 		// others ended it idle ends too.
-		kills += runWorkerRound(t, rng, spec, 3, 3, "--parallelism", "4", "--run-id", fmt.Sprintf("round-%d", rounds))
+		kills += runWorkerRoundRetry(t, rng, spec, 3, 3, retries, "--parallelism", "4", "--run-id", fmt.Sprintf("round-%d", rounds))
 	}
 	wg.Wait()
 	if produceErr != nil {
 		t.Fatal(produceErr)
 	}
 	// Rescale 3 -> 2 workers for the rest, and drain.
-	kills += runWorkerRound(t, rng, spec, 2, 1, "--parallelism", "4", "--drain", "--run-id", "rescale")
+	kills += runWorkerRoundRetry(t, rng, spec, 2, 1, retries, "--parallelism", "4", "--drain", "--run-id", "rescale")
 	t.Logf("%d kills landed over %d rounds of 3 workers and one of 2", kills, rounds)
 	if kills == 0 {
 		t.Errorf("no kill landed on a running worker (seed %d)", seed)
+	}
+	if setFaults != nil {
+		setFaults(false)
 	}
 	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
 
