@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,5 +275,69 @@ func TestWorkersStartLatest(t *testing.T) {
 	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("workers committed %d rows, one process %d: %d missing, %d extra; extra (first 3) %q",
 			len(got), len(want), len(missing), len(extra), firstN(extra, 3))
+	}
+}
+
+// TestWorkersKafkaNewPartition: a partition added to the topic between two
+// runs of the workers is picked up from its first offset, as by one
+// process: the windows equal one process's over the same runs, every
+// partition's committed offset is its end, and `floe status` of the
+// workers' pipeline shows no lag on any of the three.
+func TestWorkersKafkaNewPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	b := kafkatest.Start(t)
+	topic := b.Topic("nclicks", 2)
+	root := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+	spec := writeKafkaSpec(t, root, "wnew", b.Brokers(), topic, fu("w/state"), fu("w/out"))
+	refSpec := writeKafkaSpec(t, root, "wnref", b.Brokers(), topic, fu("ref/state"), fu("ref/out"))
+	produce := func(parts []int32, from, to int) {
+		var ms []kafkatest.Msg
+		for _, p := range parts {
+			for i := from; i < to; i++ {
+				ms = append(ms, kafkaClick(p, i, t0))
+			}
+		}
+		b.Produce(topic, ms...)
+	}
+	produce([]int32{0, 1}, 0, 300)
+	runWorkerRound(t, nil, spec, 2, 0, "--run-id", "one")
+	runFloe(t, "run", refSpec, "--log-format", "json")
+	b.AddPartitions(topic, 1)
+	produce([]int32{0, 1, 2}, 300, 600)
+	runWorkerRound(t, nil, spec, 2, 0, "--drain", "--run-id", "two")
+	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
+
+	want, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
+	got, _ := committedRows(t, ctx, spec, fu("w/out"))
+	if len(want) == 0 {
+		t.Fatal("one process committed nothing")
+	}
+	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d window rows, one process %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
+			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
+	}
+	ends := map[int32]int64{0: 600, 1: 600, 2: 300}
+	ko := headKafka(t, ctx, fu("w/state"), "wnew")
+	if ko == nil || len(ko.Partitions) != 3 {
+		t.Fatalf("head offsets = %+v, want 3 partitions", ko)
+	}
+	for _, p := range ko.Partitions {
+		if p.Next != ends[p.Partition] {
+			t.Errorf("partition %d: committed offset %d, want %d (the end)", p.Partition, p.Next, ends[p.Partition])
+		}
+	}
+	st := runFloe(t, "status", spec).stdout
+	if !regexp.MustCompile(`kafka lag\s+0 records`).MatchString(st) {
+		t.Errorf("status shows no zero kafka lag:\n%s", st)
+	}
+	for p, end := range ends {
+		if want := fmt.Sprintf("%s/%d", topic, p); !strings.Contains(st, want) || !strings.Contains(st, fmt.Sprintf("committed %d, high %d, lag 0", end, end)) {
+			t.Errorf("status lacks partition %s at %d with lag 0:\n%s", want, end, st)
+		}
 	}
 }
