@@ -164,3 +164,29 @@ func (f *Faulty) ReadRange(ctx context.Context, key string, offset, length int64
 	}
 	return data, nil
 }
+
+// RequestBytes is what one request costs a store, in bytes it could
+// transfer in the same time: a caller choosing between one whole read and
+// several ranged ones (a Parquet file's needed column chunks) weighs each
+// extra request as this many bytes. The stores of this package and their
+// wrappers report it: DefaultRequestBytes for object stores (a GET's
+// first byte takes about as long as a megabyte's transfer), LocalRequestBytes
+// for file:// (a pread costs microseconds). A store that does not report
+// it is taken as an object store.
+func RequestBytes(s Store) int64 {
+	if c, ok := s.(interface{ requestBytes() int64 }); ok {
+		return c.requestBytes()
+	}
+	return DefaultRequestBytes
+}
+
+// The costs RequestBytes reports.
+const (
+	DefaultRequestBytes = 1 << 20
+	LocalRequestBytes   = 64 << 10
+)
+
+func (s *fileStore) requestBytes() int64   { return LocalRequestBytes }
+func (b *bucketStore) requestBytes() int64 { return DefaultRequestBytes }
+func (r *Retrying) requestBytes() int64    { return RequestBytes(r.inner) }
+func (f *Faulty) requestBytes() int64      { return RequestBytes(f.inner) }

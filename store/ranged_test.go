@@ -40,3 +40,32 @@ func TestReadRangeOneRequest(t *testing.T) {
 		base.Close()
 	}
 }
+
+// RequestBytes: file:// (and its wrappers) reports a local read's cost,
+// an object store the default.
+func TestRequestBytes(t *testing.T) {
+	ctx := context.Background()
+	fs, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	ms, err := store.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	for name, c := range map[string]struct {
+		s    store.Store
+		want int64
+	}{
+		"file":         {fs, store.LocalRequestBytes},
+		"file retried": {store.WithRetry(fs, store.RetryPolicy{}), store.LocalRequestBytes},
+		"mem":          {ms, store.DefaultRequestBytes},
+		"mem retried":  {store.WithRetry(ms, store.RetryPolicy{}), store.DefaultRequestBytes},
+	} {
+		if got := store.RequestBytes(c.s); got != c.want {
+			t.Errorf("%s: RequestBytes = %d, want %d", name, got, c.want)
+		}
+	}
+}

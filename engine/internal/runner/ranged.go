@@ -15,21 +15,21 @@ import (
 )
 
 // Ranged reads of Parquet sources. A Parquet source file at least
-// rangedMinSize long is read as its footer and the column chunks of the
-// columns its source node decodes (the pruned schema), not whole: a wide
-// file of which a plan reads two columns costs the bytes of those two
-// (issue 25's unused-column case). Smaller files, and stores that cannot
-// read ranges (a store wrapper of Options.WrapStore that does not pass
-// store.RangeReader through), are read whole in one GET as before. Every
-// failure to plan the ranges (not Parquet, an encrypted footer, a column
-// the file lacks, the file changed) falls back to the whole read, whose
-// decode names the problem as it always did.
+// rangedMinRequests requests' worth long (store.RequestBytes: 4 MiB on an
+// object store, 256 KiB on file://) is read as its footer and the column
+// chunks of the columns its source node decodes (the pruned schema), not
+// whole: a wide file of which a plan reads two columns costs the bytes of
+// those two (issue 25's unused-column case). Smaller files, and stores that
+// cannot read ranges (a store wrapper of Options.WrapStore that does not
+// pass store.RangeReader through), are read whole in one GET as before.
+// Every failure to plan the ranges (not Parquet, an encrypted footer, a
+// column the file lacks, the file changed) falls back to the whole read,
+// whose decode names the problem as it always did.
 const (
-	rangedMinSize = 4 << 20
-	// rangedGap: column chunks less than this apart are fetched in one
-	// request (an object-store request costs about as much time as reading
-	// a megabyte).
-	rangedGap = 1 << 20
+	rangedMinRequests = 4
+	// Column chunks less than one request's worth (store.RequestBytes)
+	// apart are fetched in one request.
+	//
 	// rangedMaxShare: when the chunks needed are at least this share of
 	// the file, it is read whole.
 	rangedMaxShare = 0.75
@@ -40,13 +40,14 @@ const (
 // its footer and the column chunks of schema's columns, or nil when it is
 // to be read whole (see above).
 func (r *Runner) readColumns(ctx context.Context, f store.ObjectInfo, format spec.Format, schema *arrow.Schema) (*formats.SparseFile, error) {
-	if format != spec.Parquet || f.Size < rangedMinSize || schema == nil {
+	if format != spec.Parquet || schema == nil {
 		return nil, nil
 	}
-	rr, key := sources.RangeReaderOf(r.St.Source, f.Key)
-	if rr == nil {
+	rr, key, cost := sources.RangeReaderOf(r.St.Source, f.Key)
+	if rr == nil || f.Size < rangedMinRequests*cost {
 		return nil, nil
 	}
+	rangedGap := cost
 	var cols []string
 	for _, fd := range schema.Fields() {
 		cols = append(cols, fd.Name)

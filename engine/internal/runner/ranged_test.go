@@ -48,8 +48,8 @@ func TestReadColumnsFetchesOnlyNeededChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(data) < rangedMinSize {
-		t.Fatalf("test file is %d bytes, below the ranged-read threshold %d", len(data), rangedMinSize)
+	if len(data) < rangedMinRequests*store.DefaultRequestBytes {
+		t.Fatalf("test file is %d bytes, below the object stores' ranged-read threshold %d", len(data), rangedMinRequests*store.DefaultRequestBytes)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "a.parquet"), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestReadColumnsFetchesOnlyNeededChunks(t *testing.T) {
 		schema *arrow.Schema
 	}{
 		"jsonl":       {f, spec.JSONL, need},
-		"small":       {store.ObjectInfo{Key: f.Key, Size: rangedMinSize - 1}, spec.Parquet, need},
+		"small":       {store.ObjectInfo{Key: f.Key, Size: rangedMinRequests*store.LocalRequestBytes - 1}, spec.Parquet, need},
 		"all columns": {f, spec.Parquet, sc},
 	} {
 		if sf, err := r.readColumns(ctx, c.f, c.format, c.schema); err != nil || sf != nil {

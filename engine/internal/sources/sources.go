@@ -191,17 +191,18 @@ func KafkaOffsetsOf(m *manifest.Manifest) (map[kafka.Partition]int64, int64) {
 }
 
 // RangeReaderOf returns the store that holds source key and its key there,
-// when that store reads ranges itself.
-func RangeReaderOf(s store.Store, key string) (store.RangeReader, string) {
+// when that store reads ranges itself, and what one request costs it
+// (store.RequestBytes).
+func RangeReaderOf(s store.Store, key string) (store.RangeReader, string, int64) {
 	if m, ok := s.(*Mux); ok {
 		inner, k, err := m.split(key)
 		if err != nil {
-			return nil, ""
+			return nil, "", 0
 		}
 		s, key = inner, k
 	}
 	rr, _ := s.(store.RangeReader)
-	return rr, key
+	return rr, key, store.RequestBytes(s)
 }
 
 // List lists the source: every file that is not hidden or in
