@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +87,51 @@ func wantKafkaWindows(parts int32, n int, t0 time.Time) []string {
 	return out
 }
 
+// kafkaProducer writes records from, from+step, ... up to to (exclusive)
+// of every partition of a topic in the background, step records a
+// partition at a time, pausing between batches.
+type kafkaProducer struct {
+	done chan struct{}
+	err  error
+}
+
+func startKafkaProducer(b *kafkatest.Broker, topic string, parts int32, from, to, step int, pause time.Duration, t0 time.Time) *kafkaProducer {
+	k := &kafkaProducer{done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		for i := from; i < to; i += step {
+			var ms []kafkatest.Msg
+			for p := int32(0); p < parts; p++ {
+				for j := i; j < min(i+step, to); j++ {
+					ms = append(ms, kafkaClick(p, j, t0))
+				}
+			}
+			if _, err := b.TryProduce(topic, ms...); err != nil {
+				k.err = err
+				return
+			}
+			time.Sleep(pause)
+		}
+	}()
+	return k
+}
+
+// producing reports whether the producer is still writing.
+func (k *kafkaProducer) producing() bool {
+	select {
+	case <-k.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the producer to end and returns its error.
+func (k *kafkaProducer) wait() error {
+	<-k.done
+	return k.err
+}
+
 // headKafka reads the committed head manifest's kafka offsets.
 func headKafka(t testing.TB, ctx context.Context, stateURL, name string) *manifest.KafkaOffsets {
 	t.Helper()
@@ -147,38 +191,11 @@ func TestKillRestartKafka(t *testing.T) {
 		}
 	}
 	b.Produce(topic, first...)
-	var wg sync.WaitGroup
-	var produceErr error
-	produced := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(produced)
-		for i := perPart / 3; i < perPart; i += 25 {
-			var ms []kafkatest.Msg
-			for p := int32(0); p < parts; p++ {
-				for j := i; j < min(i+25, perPart); j++ {
-					ms = append(ms, kafkaClick(p, j, t0))
-				}
-			}
-			if _, err := b.TryProduce(topic, ms...); err != nil {
-				produceErr = err
-				return
-			}
-			time.Sleep(40 * time.Millisecond)
-		}
-	}()
+	prod := startKafkaProducer(b, topic, parts, perPart/3, perPart, 25, 40*time.Millisecond, t0)
 
 	landed, attempts, commitsByKilled, killedMid := 0, 0, 0, 0
 	var quick time.Duration // how long the last run that exited on its own took
-	producing := func() bool {
-		select {
-		case <-produced:
-			return false
-		default:
-			return true
-		}
-	}
+	producing := prod.producing
 	// Kill while the producer writes, and at least kills times.
 	for landed < kills || producing() {
 		attempts++
@@ -227,11 +244,9 @@ func TestKillRestartKafka(t *testing.T) {
 			}
 		}
 	}
-	wg.Wait()
-	if produceErr != nil {
-		t.Fatal(produceErr)
+	if err := prod.wait(); err != nil {
+		t.Fatal(err)
 	}
-	<-produced
 	metrics := filepath.Join(root, "metrics.prom")
 	final := runFloe(t, "run", killSpec, "--drain", "--log-format", "json", "--metrics-file", metrics)
 	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")

@@ -211,15 +211,7 @@ func TestWorkersKillRescale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process kill test")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	seed := killSeed(t)
 	t.Run("file", func(t *testing.T) {
 		root := t.TempDir()
 		fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
@@ -262,6 +254,22 @@ func TestWorkersKillRescale(t *testing.T) {
 			// A stalled request is given up after 2 s and retried.
 			"--request-timeout", "2s")
 	})
+}
+
+// killSeed is the seed of a kill schedule: $FLOE_KILL_SEED to replay one,
+// else the clock; logged.
+func killSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(killSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	return seed
 }
 
 func workersKill(t *testing.T, seed uint64, be killBackend, refSource string, afterRuns func(), flags ...string) {

@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,15 +27,7 @@ func TestWorkersKafkaKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process kill test")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	seed := killSeed(t)
 	t.Run("broker", func(t *testing.T) { workersKafkaKill(t, seed, kafkatest.Start(t), nil) })
 	t.Run("broker-faults", func(t *testing.T) {
 		// The workers' requests to the broker fail at 10% (resets,
@@ -84,35 +74,8 @@ func workersKafkaKill(t *testing.T, seed uint64, b *kafkatest.Broker, setFaults 
 		setFaults(true)
 		retries = 30
 	}
-	var wg sync.WaitGroup
-	var produceErr error
-	produced := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(produced)
-		for i := perPart / 4; i < perPart; i += 30 {
-			var ms []kafkatest.Msg
-			for p := int32(0); p < parts; p++ {
-				for j := i; j < min(i+30, perPart); j++ {
-					ms = append(ms, kafkaClick(p, j, t0))
-				}
-			}
-			if _, err := b.TryProduce(topic, ms...); err != nil {
-				produceErr = err
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	producing := func() bool {
-		select {
-		case <-produced:
-			return false
-		default:
-			return true
-		}
-	}
+	prod := startKafkaProducer(b, topic, parts, perPart/4, perPart, 30, 100*time.Millisecond, t0)
+	producing := prod.producing
 	kills, rounds := 0, 0
 	for rounds < 2 || producing() {
 		rounds++
@@ -123,9 +86,8 @@ func workersKafkaKill(t *testing.T, seed uint64, b *kafkatest.Broker, setFaults 
 		// others ended it idle ends too.
 		kills += runWorkerRoundRetry(t, rng, spec, 3, 3, retries, "--parallelism", "4", "--run-id", fmt.Sprintf("round-%d", rounds))
 	}
-	wg.Wait()
-	if produceErr != nil {
-		t.Fatal(produceErr)
+	if err := prod.wait(); err != nil {
+		t.Fatal(err)
 	}
 	// Rescale 3 -> 2 workers for the rest, and drain.
 	kills += runWorkerRoundRetry(t, rng, spec, 2, 1, retries, "--parallelism", "4", "--drain", "--run-id", "rescale")
