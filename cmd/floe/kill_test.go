@@ -7,10 +7,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,15 +33,7 @@ type killBackend struct {
 // each time, and checks that the union of committed outputs equals that of
 // one uninterrupted run row for row, on file:// and on S3 (versitygw).
 func TestKillRestart(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
-		}
-		seed = v
-	}
-	t.Logf("kill schedule seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	seed := killSeed(t)
 	kills := 20
 	if testing.Short() {
 		kills = 5

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,15 +91,7 @@ type graphKillPlace struct {
 // late row of each stage's late_url is there exactly once, on file:// and on
 // S3 (versitygw). Replay a schedule with FLOE_KILL_SEED.
 func TestKillGraph(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
-		}
-		seed = v
-	}
-	t.Logf("kill schedule seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	seed := killSeed(t)
 	kills := 16
 	if testing.Short() {
 		kills = 3

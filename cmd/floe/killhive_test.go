@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
@@ -27,15 +26,7 @@ import (
 // planted in partition folders (one of an epoch older than the retained
 // manifests, one of the head's epoch) are removed by the next run.
 func TestKillRestartHivePartitioned(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
-		}
-		seed = v
-	}
-	t.Logf("kill schedule seed %d (replay: %s=%d)", seed, killSeedEnv, seed)
+	seed := killSeed(t)
 	kills := 8
 	if testing.Short() {
 		kills = 3
