@@ -303,3 +303,70 @@ func TestWorkersKafkaNewPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersKafkaMissingOffsets: with on_missing_offsets: skip, offsets
+// the log lost (retention) between two runs of the workers are skipped and
+// counted once in the manifest, whichever worker read them, as one process
+// counts them over the same log.
+func TestWorkersKafkaMissingOffsets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	b := kafkatest.Start(t)
+	topic := b.Topic("mclicks", 3)
+	root := t.TempDir()
+	fu := func(p string) string { return "file://" + filepath.ToSlash(filepath.Join(root, p)) }
+	skipping := func(name, state, sink string) string {
+		p := writeKafkaSpec(t, root, name, b.Brokers(), topic, state, sink)
+		y, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y = []byte(strings.Replace(string(y), "  max_records_per_epoch: 120\n", "  max_records_per_epoch: 120\n  on_missing_offsets: skip\n", 1))
+		if err := os.WriteFile(p, y, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	spec := skipping("wmiss", fu("w/state"), fu("w/out"))
+	refSpec := skipping("wmref", fu("ref/state"), fu("ref/out"))
+	produce := func(from, to int) {
+		var ms []kafkatest.Msg
+		for p := int32(0); p < 3; p++ {
+			for i := from; i < to; i++ {
+				ms = append(ms, kafkaClick(p, i, t0))
+			}
+		}
+		b.Produce(topic, ms...)
+	}
+	produce(0, 200)
+	runWorkerRound(t, nil, spec, 2, 0, "--run-id", "one")
+	runFloe(t, "run", refSpec, "--log-format", "json")
+	produce(200, 500)
+	// Retention takes offsets both pipelines have not read: 200-259 of
+	// partition 0 and 200-349 of partition 2.
+	b.DeleteRecords(topic, 0, 260)
+	b.DeleteRecords(topic, 2, 350)
+	runWorkerRound(t, nil, spec, 2, 0, "--drain", "--run-id", "two")
+	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
+
+	want, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
+	got, _ := committedRows(t, ctx, spec, fu("w/out"))
+	if missing, extra := multisetDiff(want, got); len(want) == 0 || len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("workers committed %d window rows, one process %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))
+	}
+	for name, state := range map[string]string{"wmiss": fu("w/state"), "wmref": fu("ref/state")} {
+		ko := headKafka(t, ctx, state, name)
+		if ko == nil || ko.Skipped != 60+150 {
+			t.Errorf("%s: head offsets %+v: want 210 offsets skipped", name, ko)
+			continue
+		}
+		for _, p := range ko.Partitions {
+			if p.Next != 500 {
+				t.Errorf("%s: partition %d at %d, want 500", name, p.Partition, p.Next)
+			}
+		}
+	}
+}
