@@ -103,13 +103,8 @@ func workersKafkaKill(t *testing.T, seed uint64, b *kafkatest.Broker, setFaults 
 	want := wantKafkaWindows(parts, perPart, t0)
 	got, _ := committedRows(t, ctx, spec, fu("w/out"))
 	ref, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
-	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("workers committed %d window rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
-			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
-	}
-	if missing, extra := multisetDiff(want, ref); len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("the single process committed %d window rows, want %d: %d missing, %d extra", len(ref), len(want), len(missing), len(extra))
-	}
+	sameRows(t, "workers", got, want)
+	sameRows(t, "the single process", ref, want)
 	ko := headKafka(t, ctx, fu("w/state"), "wkafka")
 	if ko == nil || len(ko.Partitions) != parts {
 		t.Fatalf("head offsets = %+v", ko)
@@ -179,10 +174,7 @@ func TestWorkersKafkaTakeOver(t *testing.T) {
 	}
 	want := wantKafkaWindows(1, 150, t0)
 	got, _ := committedRows(t, ctx, spec, fu("w/out"))
-	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("workers committed %d window rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
-			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
-	}
+	sameRows(t, "workers", got, want)
 	ko := headKafka(t, ctx, fu("w/state"), "wtake")
 	if ko == nil || len(ko.Partitions) != 1 || ko.Partitions[0].Next != 150 {
 		t.Errorf("head offsets = %+v, want partition 0 at 150", ko)
@@ -234,10 +226,7 @@ func TestWorkersStartLatest(t *testing.T) {
 	if len(want) == 0 || len(want) >= len(all) {
 		t.Fatalf("one process with start_from: latest committed %d rows, all files give %d: the first files were not skipped", len(want), len(all))
 	}
-	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("workers committed %d rows, one process %d: %d missing, %d extra; extra (first 3) %q",
-			len(got), len(want), len(missing), len(extra), firstN(extra, 3))
-	}
+	sameRows(t, "workers", got, want)
 }
 
 // TestWorkersKafkaNewPartition: a partition added to the topic between two
@@ -279,10 +268,7 @@ func TestWorkersKafkaNewPartition(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("one process committed nothing")
 	}
-	if missing, extra := multisetDiff(want, got); len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("workers committed %d window rows, one process %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
-			len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
-	}
+	sameRows(t, "workers", got, want)
 	ends := map[int32]int64{0: 600, 1: 600, 2: 300}
 	ko := headKafka(t, ctx, fu("w/state"), "wnew")
 	if ko == nil || len(ko.Partitions) != 3 {
@@ -354,9 +340,7 @@ func TestWorkersKafkaMissingOffsets(t *testing.T) {
 
 	want, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
 	got, _ := committedRows(t, ctx, spec, fu("w/out"))
-	if missing, extra := multisetDiff(want, got); len(want) == 0 || len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("workers committed %d window rows, one process %d: %d missing, %d extra", len(got), len(want), len(missing), len(extra))
-	}
+	sameRows(t, "workers", got, want)
 	for name, state := range map[string]string{"wmiss": fu("w/state"), "wmref": fu("ref/state")} {
 		ko := headKafka(t, ctx, state, name)
 		if ko == nil || ko.Skipped != 60+150 {
@@ -368,5 +352,16 @@ func TestWorkersKafkaMissingOffsets(t *testing.T) {
 				t.Errorf("%s: partition %d at %d, want 500", name, p.Partition, p.Next)
 			}
 		}
+	}
+}
+
+// sameRows fails t when who's committed rows got differ from want (as
+// multisets) or want is empty, naming the first rows that differ.
+func sameRows(t *testing.T, who string, got, want []string) {
+	t.Helper()
+	missing, extra := multisetDiff(want, got)
+	if len(want) == 0 || len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("%s committed %d rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
+			who, len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
 	}
 }
