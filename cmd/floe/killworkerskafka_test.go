@@ -260,6 +260,17 @@ func TestWorkersKafkaNewPartition(t *testing.T) {
 	runFloe(t, "run", refSpec, "--log-format", "json")
 	b.AddPartitions(topic, 1)
 	produce([]int32{0, 1, 2}, 300, 600)
+	// The plan of the next run by two workers counts the pending ranges
+	// and shows what each worker owns.
+	plan := runFloe(t, "plan", spec, "--workers", "2").stdout
+	for _, want := range []string{"worker  subtasks", "next epoch ("} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("floe plan --workers 2 lacks %q:\n%s", want, plan)
+		}
+	}
+	if !regexp.MustCompile(`pending input files: [1-9]`).MatchString(plan) {
+		t.Errorf("floe plan --workers 2 shows no pending ranges:\n%s", plan)
+	}
 	runWorkerRound(t, nil, spec, 2, 0, "--drain", "--run-id", "two")
 	runFloe(t, "run", refSpec, "--drain", "--log-format", "json")
 
