@@ -1307,21 +1307,10 @@ func (j *Join) load(in stateIn, picks []joinPick) error {
 	return nil
 }
 
-// applyDeltaScan is applyDelta without the index of rows by identity
-// (which costs a map entry per held row): tombstones are found by one scan
-// of the held rows against their sorted identities, and a replaced row (a
-// flag change) among its key's rows, by the upsert's key. Everything is
-// validated before any state changes, as in applyDelta.
-func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
-	if bi, p, dup := dupPick(picks); dup {
-		return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
-	}
-	type tomb struct {
-		id    rowID
-		bi, r int
-		found bool
-	}
-	var tombs []tomb
+// eachTombstone checks every tombstone batch (its schema, no nulls, key
+// groups within [0, K)) and calls fn with each row of key groups [kgLo,
+// kgHi), in order: its row identity, batch and row.
+func (j *Join) eachTombstone(tombstones []arrow.RecordBatch, kgLo, kgHi int, fn func(id rowID, bi, r int) error) error {
 	for bi, rec := range tombstones {
 		if rec == nil {
 			continue
@@ -1344,8 +1333,34 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 			if int(kgs[r]) < kgLo || int(kgs[r]) >= kgHi {
 				continue
 			}
-			tombs = append(tombs, tomb{id: rowID{kg: kgs[r], side: sides[r], seq: seqs[r]}, bi: bi, r: r})
+			if err := fn(rowID{kg: kgs[r], side: sides[r], seq: seqs[r]}, bi, r); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// applyDeltaScan is applyDelta without the index of rows by identity
+// (which costs a map entry per held row): tombstones are found by one scan
+// of the held rows against their sorted identities, and a replaced row (a
+// flag change) among its key's rows, by the upsert's key. Everything is
+// validated before any state changes, as in applyDelta.
+func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones []arrow.RecordBatch, kgLo, kgHi int) error {
+	if bi, p, dup := dupPick(picks); dup {
+		return fmt.Errorf("join %s: apply delta: upsert batch %d row %d: row (key group %d, side %d, seq %d) upserted twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
+	}
+	type tomb struct {
+		id    rowID
+		bi, r int
+		found bool
+	}
+	var tombs []tomb
+	if err := j.eachTombstone(tombstones, kgLo, kgHi, func(id rowID, bi, r int) error {
+		tombs = append(tombs, tomb{id: id, bi: bi, r: r})
+		return nil
+	}); err != nil {
+		return err
 	}
 	cmpID := func(a, b rowID) int {
 		return cmp.Or(cmp.Compare(a.kg, b.kg), cmp.Compare(a.side, b.side), cmp.Compare(a.seq, b.seq))
@@ -1594,36 +1609,16 @@ func (j *Join) applyDelta(upserts []*stateIn, tombstones []arrow.RecordBatch, kg
 	j.ensureIndex()
 	var dead []int32
 	gone := map[rowID]bool{}
-	for bi, rec := range tombstones {
-		if rec == nil {
-			continue
+	if err := j.eachTombstone(tombstones, kgLo, kgHi, func(id rowID, bi, r int) error {
+		x, ok := j.index[id]
+		if !ok || gone[id] {
+			return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: row (key group %d, side %d, seq %d) is not held (deltas out of order or state corrupt)", j.id, bi, r, id.kg, id.side, id.seq)
 		}
-		if !sameFields(rec.Schema(), j.tombs) {
-			return fmt.Errorf("join %s: apply delta: tombstone batch %d schema %s does not match tombstone schema %s", j.id, bi, rec.Schema(), j.tombs)
-		}
-		for c := range 3 {
-			if rec.Column(c).NullN() > 0 {
-				return fmt.Errorf("join %s: apply delta: tombstone batch %d column %s has nulls", j.id, bi, j.tombs.Field(c).Name)
-			}
-		}
-		kgs := rec.Column(0).(*array.Int32).Int32Values()
-		sides := rec.Column(1).(*array.Int8).Int8Values()
-		seqs := rec.Column(2).(*array.Int64).Int64Values()
-		for r := range int(rec.NumRows()) {
-			if kgs[r] < 0 || int(kgs[r]) >= j.k {
-				return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: key group %d outside [0,%d)", j.id, bi, r, kgs[r], j.k)
-			}
-			if int(kgs[r]) < kgLo || int(kgs[r]) >= kgHi {
-				continue
-			}
-			id := rowID{kg: kgs[r], side: sides[r], seq: seqs[r]}
-			x, ok := j.index[id]
-			if !ok || gone[id] {
-				return fmt.Errorf("join %s: apply delta: tombstone batch %d row %d: row (key group %d, side %d, seq %d) is not held (deltas out of order or state corrupt)", j.id, bi, r, id.kg, id.side, id.seq)
-			}
-			gone[id] = true
-			dead = append(dead, x)
-		}
+		gone[id] = true
+		dead = append(dead, x)
+		return nil
+	}); err != nil {
+		return err
 	}
 	seen := map[rowID]bool{}
 	for bi := range upserts {
