@@ -211,7 +211,7 @@ func (s *Status) printPending(tw io.Writer) {
 	if s.KafkaLag != nil {
 		fmt.Fprintf(tw, "kafka lag\t%d records\n", *s.KafkaLag)
 		for _, l := range s.KafkaPartitions {
-			fmt.Fprintf(tw, "  %s/%d\tcommitted %d, high %d, lag %d\n", l.Topic, l.Partition, l.Committed, l.High, l.Lag)
+			fmt.Fprintf(tw, "  %s\tcommitted %d, high %d, lag %d\n", l.Name(), l.Committed, l.High, l.Lag)
 		}
 	}
 	switch {

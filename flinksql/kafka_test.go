@@ -195,10 +195,6 @@ func TestKafkaErrors(t *testing.T) {
 			"'timestamp'", "ts: METADATA columns are read from a 'connector' = 'kafka' table only"},
 		{"kafka-sink", table("", "") + "CREATE TABLE out (user_id STRING, bytes BIGINT) WITH ('connector' = 'kafka', 'topic' = 'o', 'properties.bootstrap.servers' = 'k:9092', 'format' = 'json');\n" + ins,
 			"'kafka', 'topic' = 'o'", "'connector' = 'kafka': a kafka table can only be read as a stream"},
-		{"graph-form", table("", "") + "CREATE TABLE dim (user_id STRING, name STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '/tmp/dim', 'format' = 'json');\n" +
-			"CREATE TABLE out (user_id STRING, name STRING) WITH ('connector' = 'filesystem', 'path' = '/tmp/out', 'format' = 'parquet');\n" +
-			"INSERT INTO out SELECT C.user_id, D.name FROM clicks C JOIN dim D ON C.user_id = D.user_id AND C.ts BETWEEN D.ts - INTERVAL '1' MINUTE AND D.ts + INTERVAL '1' MINUTE;",
-			"clicks (", "a kafka source is supported in the linear form only for now"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.sql = "SET 'state.url' = '/tmp/st';\n" + c.sql

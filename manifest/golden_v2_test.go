@@ -100,6 +100,28 @@ func goldenManifestKafkaV2() *Manifest {
 	return m
 }
 
+// goldenManifestKafkaSourcesV2 is a graph pipeline's manifest with two
+// kafka sources (one reading two topics) and a file source: each
+// partition names its source, and each partition of a kafka source is a
+// watermark input "<source>/<topic>/<partition>".
+func goldenManifestKafkaSourcesV2() *Manifest {
+	m := goldenManifestV2()
+	at := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	m.Source.Inputs = map[string]InputState{
+		"auctions":        {MaxEventTime: 1764633600000000, LastActive: at},
+		"bids/bids/0":     {MaxEventTime: 1764633590000000, LastActive: at},
+		"bids/bids/1":     {MaxEventTime: 1764633580000000, LastActive: at},
+		"people/people/0": {MaxEventTime: 1764633000000000, LastActive: at},
+	}
+	m.Source.Kafka = &KafkaOffsets{Version: KafkaOffsetsVersion, Skipped: 3, Partitions: []KafkaPartition{
+		{Source: "bids", Topic: "bids", Partition: 0, Next: 500, High: 520},
+		{Source: "bids", Topic: "bids", Partition: 1, Next: 498, High: 498},
+		{Source: "bids", Topic: "retractions", Partition: 0, Next: 7, High: 7},
+		{Source: "people", Topic: "people", Partition: 0, Next: 40, High: 41},
+	}}
+	return m
+}
+
 func goldenMarkerV2() *SinkMarker {
 	return &SinkMarker{FormatVersion: 2, Pipeline: "clicks-per-user", ID: "9b2c7f0e-3d4a-4c5b-8e6f-7a8b9c0d1e2f",
 		State: "s3://bucket/state/clicks-per-user"}
@@ -137,6 +159,9 @@ func goldenV2Docs() []goldenDoc {
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"manifest-kafka.json", goldenManifestKafkaV2(),
 			func() ([]byte, error) { return EncodeManifest(goldenManifestKafkaV2()) },
+			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
+		{"manifest-kafka-sources.json", goldenManifestKafkaSourcesV2(),
+			func() ([]byte, error) { return EncodeManifest(goldenManifestKafkaSourcesV2()) },
 			func(n string, d []byte) (any, error) { return DecodeManifest(n, d) }},
 		{"sink_marker.json", goldenMarkerV2(),
 			func() ([]byte, error) { return EncodeSinkMarker(goldenMarkerV2()) },

@@ -13,17 +13,26 @@ const KafkaOffsetsVersion = 1
 // records are exactly those between its parent's offsets and its own.
 // Added within format 2 as an optional field (§3.2 of docs/design.md):
 // manifests without it read as before.
+//
+// In the graph form a pipeline may have several kafka sources (sources:
+// with type: kafka): each partition names the source it belongs to
+// (Source), and one block holds them all.
 type KafkaOffsets struct {
 	Version int `json:"version"`
-	// Partitions are sorted by topic, then partition, each once.
+	// Partitions are sorted by source, topic, then partition, each once.
 	Partitions []KafkaPartition `json:"partitions"`
 	// Skipped counts the offsets skipped because the log no longer held
-	// them (on_missing_offsets: skip), over the pipeline's life.
+	// them (on_missing_offsets: skip), over the pipeline's life and all
+	// its kafka sources.
 	Skipped int64 `json:"skipped,omitempty"`
 }
 
 // KafkaPartition is one partition's position.
 type KafkaPartition struct {
+	// Source is the named source (graph form) the partition is read by;
+	// empty in the linear form. Two sources may read the same partition,
+	// each from its own offsets.
+	Source    string `json:"source,omitempty"`
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	// Next is the next offset to read.
@@ -55,10 +64,31 @@ func (v *validator) kafkaOffsets(k *KafkaOffsets) {
 			v.fail(f+".high", "%d is negative", p.High)
 		}
 		if i > 0 {
-			q := k.Partitions[i-1]
-			if q.Topic > p.Topic || q.Topic == p.Topic && q.Partition >= p.Partition {
-				v.fail(f, "%s/%d is not after %s/%d (partitions are sorted, each once)", p.Topic, p.Partition, q.Topic, q.Partition)
+			if q := k.Partitions[i-1]; !q.Before(p) {
+				v.fail(f, "%s is not after %s (partitions are sorted by source, topic and partition, each once)", p, q)
 			}
 		}
 	}
+}
+
+// Before reports whether p sorts before q: by source, topic, then
+// partition.
+func (p KafkaPartition) Before(q KafkaPartition) bool {
+	if p.Source != q.Source {
+		return p.Source < q.Source
+	}
+	if p.Topic != q.Topic {
+		return p.Topic < q.Topic
+	}
+	return p.Partition < q.Partition
+}
+
+// String names the partition: "topic/partition", after "source:" in the
+// graph form.
+func (p KafkaPartition) String() string {
+	s := p.Topic + "/" + strconv.Itoa(int(p.Partition))
+	if p.Source != "" {
+		s = p.Source + ":" + s
+	}
+	return s
 }

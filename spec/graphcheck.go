@@ -434,12 +434,6 @@ func (p *Pipeline) validateGraph(c *collector) {
 	for _, s := range p.Sources {
 		sp := join("sources", s.Name)
 		validateSourceAt(c, sp, &s.Source)
-		if s.Source.Type == SourceKafka {
-			// The runner combines a graph's sources into one file store
-			// (runner/graphsrc.go); a kafka source's offsets, partition
-			// watermarks and manifest entry are kept for the linear form.
-			c.add(sp+".type", "a kafka source is supported in the linear form only for now (source:, operators: filter, project, window, sink:); a graph (sources:, stages:, sinks:) cannot read one yet")
-		}
 		if s.Source.LateURL != "" {
 			c.add(sp+".late_url", "in the graph form late rows belong to the stage that finds them late: set late_url on the window, join, top_n or dedup stage")
 		}

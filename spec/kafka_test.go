@@ -82,10 +82,9 @@ func TestKafkaSourceSpecErrors(t *testing.T) {
 	}
 }
 
-// TestKafkaGraphRefused: the graph form refuses a kafka source at
-// validation, naming the source and its line (the runner combines a
-// graph's sources into one file store; see runner/graphsrc.go).
-func TestKafkaGraphRefused(t *testing.T) {
+// TestKafkaGraph: a kafka source under sources: in the graph form, joined
+// with a files source.
+func TestKafkaGraph(t *testing.T) {
 	const g = `name: g
 sources:
   files: {type: files, url: in, format: jsonl, schema: {ts: timestamp, user: string}, event_time: ts}
@@ -96,6 +95,7 @@ sources:
     format: jsonl
     schema: {user: string}
     event_time: kafka_timestamp
+    max_records_per_epoch: 50
 stages:
   - name: j
     inputs: [clicks, files]
@@ -104,13 +104,23 @@ sinks:
   out: {input: j, type: files, url: out, format: parquet}
 state: {url: st}
 `
-	_, err := Parse("g.yaml", []byte(g), "/specs")
-	want := "g.yaml:5:11: sources.clicks.type: a kafka source is supported in the linear form only for now"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %v, want one containing %q", err, want)
+	p, err := Parse("g.yaml", []byte(g), "/specs")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(err.Error(), "sources.files") {
-		t.Errorf("the files source is refused too: %v", err)
+	var k *KafkaSource
+	for _, ns := range p.Sources {
+		if ns.Name == "clicks" {
+			k = ns.Source.Kafka
+		}
+	}
+	if k == nil || k.Topics[0] != "clicks" || k.MaxRecordsPerEpoch != 50 {
+		t.Fatalf("sources.clicks.kafka = %+v", k)
+	}
+	// a kafka source's own fields are still checked at their line
+	_, err = Parse("g.yaml", []byte(strings.Replace(g, "topic: clicks", "topic: cl/icks", 1)), "/specs")
+	if want := "g.yaml:7:12: sources.clicks.topic"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
 	}
 }
 

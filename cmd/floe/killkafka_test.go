@@ -269,7 +269,7 @@ func TestKillRestartKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := 0; p < parts; p++ {
-		if want := fmt.Sprintf(`floe_kafka_lag_records{partition="%d",pipeline="kkill",topic=%q} 0`, p, topic); !strings.Contains(string(prom), want) {
+		if want := fmt.Sprintf(`floe_kafka_lag_records{partition="%d",pipeline="kkill",source="",topic=%q} 0`, p, topic); !strings.Contains(string(prom), want) {
 			t.Errorf("metrics lack %s:\n%s", want, prom)
 		}
 	}

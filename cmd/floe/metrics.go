@@ -397,7 +397,7 @@ func newMetricDescs(pipeline string) metricDescs {
 		descRunExit:      d("floe_run_exit_code", "Exit code of this run: 0 ok, 2 failed, 3 fenced (absent while it runs)."),
 		descRestarts:     d("floe_run_restarts_total", "Restarts of this --trigger worker after a failed attempt (transient storage failures)."),
 		descFailures:     d("floe_run_consecutive_failures", "Failed attempts since the last committed epoch (the worker gives up after --max-restarts)."),
-		descKafkaLag:     d("floe_kafka_lag_records", "A kafka source's records between the committed offset and the partition's high watermark (as the head recorded it).", "topic", "partition"),
+		descKafkaLag:     d("floe_kafka_lag_records", "A kafka source's records between the committed offset and the partition's high watermark (as the head recorded it); source names the graph form's kafka source (empty in the linear form).", "source", "topic", "partition"),
 	}
 }
 
@@ -437,7 +437,7 @@ func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 			emit(m.d.descEpochDur, prometheus.GaugeValue, float64(e.DurationMs)/1e3)
 		}
 		for _, l := range h.KafkaPartitions {
-			emit(m.d.descKafkaLag, prometheus.GaugeValue, float64(l.Lag), l.Topic, strconv.Itoa(int(l.Partition)))
+			emit(m.d.descKafkaLag, prometheus.GaugeValue, float64(l.Lag), l.Source, l.Topic, strconv.Itoa(int(l.Partition)))
 		}
 	}
 	emit(m.d.descEpochs, prometheus.CounterValue, float64(m.epochs))

@@ -50,6 +50,12 @@ type Config struct {
 	// formatOf is each input's own format (a graph's named sources); inputs
 	// not in it use format.
 	formatOf map[string]spec.Format
+	// kafkaOf holds a graph's named kafka sources, each with its
+	// max_records_per_epoch (0: no bound); non-nil in the graph form. A
+	// kafka source's files are "<source>/<topic>/<partition>/<from>-<to>"
+	// and each of its partitions is an input "<source>/<topic>/<partition>"
+	// (sourceOf maps it back to the source).
+	kafkaOf map[string]int64
 	// streams: the plan has no keyed stage (no window in the linear form;
 	// only filter, project and lookup stages in the graph form), so an
 	// epoch streams its input in bounded memory and the budget does not
@@ -91,7 +97,11 @@ func NewConfig(p *spec.Pipeline) Config {
 		c.oooOf = map[string]time.Duration{}
 		c.idleOf = map[string]time.Duration{}
 		c.MaxFilesOf = map[string]int{}
+		c.kafkaOf = map[string]int64{}
 		for _, ns := range p.Sources {
+			if ns.Source.Type == spec.SourceKafka && ns.Source.Kafka != nil {
+				c.kafkaOf[ns.Name] = ns.Source.Kafka.MaxRecordsPerEpoch
+			}
 			c.formatOf[ns.Name] = ns.Source.Format
 			c.oooOf[ns.Name] = ns.Source.Watermark.MaxOutOfOrderness
 			c.idleOf[ns.Name] = ns.Source.Watermark.IdleTimeout
@@ -104,7 +114,7 @@ func NewConfig(p *spec.Pipeline) Config {
 // Estimate is decodedEstimate of f by its input's format.
 func (c Config) Estimate(f store.ObjectInfo) int64 {
 	format := c.Format
-	if v, ok := c.formatOf[c.inputOf(f.Key)]; ok {
+	if v, ok := c.formatOf[c.sourceOf(c.inputOf(f.Key))]; ok {
 		format = v
 	}
 	return DecodedEstimate(format, f)
@@ -124,10 +134,28 @@ func (c Config) inputOf(key string) string {
 	}
 	if c.ByDirectory {
 		if i := strings.IndexByte(key, '/'); i > 0 {
+			if _, ok := c.kafkaOf[key[:i]]; ok {
+				// a graph's kafka source: "<source>/<topic>/<partition>"
+				if j := strings.LastIndexByte(key, '/'); j > i {
+					return key[:j]
+				}
+			}
 			return key[:i]
 		}
 	}
 	return defaultInput
+}
+
+// sourceOf maps an input to the graph's named source it belongs to (its
+// first segment: a kafka source has an input per partition); in the
+// linear form every input is its own.
+func (c Config) sourceOf(input string) string {
+	if c.kafkaOf != nil {
+		if i := strings.IndexByte(input, '/'); i > 0 {
+			return input[:i]
+		}
+	}
+	return input
 }
 
 // Interleave orders pending files round-robin across inputs (the first
@@ -205,8 +233,19 @@ func (c Config) Limit(pend []store.ObjectInfo) int {
 		return len(pend)
 	}
 	taken := map[string]int{}
+	records := map[string]int64{} // per kafka source
 	for i, f := range pend {
-		n := c.inputOf(f.Key)
+		n := c.sourceOf(c.inputOf(f.Key))
+		if l, ok := c.kafkaOf[n]; ok {
+			// a kafka source's own max_records_per_epoch: whole ranges up
+			// to it, at least one
+			k := rangeLen(f.Key)
+			if l > 0 && records[n] > 0 && records[n]+k > l {
+				return i
+			}
+			records[n] += k
+			continue
+		}
 		if l := c.MaxFilesOf[n]; l > 0 && taken[n] >= l {
 			return i
 		}
@@ -309,13 +348,13 @@ func (c Config) watermark(inputs map[string]manifest.InputState, prev int64, now
 			continue
 		}
 		ooo := c.Ooo.Microseconds()
-		if d, ok := c.oooOf[name]; ok {
+		if d, ok := c.oooOf[c.sourceOf(name)]; ok {
 			ooo = d.Microseconds() // a graph's named source
 		}
 		v := in.MaxEventTime - ooo
 		maxAll = max(maxAll, v)
 		idle := c.Idle
-		if d, ok := c.idleOf[name]; ok {
+		if d, ok := c.idleOf[c.sourceOf(name)]; ok {
 			idle = d // a graph's named source
 		}
 		if idle > 0 && now.Sub(in.LastActive) >= idle && !waiting[name] {
@@ -372,13 +411,27 @@ func (c Config) InputWatermarks(inputs map[string]manifest.InputState, prev int6
 			out[n] = math.MaxInt64
 			continue
 		}
-		sub := map[string]manifest.InputState{}
-		if in, ok := inputs[n]; ok {
-			sub[n] = in
-		}
-		out[n] = c.watermark(sub, prev, now, map[string]bool{n: waiting[n]})
+		sub, w := c.inputsOfSource(n, inputs, waiting)
+		out[n] = c.watermark(sub, prev, now, w)
 	}
 	return out
+}
+
+// inputsOfSource returns the inputs (and the waiting ones) of the named
+// source n: n itself, or a kafka source's partitions.
+func (c Config) inputsOfSource(n string, inputs map[string]manifest.InputState, waiting map[string]bool) (map[string]manifest.InputState, map[string]bool) {
+	sub, w := map[string]manifest.InputState{}, map[string]bool{}
+	for name, in := range inputs {
+		if c.sourceOf(name) == n {
+			sub[name] = in
+		}
+	}
+	for name, v := range waiting {
+		if v && c.sourceOf(name) == n {
+			w[name] = true
+		}
+	}
+	return sub, w
 }
 
 // rangeLen is the offset count of a kafka range key ".../<from>-<to>"
@@ -453,11 +506,12 @@ func (c Config) InputWatermarksWaiting(inputs map[string]manifest.InputState, pr
 			out[n] = math.MaxInt64
 			continue
 		}
-		sub := map[string]manifest.InputState{}
-		if in, ok := inputs[n]; ok {
-			sub[n] = in
+		w := map[string]bool{}
+		for _, name := range waiting {
+			w[name] = true
 		}
-		out[n] = c.watermark(sub, prev, now, map[string]bool{n: slices.Contains(waiting, n)})
+		sub, subW := c.inputsOfSource(n, inputs, w)
+		out[n] = c.watermark(sub, prev, now, subW)
 	}
 	return out
 }

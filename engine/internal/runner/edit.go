@@ -38,23 +38,19 @@ func (r *Runner) prepareEdit(ctx context.Context, att *epoch.Attempt, files []st
 	d decide.EpochDecision, out *processed, w *written) (*epochEdit, error) {
 	e := &epochEdit{files: files, inputs: d.Inputs, watermark: d.Watermark, out: w,
 		rows: in.Rows, late: out.Late, rejected: int64(len(in.Rejects)), windows: out.Windows}
-	keys := make([]string, len(files))
-	for i, f := range files {
-		keys[i] = f.Key
-	}
-	kafkaSrc := r.kafkaSource() != nil
-	if kafkaSrc {
-		keys = nil // the position is the offsets (kafkaManifest), not a file set
+	// A kafka source's position is its offsets (kafkaManifest), not a file
+	// set: its ranges are neither processed files nor sized.
+	keys := make([]string, 0, len(files))
+	sizes := make([]string, 0, len(files)+len(r.changed))
+	for _, f := range files {
+		if !r.kafkaKey(f.Key) {
+			keys = append(keys, f.Key)
+			sizes = append(sizes, sizeEntry(f.Key, f.Size))
+		}
 	}
 	var err error
 	if e.seen, err = r.Seen.Prepare(ctx, att, keys); err != nil {
 		return nil, err
-	}
-	sizes := make([]string, 0, len(files)+len(r.changed))
-	for _, f := range files {
-		if !kafkaSrc {
-			sizes = append(sizes, sizeEntry(f.Key, f.Size))
-		}
 	}
 	e.changed = r.changed
 	for k, n := range r.changed {

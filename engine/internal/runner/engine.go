@@ -267,8 +267,9 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 		// The named sources, combined (sources.Mux); the graph form has
 		// no pipeline-wide late_url (each stage may have one).
 		targets = append(targets, target{"rejected", p.RejectedField(), p.RejectedURL(), &st.Rejected})
-		mux, err := sources.OpenGraph(ctx, p, open)
+		mux, err := sources.OpenGraph(ctx, p, open, opts.log())
 		if err != nil {
+			st.Close()
 			return nil, err
 		}
 		st.Source = mux
@@ -277,7 +278,7 @@ func OpenStores(ctx context.Context, p *spec.Pipeline, opts *Options, withSource
 	if withSource && isKafka(p) {
 		// The kafka source is its own store (kafkasrc.go), not retried
 		// as object storage is: a fetch has its own deadline.
-		ks, err := sources.OpenKafka(p, opts.log().With("source", "kafka"))
+		ks, err := sources.OpenKafka(&p.Source, opts.log().With("source", "kafka"))
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("source: %w", err)

@@ -53,7 +53,7 @@ func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 	if err := r.checkDecoded(res, d); err != nil {
 		return nil, err
 	}
-	kafkaRejects(res, r.P)
+	kafkaRejects(res, src, r.P)
 	tsCol := node.Out.FieldIndices(src.EventTime)[0]
 	for _, b := range d.Batches {
 		ts := b.Column(tsCol).(*array.Timestamp)
@@ -63,7 +63,7 @@ func (r *Runner) decodeGraphFile(ctx context.Context, f store.ObjectInfo, parall
 			}
 		}
 	}
-	if start, _, _ := src.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() && !kafkaIgnoresStartTime(r.P) {
+	if start, _, _ := src.StartTime(); !start.IsZero() && res.maxTS < start.UnixMicro() && !kafkaIgnoresStartTime(src) {
 		ReleaseBatches(d.Batches)
 		return &fileResult{key: f.Key, maxTS: math.MinInt64, rows: d.Rows, filtered: d.Rows, rejects: d.Rejects}, nil
 	}

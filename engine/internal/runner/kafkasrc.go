@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/sources"
 	"github.com/floe-dev/floe/epoch"
@@ -33,17 +34,20 @@ import (
 //     starts new partitions at the broker's offset for that time, and rows
 //     after it are never dropped by their event time.
 
-// isKafka reports whether p reads a kafka source (the linear form).
+// isKafka reports whether p reads a kafka source in the linear form.
 func isKafka(p *spec.Pipeline) bool { return !IsGraph(p) && p.Source.Type == spec.SourceKafka }
 
-// setKafkaCommitted tells a kafka source which offsets its listing starts
-// from: those of the manifest the run continues (the head's, or the
-// restored epoch's).
+// In the graph form each named kafka source is a kafka.Source in the
+// combined store (sources.Mux): its keys are "<name>/<range key>", each of
+// its partitions is an input "<name>/<topic>/<partition>", and the
+// manifest's offsets name the source of every partition
+// (manifest.KafkaPartition.Source). What follows works on every kafka
+// source of the run (sources.KafkaOf), in either form.
+
+// setKafkaCommitted tells the kafka sources of src which offsets their
+// listing starts from: those of the manifest the run continues (the
+// head's, or the restored epoch's).
 func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource) {
-	ks, ok := src.(*kafka.Source)
-	if !ok {
-		return
-	}
 	var m *manifest.Manifest
 	if head != nil {
 		m = head.Manifest
@@ -51,92 +55,118 @@ func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource) {
 	if from != nil && from.Kind != "" && from.Manifest != nil {
 		m = from.Manifest
 	}
-	ks.SetCommitted(sources.KafkaOffsetsOf(m))
+	for _, k := range sources.KafkaOf(src) {
+		k.Source.SetCommitted(sources.KafkaOffsetsOf(m, k.Name))
+	}
 }
 
-func (r *Runner) kafkaSource() *kafka.Source {
-	ks, _ := r.St.Source.(*kafka.Source)
-	return ks
+// kafkaSources returns the run's kafka sources (none for files only).
+func (r *Runner) kafkaSources() []sources.NamedKafka { return sources.KafkaOf(r.St.Source) }
+
+// kafkaKey reports whether a listed key is a kafka source's range.
+func (r *Runner) kafkaKey(key string) bool {
+	for _, k := range r.kafkaSources() {
+		if _, ok := k.RangeKey(key); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // kafkaManifest records in m the offsets after the epoch that consumed
-// files: the source's base advanced by their ranges.
+// files: the sources' bases advanced by their ranges.
 func (r *Runner) kafkaManifest(m *manifest.Manifest, files []store.ObjectInfo) {
 	if ko := r.kafkaOffsets(files, true); ko != nil {
 		m.Source.Kafka = ko
 	}
 }
 
-// kafkaOffsets returns, for a kafka source, the offsets after an epoch
-// that consumes files: the source's base advanced by their ranges, with
-// the high watermarks of its last listing. withSkipped adds the offsets
-// this process found gone reading them; a decision leaves them out (its
+// kafkaOffsets returns the offsets after an epoch that consumes files:
+// each kafka source's base advanced by its ranges, with the high
+// watermarks of its last listing. withSkipped adds the offsets this
+// process found gone reading them; a decision leaves them out (its
 // proposer has not read the files: each worker reports its own,
-// manifest.WorkerPart.KafkaSkipped). Nil when the source is not kafka.
+// manifest.WorkerPart.KafkaSkipped). Nil when no source is kafka.
 func (r *Runner) kafkaOffsets(files []store.ObjectInfo, withSkipped bool) *manifest.KafkaOffsets {
-	ks := r.kafkaSource()
-	if ks == nil {
+	srcs := r.kafkaSources()
+	if len(srcs) == 0 {
 		return nil
 	}
-	base, skipped := ks.Base()
-	var rs []kafka.Range
-	for _, f := range files {
-		rg, err := kafka.ParseKey(f.Key)
-		if err != nil {
-			continue // not a range key: never listed by a kafka source
+	ko := &manifest.KafkaOffsets{Version: manifest.KafkaOffsetsVersion}
+	for i, k := range srcs {
+		base, skipped := k.Source.Base()
+		if i == 0 {
+			ko.Skipped = skipped // the pipeline's total: every source carries it
 		}
-		rs = append(rs, rg)
-		if withSkipped {
-			skipped += ks.Skipped(f.Key)
+		var rs []kafka.Range
+		for _, f := range files {
+			key, ok := k.RangeKey(f.Key)
+			if !ok {
+				continue
+			}
+			rg, err := kafka.ParseKey(key)
+			if err != nil {
+				continue // not a range key: never listed by a kafka source
+			}
+			rs = append(rs, rg)
+			if withSkipped {
+				ko.Skipped += k.Source.Skipped(key)
+			}
 		}
-	}
-	next := kafka.Advance(base, rs)
-	wms := ks.Watermarks()
-	parts := make([]kafka.Partition, 0, len(next))
-	for p := range next {
-		parts = append(parts, p)
-	}
-	kafka.SortPartitions(parts)
-	ko := &manifest.KafkaOffsets{Version: manifest.KafkaOffsetsVersion, Skipped: skipped}
-	for _, p := range parts {
-		ko.Partitions = append(ko.Partitions, manifest.KafkaPartition{Topic: p.Topic, Partition: p.Partition, Next: next[p], High: max(0, wms[p].High)})
+		next := kafka.Advance(base, rs)
+		wms := k.Source.Watermarks()
+		parts := make([]kafka.Partition, 0, len(next))
+		for p := range next {
+			parts = append(parts, p)
+		}
+		kafka.SortPartitions(parts)
+		for _, p := range parts {
+			ko.Partitions = append(ko.Partitions, manifest.KafkaPartition{Source: k.Name, Topic: p.Topic, Partition: p.Partition,
+				Next: next[p], High: max(0, wms[p].High)})
+		}
 	}
 	return ko
 }
 
 // kafkaSkipped is the offsets this process found gone reading files.
 func (r *Runner) kafkaSkipped(files []store.ObjectInfo) int64 {
-	ks := r.kafkaSource()
-	if ks == nil {
-		return 0
-	}
 	var n int64
-	for _, f := range files {
-		n += ks.Skipped(f.Key)
+	for _, k := range r.kafkaSources() {
+		for _, f := range files {
+			if key, ok := k.RangeKey(f.Key); ok {
+				n += k.Source.Skipped(key)
+			}
+		}
 	}
 	return n
 }
 
-// kafkaCommitted moves the source's committed offsets to m's, once m is
+// kafkaCommitted moves the sources' committed offsets to m's, once m is
 // committed.
 func (r *Runner) kafkaCommitted(m *manifest.Manifest) {
-	if ks := r.kafkaSource(); ks != nil {
-		ks.SetCommitted(sources.KafkaOffsetsOf(m))
+	for _, k := range r.kafkaSources() {
+		k.Source.SetCommitted(sources.KafkaOffsetsOf(m, k.Name))
 	}
 }
 
-// kafkaRejects rewrites the rejects of a decoded range: the file is the
-// record's "<topic>/<partition>" and the line its offset (line N of a
-// range file is offset from+N-1).
-func kafkaRejects(res *fileResult, p *spec.Pipeline) {
-	if !isKafka(p) || len(res.rejects) == 0 {
+// kafkaRejects rewrites the rejects of a decoded range of src (the source
+// that listed it): the file is the record's "<topic>/<partition>" (after
+// "<name>/" in the graph form) and the line its offset (line N of a range
+// file is offset from+N-1).
+func kafkaRejects(res *fileResult, src *spec.Source, p *spec.Pipeline) {
+	if src.Type != spec.SourceKafka || len(res.rejects) == 0 {
 		return
 	}
-	rg, err := kafka.ParseKey(res.key)
+	prefix, key := "", res.key
+	if IsGraph(p) {
+		name, rest, _ := strings.Cut(res.key, "/")
+		prefix, key = name+"/", rest
+	}
+	rg, err := kafka.ParseKey(key)
 	if err != nil {
 		return
 	}
-	name := kafka.InputOf(res.key)
+	name := prefix + kafka.InputOf(key)
 	for i := range res.rejects {
 		rj := &res.rejects[i]
 		rj.File = name
@@ -148,13 +178,13 @@ func kafkaRejects(res *fileResult, p *spec.Pipeline) {
 
 // kafkaIgnoresStartTime: a kafka source's start_from time picks offsets,
 // it never drops rows by event time.
-func kafkaIgnoresStartTime(p *spec.Pipeline) bool { return isKafka(p) }
+func kafkaIgnoresStartTime(src *spec.Source) bool { return src.Type == spec.SourceKafka }
 
 // RefuseKafka refuses what a kafka source does not support yet (replay,
 // bundles, reprocess: they work on the processed-file set and captured
 // files, which a kafka source does not keep).
 func RefuseKafka(p *spec.Pipeline, what string) error {
-	if !isKafka(p) {
+	if !sources.HasKafka(p) {
 		return nil
 	}
 	return fmt.Errorf("%s: not supported for a kafka source yet (it records offsets, not input files); rollback --to-epoch re-reads from an epoch's offsets while the log still holds them", what)
@@ -163,3 +193,6 @@ func RefuseKafka(p *spec.Pipeline, what string) error {
 // SetKafkaCommitted is setKafkaCommitted for the read-only tools (status):
 // src's listing starts from head's offsets.
 func SetKafkaCommitted(src store.Store, head *epoch.Head) { setKafkaCommitted(src, head, nil) }
+
+// HasKafka reports whether p reads a kafka source, in either form.
+func HasKafka(p *spec.Pipeline) bool { return sources.HasKafka(p) }

@@ -119,7 +119,7 @@ func ResolveRestore(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Opt
 	if n > 1 {
 		return nil, fmt.Errorf("--from-savepoint, --rollback-to, --reset-state and reprocessing exclude each other")
 	}
-	if (opts.ReprocessRejected || opts.ReprocessFiles != "") && isKafka(p) {
+	if (opts.ReprocessRejected || opts.ReprocessFiles != "") && HasKafka(p) {
 		return nil, RefuseKafka(p, "reprocess")
 	}
 	if opts.Claim && opts.FromSavepoint == "" {

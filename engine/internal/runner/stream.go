@@ -332,7 +332,7 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	}
 	res := &fileResult{key: f.Key, maxTS: math.MinInt64}
 	startAt := int64(math.MinInt64)
-	if start, _, _ := src.StartTime(); !start.IsZero() && !kafkaIgnoresStartTime(r.P) {
+	if start, _, _ := src.StartTime(); !start.IsZero() && !kafkaIgnoresStartTime(src) {
 		startAt = start.UnixMicro()
 	}
 	tsCol := tsSchema.FieldIndices(src.EventTime)[0]
@@ -385,7 +385,7 @@ func (r *Runner) streamFile(ctx context.Context, f store.ObjectInfo, par int, se
 	if err := r.checkDecoded(res, d); err != nil {
 		return nil, err
 	}
-	kafkaRejects(res, r.P)
+	kafkaRejects(res, src, r.P)
 	if !kept {
 		// start_from: every row of the file is older: skip it (it counts as
 		// read, its rows as filtered).

@@ -108,9 +108,6 @@ func checkWorkers(p *spec.Pipeline, opts *Options) error {
 	}
 	var why []string
 	for _, s := range p.Sources {
-		if s.Source.Type == spec.SourceKafka {
-			why = append(why, "sources."+s.Name+" (kafka)")
-		}
 		if s.Source.Order != "" || s.Source.Capture || s.Source.ForgetAfter != 0 {
 			why = append(why, "sources."+s.Name+" with order, capture or forget_after")
 		}
@@ -394,7 +391,7 @@ func (r *Runner) workerEpoch(ctx context.Context, pend *[]store.ObjectInfo) erro
 		decided[f.Key] = true
 	}
 	*pend = slices.DeleteFunc(*pend, func(f store.ObjectInfo) bool { return decided[f.Key] })
-	if r.kafkaSource() != nil {
+	if len(r.kafkaSources()) > 0 {
 		// The decided ranges are the proposer's listing: this worker's
 		// own may have cut them elsewhere. Its next proposal, if it
 		// makes one, lists again from the committed offsets.
@@ -541,16 +538,18 @@ func (r *Runner) buildManifest(ctx context.Context, att *epoch.Attempt, d *manif
 	}
 	dd := r.Dc.DecideSeen(r.inputs, r.wm, seen, d.CreatedAt, d.Waiting, d.Drain, len(d.Files) == 0 && !d.Commit)
 	files := make([]store.ObjectInfo, len(d.Files))
-	keys := make([]string, len(d.Files))
-	sizes := make([]string, len(d.Files))
+	keys := make([]string, 0, len(d.Files))
+	sizes := make([]string, 0, len(d.Files))
 	for i, f := range d.Files {
 		files[i] = store.ObjectInfo{Key: f.Key, Size: f.Size}
-		keys[i], sizes[i] = f.Key, sizeEntry(f.Key, f.Size)
+		if !r.kafkaKey(f.Key) {
+			// a kafka range's position is the offsets (the decision's),
+			// not a file set
+			keys, sizes = append(keys, f.Key), append(sizes, sizeEntry(f.Key, f.Size))
+		}
 	}
-	kafkaSrc := r.kafkaSource() != nil
+	kafkaSrc := len(r.kafkaSources()) > 0
 	if kafkaSrc {
-		// The position is the offsets (the decision's), not a file set.
-		keys, sizes = nil, nil
 		if d.Kafka == nil {
 			return nil, nil, fmt.Errorf("gen %d epoch %d: the decision of a kafka source records no offsets", d.Generation, d.Epoch)
 		}

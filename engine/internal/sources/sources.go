@@ -106,12 +106,22 @@ func (m *Mux) Close() error {
 	return first
 }
 
-// OpenGraph opens each named source of p (wrapped like any store)
-// and combines them.
-func OpenGraph(ctx context.Context, p *spec.Pipeline, open func(name, field, url string) (store.Store, error)) (store.Store, error) {
+// OpenGraph opens each named source of p (wrapped like any store; a kafka
+// source is its own store, not retried as object storage is: a fetch has
+// its own deadline) and combines them.
+func OpenGraph(ctx context.Context, p *spec.Pipeline, open func(name, field, url string) (store.Store, error), log *slog.Logger) (store.Store, error) {
 	m := &Mux{stores: map[string]store.Store{}}
 	for _, ns := range p.Sources {
-		s, err := open("source", fmt.Sprintf("sources.%s.url", ns.Name), ns.Source.URL)
+		var s store.Store
+		var err error
+		if ns.Source.Type == spec.SourceKafka {
+			s, err = OpenKafka(&ns.Source, log.With("source", ns.Name))
+			if err != nil {
+				err = fmt.Errorf("sources.%s: %w", ns.Name, err)
+			}
+		} else {
+			s, err = open("source", fmt.Sprintf("sources.%s.url", ns.Name), ns.Source.URL)
+		}
 		if err != nil {
 			m.Close()
 			return nil, err
@@ -144,9 +154,59 @@ func Delay(p *spec.Pipeline, name string) time.Duration {
 	return 0
 }
 
-// OpenKafka opens the source store of a kafka pipeline.
-func OpenKafka(p *spec.Pipeline, log *slog.Logger) (*kafka.Source, error) {
-	s := &p.Source
+// NamedKafka is one kafka source of a pipeline: the linear form's (Name
+// "", its keys the range keys) or a graph's named one (its keys in the
+// combined listing "<name>/<range key>").
+type NamedKafka struct {
+	Name   string
+	Source *kafka.Source
+}
+
+// Prefix is what the source's keys start with in the run's listing.
+func (k NamedKafka) Prefix() string {
+	if k.Name == "" {
+		return ""
+	}
+	return k.Name + "/"
+}
+
+// RangeKey returns the range key of a listed key of this source.
+func (k NamedKafka) RangeKey(key string) (string, bool) {
+	return strings.CutPrefix(key, k.Prefix())
+}
+
+// KafkaOf returns the kafka sources of a run's source store, by name.
+func KafkaOf(src store.Store) []NamedKafka {
+	switch s := src.(type) {
+	case *kafka.Source:
+		return []NamedKafka{{Source: s}}
+	case *Mux:
+		var out []NamedKafka
+		for _, name := range s.names {
+			if ks, ok := s.stores[name].(*kafka.Source); ok {
+				out = append(out, NamedKafka{Name: name, Source: ks})
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// HasKafka reports whether p reads a kafka source (in either form).
+func HasKafka(p *spec.Pipeline) bool {
+	if len(p.Sources) == 0 {
+		return p.Source.Type == spec.SourceKafka
+	}
+	for _, ns := range p.Sources {
+		if ns.Source.Type == spec.SourceKafka {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenKafka opens the store of a kafka source.
+func OpenKafka(s *spec.Source, log *slog.Logger) (*kafka.Source, error) {
 	k := s.Kafka
 	auth, err := kafka.LoadAuth(k.AuthFile, nil)
 	if err != nil {
@@ -178,14 +238,18 @@ func OpenKafka(p *spec.Pipeline, log *slog.Logger) (*kafka.Source, error) {
 	})
 }
 
-// KafkaOffsetsOf returns the committed offsets of m (none for nil).
-func KafkaOffsetsOf(m *manifest.Manifest) (map[kafka.Partition]int64, int64) {
+// KafkaOffsetsOf returns the committed offsets of m's kafka source name
+// ("" in the linear form; none for nil) and the skipped-offsets total of
+// all its kafka sources.
+func KafkaOffsetsOf(m *manifest.Manifest, name string) (map[kafka.Partition]int64, int64) {
 	out := map[kafka.Partition]int64{}
 	if m == nil || m.Source.Kafka == nil {
 		return out, 0
 	}
 	for _, p := range m.Source.Kafka.Partitions {
-		out[kafka.Partition{Topic: p.Topic, Partition: p.Partition}] = p.Next
+		if p.Source == name {
+			out[kafka.Partition{Topic: p.Topic, Partition: p.Partition}] = p.Next
+		}
 	}
 	return out, m.Source.Kafka.Skipped
 }
