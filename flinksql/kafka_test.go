@@ -597,3 +597,86 @@ func TestKafkaSQLAvro(t *testing.T) {
 		t.Fatalf("rows:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantRows, "\n"))
 	}
 }
+
+// kafkaJoinSQL joins a kafka table of bids (its event time the record
+// timestamp) with a filesystem table of auctions: the graph form, with a
+// kafka source under sources.
+const kafkaJoinSQL = `CREATE TABLE bids (
+  bts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp',
+  auction BIGINT,
+  bidder STRING,
+  price BIGINT,
+  WATERMARK FOR bts AS bts - INTERVAL '1' SECOND
+) WITH ('connector' = 'kafka', 'topic' = '%[1]s', 'properties.bootstrap.servers' = '%[2]s', 'format' = 'json',
+  'source.max-records-per-epoch' = '15');
+CREATE TABLE auctions (id BIGINT, category STRING, ats TIMESTAMP(3), WATERMARK FOR ats AS ats)
+WITH ('connector' = 'filesystem', 'path' = '%[3]s', 'format' = 'json');
+CREATE TABLE pairs (auction BIGINT, bidder STRING, price BIGINT, category STRING)
+WITH ('connector' = 'filesystem', 'path' = '%[4]s', 'format' = 'parquet');
+SET 'pipeline.name' = 'kjoin';
+SET 'state.url' = '%[5]s';
+INSERT INTO pairs
+SELECT B.auction, B.bidder, B.price, A.category
+FROM bids B JOIN auctions A ON B.auction = A.id
+  AND B.bts BETWEEN A.ats - INTERVAL '2' HOUR AND A.ats + INTERVAL '2' HOUR;
+`
+
+// TestKafkaSQLJoin runs a SQL join of a kafka table with a filesystem
+// table (the graph form): every bid of a known auction once, over epochs
+// of at most 'source.max-records-per-epoch'.
+func TestKafkaSQLJoin(t *testing.T) {
+	ctx := context.Background()
+	b := kafkatest.Start(t)
+	topic := b.Topic("sqlbids", 2)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var ms []kafkatest.Msg
+	var want []string
+	for p := int32(0); p < 2; p++ {
+		for i := 0; i < 40; i++ {
+			a := (i + int(p)) % 7 // auctions 0-4 exist
+			ms = append(ms, kafkatest.Msg{Partition: p, Time: t0.Add(time.Duration(i) * time.Second),
+				Value: fmt.Sprintf(`{"auction":%d,"bidder":"b%d","price":%d}`, a, p, int(p)*100+i)})
+			if a < 5 {
+				// the sink gets the event time column too (docs/sql.md)
+				want = append(want, fmt.Sprintf("auction=%d bidder=b%d price=%d category=c%d bts=%s ", a, p, int(p)*100+i, a%2,
+					t0.Add(time.Duration(i)*time.Second).Format(time.RFC3339)))
+			}
+		}
+	}
+	b.Produce(topic, ms...)
+	slices.Sort(want)
+	root := t.TempDir()
+	in, out, state := filepath.Join(root, "auctions"), filepath.Join(root, "out"), filepath.Join(root, "state")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	for a := 0; a < 5; a++ {
+		fmt.Fprintf(&sb, `{"id":%d,"category":"c%d","ats":"%s"}`+"\n", a, a%2, t0.Format(time.RFC3339))
+	}
+	if err := os.WriteFile(filepath.Join(in, "a.json"), []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse("j.sql", []byte(fmt.Sprintf(kafkaJoinSQL, topic, strings.Join(b.Brokers(), ","), in, out, state)), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sources) != 2 || p.Sources[slices.IndexFunc(p.Sources, func(s spec.NamedSource) bool { return s.Name == "bids" })].Source.Type != spec.SourceKafka {
+		t.Fatalf("sources %+v: want the graph form with a kafka source bids", p.Sources)
+	}
+	res, err := engine.Run(ctx, p, engine.Options{Drain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Epochs < 5 { // 80 records, at most 15 an epoch
+		t.Fatalf("%d epochs, want at least 5", res.Epochs)
+	}
+	var got []string
+	for _, o := range res.Outputs {
+		got = append(got, readRows(t, filepath.Join(out, filepath.FromSlash(o)))...)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows (%d):\n%s\nwant (%d)\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+}

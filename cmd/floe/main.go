@@ -284,13 +284,15 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 				worker = n
 			}
-			if cmd.Flags().Changed("worker") && workers <= 1 {
+			// --workers 1 --worker 0 is one process (a Job template scaled
+			// down to one worker): accepted, as is its --run-id.
+			if cmd.Flags().Changed("worker") && !cmd.Flags().Changed("workers") {
 				return fmt.Errorf("--worker %d needs --workers (the worker count)", worker)
 			}
-			if workers > 1 && (worker < 0 || worker >= workers) {
+			if (workers > 1 || cmd.Flags().Changed("worker")) && (worker < 0 || worker >= workers) {
 				return fmt.Errorf("--worker %d: must be in 0..%d with --workers %d", worker, workers-1, workers)
 			}
-			if cmd.Flags().Changed("run-id") && workers <= 1 {
+			if cmd.Flags().Changed("run-id") && !cmd.Flags().Changed("workers") {
 				return fmt.Errorf("--run-id names a run of several workers: it needs --workers")
 			}
 			if len(runID) > 253 || strings.ContainsFunc(runID, unicode.IsControl) {
