@@ -15,6 +15,7 @@ import (
 	"github.com/floe-dev/floe/engine/internal/dataflow"
 	"github.com/floe-dev/floe/epoch"
 	"github.com/floe-dev/floe/formats"
+	"github.com/floe-dev/floe/keygroup"
 	"github.com/floe-dev/floe/manifest"
 	"github.com/floe-dev/floe/operators"
 	"github.com/floe-dev/floe/store"
@@ -315,7 +316,11 @@ func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*d
 			sels[i] = append(sels[i], sel)
 		}
 	}
-	if err := r.loadStage(ctx, nd, rows, sels, wm); err != nil {
+	var partials []arrow.RecordBatch // several workers: other workers' rows as partial aggregates
+	if r.cl != nil {
+		partials = r.cl.partials
+	}
+	if err := r.loadStage(ctx, nd, rows, sels, partials, wm); err != nil {
 		return nil, nil, nil, 0, 0, err
 	}
 	subOut := make([][]arrow.RecordBatch, p)
@@ -350,6 +355,17 @@ func (r *Runner) runStateful(ctx context.Context, nd *dataflow.Node, rows map[*d
 						myLate += lb.NumRows()
 						lateBy[i][s] = append(lateBy[i][s], lb)
 					}
+				}
+			}
+			if len(partials) > 0 {
+				lo, hi := keygroup.Range(s, p, r.K)
+				c := op.(operators.Combiner)
+				for _, b := range partials {
+					n, err := c.MergePartials(b, lo, hi)
+					if err != nil {
+						return fmt.Errorf("stage %s: %w", nd.Name, err)
+					}
+					ch = ch || n > 0
 				}
 			}
 			em, err := op.Advance(wm)

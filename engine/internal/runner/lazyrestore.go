@@ -407,7 +407,8 @@ func onDemand(op operators.Stateful) bool { return dataflow.WindowOf(op) != nil 
 // key groups of its pending state the epoch needs: those its input rows
 // touch (sels[i][j][s]: input i, batch j, subtask s, as runStateful routes
 // them) and those with windows due at wm, the stage's watermark.
-func (r *Runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, sels [][][][]int32, wm int64) error {
+func (r *Runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dataflow.Node][]arrow.RecordBatch, sels [][][][]int32,
+	partials []arrow.RecordBatch, wm int64) error {
 	pend := r.Graph.pending[nd.Name]
 	if pend == nil {
 		return nil
@@ -421,6 +422,7 @@ func (r *Runner) loadStage(ctx context.Context, nd *dataflow.Node, rows map[*dat
 				}
 			}
 		}
+		markPartials(partials, ps.lo, want)
 		return nil
 	}, wm)
 	if err != nil {
@@ -551,6 +553,18 @@ func ReleaseBatches(bs []arrow.RecordBatch) {
 	for _, b := range bs {
 		if b != nil {
 			b.Release()
+		}
+	}
+}
+
+// markPartials marks in want (key groups from lo) those of the partial
+// aggregates' rows (operators.Combiner: state rows, key_group first).
+func markPartials(partials []arrow.RecordBatch, lo int, want []bool) {
+	for _, b := range partials {
+		for _, kg := range b.Column(0).(*array.Int32).Int32Values() {
+			if i := int(kg) - lo; i >= 0 && i < len(want) {
+				want[i] = true
+			}
 		}
 	}
 }

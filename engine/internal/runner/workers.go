@@ -75,6 +75,9 @@ type clusterRun struct {
 	// rows' subtasks (operators.PartitionIndices) as the exchange computed
 	// them, so that the stage does not route them again.
 	presel map[preselKey][][]int32
+	// partials: the current keyed stage's partial aggregates received
+	// (operators.Combiner), every sender's, for this worker's subtasks.
+	partials []arrow.RecordBatch
 	// waited: time spent in this epoch's exchange barriers (Receive).
 	waited time.Duration
 	// relist: a kafka source's listing is stale (an epoch committed
@@ -740,10 +743,20 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 	cl := r.cl
 	nw := cl.top.Workers
 	cl.presel = map[preselKey][][]int32{}
-	// routed[w][i]: input i's rows for worker w.
+	ReleaseBatches(cl.partials)
+	cl.partials = nil
+	// A window whose aggregates combine sends the rows of other workers'
+	// subtasks as partial aggregates (operators.Combiner), after the rows.
+	comb := r.combinerOf(nd, replicated)
+	var combs []operators.Stateful // per worker
+	nIn := len(nd.Ins)
+	// routed[w][i]: input i's rows for worker w (i = nIn: the partials).
 	routed := make([][][]arrow.RecordBatch, nw)
 	for w := range routed {
-		routed[w] = make([][]arrow.RecordBatch, len(nd.Ins))
+		routed[w] = make([][]arrow.RecordBatch, nIn, nIn+1)
+	}
+	if comb != nil {
+		combs = make([]operators.Stateful, nw)
 	}
 	// The subtasks of each worker, [lo, hi).
 	los, his := make([]int, nw), make([]int, nw)
@@ -773,6 +786,27 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 				switch {
 				case n == 0:
 					continue
+				case comb != nil && w != cl.self:
+					// Pre-aggregated; the late rows go as rows.
+					if combs[w] == nil {
+						if combs[w], err = comb.NewCombiner(); err != nil {
+							return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
+						}
+					}
+					if n == int(b.NumRows()) {
+						idx = nil
+					}
+					late, err := combs[w].ProcessInput(i, b, idx)
+					if err != nil {
+						return nil, fmt.Errorf("stage %s: combiner: %w", nd.Name, err)
+					}
+					if late != nil && late.NumRows() > 0 {
+						routed[w][i] = append(routed[w][i], late)
+						size += batchBytes(late)
+					} else if late != nil {
+						late.Release()
+					}
+					continue
 				case n == int(b.NumRows()):
 					b.Retain()
 					t = b
@@ -797,6 +831,25 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 		}
 	}
 	schemas := inSchemas(nd)
+	if comb != nil {
+		schemas = append(schemas, comb.PartialSchema())
+		var partials int64
+		for w := range routed {
+			var parts []arrow.RecordBatch
+			if combs[w] != nil {
+				var err error
+				if parts, err = combs[w].Snapshot(); err != nil {
+					return nil, fmt.Errorf("stage %s: combiner: %w", nd.Name, err)
+				}
+				for _, b := range parts {
+					size += batchBytes(b)
+					partials += b.NumRows()
+				}
+			}
+			routed[w] = append(routed[w], parts)
+		}
+		r.Log.Debug("exchange: rows for other workers sent as partial aggregates", "stage", nd.Name, "partials", partials)
+	}
 	incoming, err := r.exchangeRound(ctx, size, func(w int, buf *bytes.Buffer) error {
 		defer func() {
 			for _, bs := range routed[w] {
@@ -815,6 +868,10 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 		bs, err := exchange.Decode(schemas, inc.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: exchange round %d: worker %d's rows: %w", nd.Name, cl.round, inc.Sender, err)
+		}
+		if comb != nil {
+			cl.partials = append(cl.partials, bs[nIn]...)
+			bs = bs[:nIn]
 		}
 		if single {
 			// Every row received is of this worker's one subtask.
@@ -846,6 +903,26 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 		out[u] = all
 	}
 	return out, nil
+}
+
+// combinerOf returns the combining operator of keyed stage nd when its
+// rows should cross the exchange as partial aggregates: a window of
+// combinable aggregates (operators.Combiner) whose input is not
+// replicated. Nil otherwise.
+func (r *Runner) combinerOf(nd *dataflow.Node, replicated map[*dataflow.Node]bool) operators.Combiner {
+	if len(nd.Ins) != 1 || replicated[nd.Ins[0]] {
+		return nil
+	}
+	for _, op := range r.Graph.Subs[nd.Name] {
+		if op == nil {
+			continue // another worker's subtask
+		}
+		if c, ok := op.(operators.Combiner); ok && c.Combinable() {
+			return c
+		}
+		return nil
+	}
+	return nil
 }
 
 // rowsOf returns the rows (ascending) of subtasks [lo, hi) in sel (per
