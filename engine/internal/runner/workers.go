@@ -807,7 +807,10 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 						late.Release()
 					}
 					continue
-				case n == int(b.NumRows()):
+				case n == int(b.NumRows()) || comb != nil:
+					// All rows are this worker's; or the stage combines,
+					// so no aggregate depends on a row's place in the
+					// batch: the subtasks take theirs by selection.
 					b.Retain()
 					t = b
 				default:
