@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,6 +185,21 @@ func TestKafkaGraphJoin(t *testing.T) {
 	}
 	if res := run(t, p, engine.Options{}); res.Epochs != 0 {
 		t.Fatalf("a run with nothing new committed %d epochs", res.Epochs)
+	}
+	// The kafka source renamed: its offsets are not the new name's, and
+	// the run says so (the renamed source starts at its start_from).
+	y := strings.ReplaceAll(strings.ReplaceAll(kafkaGraph, "  bids:\n", "  bids2:\n"), "inputs: [bids, auctions]", "inputs: [bids2, auctions]")
+	r := strings.NewReplacer("{{brokers}}", strings.Join(b.Brokers(), ", "), "{{topic}}", topic,
+		"{{auctions}}", fileURL(auctions), "{{state}}", fileURL(filepath.Join(d, "state")),
+		"{{sink}}", fileURL(filepath.Join(d, "out")), "{{rejected}}", fileURL(filepath.Join(d, "rejected")), "{{par}}", "3")
+	renamed, err := spec.Parse("kgraph.yaml", []byte(r.Replace(y)), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	run(t, renamed, engine.Options{UntilEpoch: headManifest(t, p).Epoch, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !strings.Contains(logs.String(), "name a source the pipeline no longer reads") || !strings.Contains(logs.String(), "source=bids") {
+		t.Fatalf("no warning about the offsets of source bids:\n%s", logs.String())
 	}
 }
 

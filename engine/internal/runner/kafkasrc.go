@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/floe-dev/floe/engine/internal/sources"
@@ -47,7 +50,7 @@ func isKafka(p *spec.Pipeline) bool { return !IsGraph(p) && p.Source.Type == spe
 // setKafkaCommitted tells the kafka sources of src which offsets their
 // listing starts from: those of the manifest the run continues (the
 // head's, or the restored epoch's).
-func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource) {
+func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource, log *slog.Logger) {
 	var m *manifest.Manifest
 	if head != nil {
 		m = head.Manifest
@@ -55,8 +58,25 @@ func setKafkaCommitted(src store.Store, head *epoch.Head, from *RestoreSource) {
 	if from != nil && from.Kind != "" && from.Manifest != nil {
 		m = from.Manifest
 	}
-	for _, k := range sources.KafkaOf(src) {
+	srcs := sources.KafkaOf(src)
+	for _, k := range srcs {
 		k.Source.SetCommitted(sources.KafkaOffsetsOf(m, k.Name))
+	}
+	if log != nil && m != nil && m.Source.Kafka != nil {
+		// Offsets of a kafka source the spec no longer has (renamed, or
+		// removed; or the spec moved between the linear and the graph
+		// form): a source without offsets of its own starts at its
+		// start_from, so a renamed one reads its topics again.
+		gone := map[string]bool{}
+		for _, p := range m.Source.Kafka.Partitions {
+			if !slices.ContainsFunc(srcs, func(k sources.NamedKafka) bool { return k.Name == p.Source }) {
+				gone[p.Source] = true
+			}
+		}
+		for name := range gone {
+			log.Warn("the committed kafka offsets name a source the pipeline no longer reads: they are dropped, and a kafka source without offsets starts at its start_from (a renamed source reads its topics again)",
+				"source", cmp.Or(name, "source (the linear form)"))
+		}
 	}
 }
 
@@ -192,7 +212,7 @@ func RefuseKafka(p *spec.Pipeline, what string) error {
 
 // SetKafkaCommitted is setKafkaCommitted for the read-only tools (status):
 // src's listing starts from head's offsets.
-func SetKafkaCommitted(src store.Store, head *epoch.Head) { setKafkaCommitted(src, head, nil) }
+func SetKafkaCommitted(src store.Store, head *epoch.Head) { setKafkaCommitted(src, head, nil, nil) }
 
 // HasKafka reports whether p reads a kafka source, in either form.
 func HasKafka(p *spec.Pipeline) bool { return sources.HasKafka(p) }

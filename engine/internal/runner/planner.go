@@ -91,7 +91,7 @@ func PlanRun(ctx context.Context, p *spec.Pipeline, st *Stores, opts *Options, h
 		return nil, fmt.Errorf("--workers %d exceeds the parallelism %d: every worker owns at least one subtask (raise state.parallelism or --parallelism)", rp.Workers, rp.Parallelism)
 	}
 	rp.listing = sources.PlanListing(p, opts.FullList, opts.now(), head, from.Kind != "")
-	setKafkaCommitted(st.Source, head, from)
+	setKafkaCommitted(st.Source, head, from, opts.log())
 	if rp.Files, err = rp.listing.List(ctx, p, st.Source, opts.now()); err != nil {
 		return nil, err
 	}
