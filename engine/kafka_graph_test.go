@@ -71,6 +71,67 @@ func wantGraphPairs(parts int32, n, upto int) []string {
 	return out
 }
 
+// graphFixture is a kafka topic of bids with parts partitions and a
+// directory of auction files, and kafkaGraph over them.
+type graphFixture struct {
+	t        *testing.T
+	b        *kafkatest.Broker
+	topic    string
+	parts    int32
+	t0       time.Time
+	dir      string
+	auctions string
+}
+
+func newGraphFixture(t *testing.T, name string, parts int32) *graphFixture {
+	b := kafkatest.Start(t)
+	f := &graphFixture{t: t, b: b, topic: b.Topic(name, parts), parts: parts, t0: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), dir: t.TempDir()}
+	f.auctions = filepath.Join(f.dir, "auctions")
+	if err := os.MkdirAll(f.auctions, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// landAuctions writes auctions from..to-1 (category c<id%4>) as file name.
+func (f *graphFixture) landAuctions(name string, from, to int) {
+	var sb strings.Builder
+	for a := from; a < to; a++ {
+		fmt.Fprintf(&sb, `{"id":%d,"category":"c%d","ats":"%s"}`+"\n", a, a%4, f.t0.Format(time.RFC3339))
+	}
+	if err := os.WriteFile(filepath.Join(f.auctions, name), []byte(sb.String()), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// produce produces bids from..to-1 of every partition (graphBid).
+func (f *graphFixture) produce(from, to int) {
+	var ms []kafkatest.Msg
+	for p := int32(0); p < f.parts; p++ {
+		for i := from; i < to; i++ {
+			ms = append(ms, graphBid(p, i, f.t0))
+		}
+	}
+	f.b.Produce(f.topic, ms...)
+}
+
+// pipeline parses kafkaGraph at parallelism par, edit applied to its text.
+func (f *graphFixture) pipeline(par int, edit func(string) string) *spec.Pipeline {
+	r := strings.NewReplacer("{{brokers}}", strings.Join(f.b.Brokers(), ", "), "{{topic}}", f.topic,
+		"{{auctions}}", fileURL(f.auctions), "{{state}}", fileURL(filepath.Join(f.dir, "state")),
+		"{{sink}}", fileURL(filepath.Join(f.dir, "out")), "{{rejected}}", fileURL(filepath.Join(f.dir, "rejected")),
+		"{{par}}", fmt.Sprint(par))
+	y := kafkaGraph
+	if edit != nil {
+		y = edit(y)
+	}
+	p, err := spec.Parse("kgraph.yaml", []byte(r.Replace(y)), f.dir)
+	if err != nil {
+		f.t.Fatalf("spec: %v", err)
+	}
+	return p
+}
+
 // TestKafkaGraphJoin: a kafka source in the graph form, joined with a
 // files source. Every bid of a known auction is joined once across
 // epochs of at most max_records_per_epoch, a second run at another
@@ -80,43 +141,10 @@ func wantGraphPairs(parts int32, n, upto int) []string {
 // manifest's offsets name their source (pinned by a golden file), and
 // status shows the lag per partition of the source.
 func TestKafkaGraphJoin(t *testing.T) {
-	b := kafkatest.Start(t)
-	topic := b.Topic("bids", 3)
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	d := t.TempDir()
-	auctions := filepath.Join(d, "auctions")
-	if err := os.MkdirAll(auctions, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	landAuctions := func(name string, from, to int) {
-		var sb strings.Builder
-		for a := from; a < to; a++ {
-			fmt.Fprintf(&sb, `{"id":%d,"category":"c%d","ats":"%s"}`+"\n", a, a%4, t0.Format(time.RFC3339))
-		}
-		if err := os.WriteFile(filepath.Join(auctions, name), []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce := func(from, to int) {
-		var ms []kafkatest.Msg
-		for p := int32(0); p < 3; p++ {
-			for i := from; i < to; i++ {
-				ms = append(ms, graphBid(p, i, t0))
-			}
-		}
-		b.Produce(topic, ms...)
-	}
-	pipeline := func(par int) *spec.Pipeline {
-		r := strings.NewReplacer("{{brokers}}", strings.Join(b.Brokers(), ", "), "{{topic}}", topic,
-			"{{auctions}}", fileURL(auctions), "{{state}}", fileURL(filepath.Join(d, "state")),
-			"{{sink}}", fileURL(filepath.Join(d, "out")), "{{rejected}}", fileURL(filepath.Join(d, "rejected")),
-			"{{par}}", fmt.Sprint(par))
-		p, err := spec.Parse("kgraph.yaml", []byte(r.Replace(kafkaGraph)), d)
-		if err != nil {
-			t.Fatalf("spec: %v", err)
-		}
-		return p
-	}
+	f := newGraphFixture(t, "bids", 3)
+	b, topic, t0 := f.b, f.topic, f.t0
+	landAuctions, produce := f.landAuctions, f.produce
+	pipeline := func(par int) *spec.Pipeline { return f.pipeline(par, nil) }
 
 	landAuctions("a1.jsonl", 0, 6)
 	produce(0, 30)
@@ -188,14 +216,9 @@ func TestKafkaGraphJoin(t *testing.T) {
 	}
 	// The kafka source renamed: its offsets are not the new name's, and
 	// the run says so (the renamed source starts at its start_from).
-	y := strings.ReplaceAll(strings.ReplaceAll(kafkaGraph, "  bids:\n", "  bids2:\n"), "inputs: [bids, auctions]", "inputs: [bids2, auctions]")
-	r := strings.NewReplacer("{{brokers}}", strings.Join(b.Brokers(), ", "), "{{topic}}", topic,
-		"{{auctions}}", fileURL(auctions), "{{state}}", fileURL(filepath.Join(d, "state")),
-		"{{sink}}", fileURL(filepath.Join(d, "out")), "{{rejected}}", fileURL(filepath.Join(d, "rejected")), "{{par}}", "3")
-	renamed, err := spec.Parse("kgraph.yaml", []byte(r.Replace(y)), d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	renamed := f.pipeline(3, func(y string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(y, "  bids:\n", "  bids2:\n"), "inputs: [bids, auctions]", "inputs: [bids2, auctions]")
+	})
 	var logs strings.Builder
 	run(t, renamed, engine.Options{UntilEpoch: headManifest(t, p).Epoch, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if !strings.Contains(logs.String(), "name a source the pipeline no longer reads") || !strings.Contains(logs.String(), "source=bids") {
@@ -230,39 +253,13 @@ func diffRows(got, want []string) []string {
 // reads those produced after; the files source, starting earliest, is
 // read whole.
 func TestKafkaGraphStartLatest(t *testing.T) {
-	b := kafkatest.Start(t)
-	topic := b.Topic("latest", 2)
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	d := t.TempDir()
-	auctions := filepath.Join(d, "auctions")
-	if err := os.MkdirAll(auctions, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	for a := 0; a < 10; a++ {
-		fmt.Fprintf(&sb, `{"id":%d,"category":"c%d","ats":"%s"}`+"\n", a, a%4, t0.Format(time.RFC3339))
-	}
-	if err := os.WriteFile(filepath.Join(auctions, "a.jsonl"), []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	produce := func(from, to int) {
-		var ms []kafkatest.Msg
-		for p := int32(0); p < 2; p++ {
-			for i := from; i < to; i++ {
-				ms = append(ms, graphBid(p, i, t0))
-			}
-		}
-		b.Produce(topic, ms...)
-	}
-	produce(0, 20)
-	r := strings.NewReplacer("{{brokers}}", strings.Join(b.Brokers(), ", "), "{{topic}}", topic,
-		"{{auctions}}", fileURL(auctions), "{{state}}", fileURL(filepath.Join(d, "state")),
-		"{{sink}}", fileURL(filepath.Join(d, "out")), "{{rejected}}", fileURL(filepath.Join(d, "rejected")), "{{par}}", "2")
-	y := strings.Replace(r.Replace(kafkaGraph), "max_records_per_epoch: 25", "max_records_per_epoch: 25\n    start_from: latest", 1)
-	p, err := spec.Parse("kgraph.yaml", []byte(y), d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newGraphFixture(t, "latest", 2)
+	f.landAuctions("a.jsonl", 0, 10)
+	f.produce(0, 20)
+	p := f.pipeline(2, func(y string) string {
+		return strings.Replace(y, "max_records_per_epoch: 25", "max_records_per_epoch: 25\n    start_from: latest", 1)
+	})
+	topic, produce := f.topic, f.produce
 	run(t, p, engine.Options{})
 	if got := sinkRows(t, p, "out"); len(got) != 0 {
 		t.Fatalf("the first run joined %d bids produced before it: %v", len(got), got[:min(3, len(got))])

@@ -160,28 +160,7 @@ func TestKillGraphKafka(t *testing.T) {
 	ref, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
 	sameRows(t, "the killed workers", got, want)
 	sameRows(t, "the single process", ref, want)
-	ko := headKafka(t, ctx, fu("w/state"), "gkafka")
-	if ko == nil || len(ko.Partitions) != parts {
-		t.Fatalf("head offsets = %+v", ko)
-	}
-	for _, p := range ko.Partitions {
-		if p.Source != "clicks" || p.Next != perPart || p.High != perPart {
-			t.Errorf("partition %s: committed offset %d (high %d), want %d (the end) of source clicks", p, p.Next, p.High, perPart)
-		}
-	}
-	committed := map[string]bool{}
-	base := strings.TrimSuffix(fu("w/out"), "/") + "/"
-	for _, line := range strings.Fields(runFloe(t, "outputs", spec).stdout) {
-		committed[strings.TrimPrefix(line, base)] = true
-	}
-	for k := range listKeys(t, ctx, fu("w/out")) {
-		if strings.HasPrefix(k, "part-") && !committed[k] {
-			t.Errorf("sink file %s is not committed by any epoch (an orphan)", k)
-		}
-	}
-	if v := runFloe(t, "verify", spec); !strings.Contains(v.stdout, " 0 problems") {
-		t.Errorf("floe verify:\n%s", v.stdout)
-	}
+	checkKafkaRunEnd(t, ctx, spec, fu("w/state"), "gkafka", fu("w/out"), "clicks", parts, perPart)
 	// status names the source of each partition
 	if st := runFloe(t, "status", spec).stdout; !strings.Contains(st, "clicks:"+topic+"/2") {
 		t.Errorf("floe status does not show the partitions of source clicks:\n%s", st)

@@ -105,28 +105,7 @@ func workersKafkaKill(t *testing.T, seed uint64, b *kafkatest.Broker, setFaults 
 	ref, _ := committedRows(t, ctx, refSpec, fu("ref/out"))
 	sameRows(t, "workers", got, want)
 	sameRows(t, "the single process", ref, want)
-	ko := headKafka(t, ctx, fu("w/state"), "wkafka")
-	if ko == nil || len(ko.Partitions) != parts {
-		t.Fatalf("head offsets = %+v", ko)
-	}
-	for _, p := range ko.Partitions {
-		if p.Next != perPart || p.High != perPart {
-			t.Errorf("partition %d: committed offset %d (high %d), want %d (the end)", p.Partition, p.Next, p.High, perPart)
-		}
-	}
-	committed := map[string]bool{}
-	base := strings.TrimSuffix(fu("w/out"), "/") + "/"
-	for _, line := range strings.Fields(runFloe(t, "outputs", spec).stdout) {
-		committed[strings.TrimPrefix(line, base)] = true
-	}
-	for k := range listKeys(t, ctx, fu("w/out")) {
-		if strings.HasPrefix(k, "part-") && !committed[k] {
-			t.Errorf("sink file %s is not committed by any epoch (an orphan)", k)
-		}
-	}
-	if v := runFloe(t, "verify", spec); !strings.Contains(v.stdout, " 0 problems") {
-		t.Errorf("floe verify:\n%s", v.stdout)
-	}
+	checkKafkaRunEnd(t, ctx, spec, fu("w/state"), "wkafka", fu("w/out"), "", parts, perPart)
 }
 
 // TestWorkersKafkaTakeOver: the epoch a worker follows may cut the
@@ -374,5 +353,35 @@ func sameRows(t *testing.T, who string, got, want []string) {
 	if len(want) == 0 || len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("%s committed %d rows, want %d: %d missing, %d extra; missing (first 3) %q, extra (first 3) %q",
 			who, len(got), len(want), len(missing), len(extra), firstN(missing, 3), firstN(extra, 3))
+	}
+}
+
+// checkKafkaRunEnd checks a kafka kill test's pipeline after its last run:
+// the head's offsets of source (empty: the linear form) are the ends of
+// the parts partitions (perPart records each), every part file in the
+// sink is a committed one (no orphan) and `floe verify` finds nothing.
+func checkKafkaRunEnd(t *testing.T, ctx context.Context, spec, stateURL, name, sinkURL, source string, parts, perPart int) {
+	t.Helper()
+	ko := headKafka(t, ctx, stateURL, name)
+	if ko == nil || len(ko.Partitions) != parts {
+		t.Fatalf("head offsets = %+v", ko)
+	}
+	for _, p := range ko.Partitions {
+		if p.Source != source || p.Next != int64(perPart) || p.High != int64(perPart) {
+			t.Errorf("partition %s: committed offset %d (high %d), want %d (the end) of source %q", p, p.Next, p.High, perPart, source)
+		}
+	}
+	committed := map[string]bool{}
+	base := strings.TrimSuffix(sinkURL, "/") + "/"
+	for _, line := range strings.Fields(runFloe(t, "outputs", spec).stdout) {
+		committed[strings.TrimPrefix(line, base)] = true
+	}
+	for k := range listKeys(t, ctx, sinkURL) {
+		if strings.HasPrefix(k, "part-") && !committed[k] {
+			t.Errorf("sink file %s is not committed by any epoch (an orphan)", k)
+		}
+	}
+	if v := runFloe(t, "verify", spec); !strings.Contains(v.stdout, " 0 problems") {
+		t.Errorf("floe verify:\n%s", v.stdout)
 	}
 }
