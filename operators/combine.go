@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/floe-dev/floe/keygroup"
 )
 
 // Partial aggregation (a combiner) for a pipeline run by several workers:
@@ -37,6 +40,10 @@ type Combiner interface {
 	// PartialSchema is the schema of the combiner's state rows
 	// (StateSchema), the partials MergePartials takes.
 	PartialSchema() *arrow.Schema
+	// Partials returns a combiner's windows as partial rows (its state
+	// rows in no particular order: folding them in does not depend on it)
+	// and empties it.
+	Partials() ([]arrow.RecordBatch, error)
 	// MergePartials folds the partial rows of rec whose key group is in
 	// [kgLo, kgHi) into the operator's windows, as if their rows had been
 	// processed here, and returns how many it folded. The changed windows
@@ -84,9 +91,33 @@ func (w *Window) NewCombiner() (Stateful, error) {
 // PartialSchema implements Combiner.
 func (w *Window) PartialSchema() *arrow.Schema { return w.state }
 
+// Partials implements Combiner: Snapshot without its sort.
+func (w *Window) Partials() ([]arrow.RecordBatch, error) {
+	all := make([]int32, 0, w.live)
+	for s := range w.slots {
+		if w.slots[s].live {
+			all = append(all, int32(s))
+		}
+	}
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(all); lo += snapshotChunkRows {
+		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], stateRows)
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return nil, fmt.Errorf("window %s: partials: %w", w.id, err)
+		}
+		out = append(out, rec)
+	}
+	w.resetTracking()
+	return out, nil
+}
+
 // MergePartials implements Combiner. A partial of a window this instance
 // has closed already is an error: the combiner judged lateness at another
-// watermark (a bug, never the input's fault).
+// watermark (a bug, never the input's fault). The rows are checked as
+// state rows are (key group in range and matching the key, window bounds).
 func (w *Window) MergePartials(rec arrow.RecordBatch, kgLo, kgHi int) (int, error) {
 	if !w.Combinable() {
 		return 0, fmt.Errorf("window %s: merge partials: its aggregates cannot be combined", w.id)
@@ -97,29 +128,53 @@ func (w *Window) MergePartials(rec arrow.RecordBatch, kgLo, kgHi int) (int, erro
 	if !sameFields(rec.Schema(), w.state) {
 		return 0, fmt.Errorf("window %s: merge partials: schema %s does not match state schema %s", w.id, rec.Schema(), w.state)
 	}
-	picks, buf, err := w.pickRows(rec, kgLo, kgHi, w.buf)
-	w.buf = buf
-	if err != nil {
-		return 0, fmt.Errorf("window %s: merge partials: %w", w.id, err)
-	}
-	if len(picks) == 0 {
-		return 0, nil
-	}
-	dst := make([]int32, len(picks))
-	rows := make([]int32, len(picks))
-	for j, p := range picks {
-		if w.closed(satAdd(p.start, w.size)) {
-			return 0, fmt.Errorf("window %s: merge partials: row %d: slice [%d,%d) is closed at watermark %d (the combiner judged lateness at another watermark)", w.id, p.row, p.start, p.end, w.wm)
+	nk := len(w.keyCols)
+	kgs := rec.Column(0).(*array.Int32).Int32Values()
+	var enc keyEncoder
+	enc.bind(w.keyKinds, rec.Columns()[1:1+nk])
+	starts := rec.Column(1 + nk).(*array.Timestamp).TimestampValues()
+	ends := rec.Column(2 + nk).(*array.Timestamp).TimestampValues()
+	var dst, rows []int32
+	buf := w.buf
+	for r := range int(rec.NumRows()) {
+		kg := int(kgs[r])
+		if kg < 0 || kg >= w.k {
+			w.buf = buf
+			return 0, fmt.Errorf("window %s: merge partials: row %d: key group %d outside [0,%d)", w.id, r, kg, w.k)
 		}
-		dst[j] = w.fixedSlot(w.keyID([]byte(p.key)), p.start, p.end)
-		rows[j] = p.row
+		if kg < kgLo || kg >= kgHi {
+			continue
+		}
+		buf = enc.encode(buf[:0], r)
+		if got := keygroup.Of(buf, w.k); got != kg {
+			w.buf = buf
+			return 0, fmt.Errorf("window %s: merge partials: row %d: key hashes to key group %d, row says %d", w.id, r, got, kg)
+		}
+		start, end := int64(starts[r]), int64(ends[r])
+		if floorMod(start, w.slide) != 0 || end-start != w.slide {
+			w.buf = buf
+			return 0, fmt.Errorf("window %s: merge partials: row %d: [%d,%d) is not a slice of length %d aligned to it", w.id, r, start, end, w.slide)
+		}
+		if w.closed(satAdd(start, w.size)) {
+			w.buf = buf
+			return 0, fmt.Errorf("window %s: merge partials: row %d: slice [%d,%d) is closed at watermark %d (the combiner judged lateness at another watermark)", w.id, r, start, end, w.wm)
+		}
+		// keyID may reuse w.buf (a new string key): keep buf apart.
+		w.buf = nil
+		kid := w.keyID(buf)
+		dst = append(dst, w.fixedSlot(kid, start, end))
+		rows = append(rows, int32(r))
+	}
+	w.buf = buf
+	if len(dst) == 0 {
+		return 0, nil
 	}
 	// Restore the partials into scratch slots past the table, fold each
 	// into its window, and drop the scratch slots.
 	base := len(w.slots)
-	scratch := make([]int32, len(picks))
-	for j := range picks {
-		scratch[j] = w.scratchSlot(-1, picks[j].start, picks[j].end)
+	scratch := make([]int32, len(dst))
+	for j, s := range dst {
+		scratch[j] = w.scratchSlot(-1, w.slots[s].start, w.slots[s].end)
 	}
 	if err := w.restoreAggs(rec, rows, scratch); err != nil {
 		w.dropScratch(base)
@@ -134,5 +189,5 @@ func (w *Window) MergePartials(rec arrow.RecordBatch, kgLo, kgHi int) (int, erro
 		}
 	}
 	w.dropScratch(base)
-	return len(picks), nil
+	return len(dst), nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,7 +67,7 @@ func TestWindowCombiner(t *testing.T) {
 					t.Fatal(err)
 				}
 				lateMine = append(lateMine, processAll(t, c.(*Window), share)...)
-				parts, err := c.Snapshot()
+				parts, err := c.(*Window).Partials()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,6 +141,21 @@ func TestWindowCombiner(t *testing.T) {
 	if w := newWin(t, WindowSpec{Kind: Session, Gap: time.Minute, Aggregates: mustAggs(t, "c", "count()")}); w.Combinable() {
 		t.Error("a session window is combinable")
 	}
+	// Partials of another key-group count are refused, never skipped.
+	parts, err = c.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec64 := spec
+	spec64.EventTime, spec64.Keys = "ts", []string{"user"}
+	other, err := NewWindow(spec64, testSchema, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.MergePartials(parts[0], 0, 64); err == nil || !strings.Contains(err.Error(), "key group") {
+		t.Errorf("partials of 128 key groups merged into 64: %v", err)
+	}
+	release(parts...)
 	// A partial of a window the instance closed is an error, not a merge.
 	late := newWin(t, spec)
 	late.wm = 1 << 40

@@ -129,7 +129,13 @@ func runWorkerRoundRetry(t *testing.T, rng *rand.Rand, spec string, workers, kil
 	}
 	landed := 0
 	for k := 0; k < kills; k++ {
-		time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+		// Half the kills within 400 ms (a round of workers may end in
+		// less than a second), the others anywhere in 1.5 s.
+		delay := 1500 * time.Millisecond
+		if rng.IntN(2) == 0 {
+			delay = 400 * time.Millisecond
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(delay))))
 		i := rng.IntN(workers)
 		p := procs[i]
 		select {

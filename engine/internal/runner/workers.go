@@ -841,7 +841,7 @@ func (r *Runner) exchange(ctx context.Context, nd *dataflow.Node, in map[*datafl
 			var parts []arrow.RecordBatch
 			if combs[w] != nil {
 				var err error
-				if parts, err = combs[w].Snapshot(); err != nil {
+				if parts, err = combs[w].(operators.Combiner).Partials(); err != nil {
 					return nil, fmt.Errorf("stage %s: combiner: %w", nd.Name, err)
 				}
 				for _, b := range parts {
