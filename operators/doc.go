@@ -68,6 +68,16 @@
 //     aggregate its identity plus the rows that arrived after the change
 //     (TestEvolutionProperty, every window kind, base + delta).
 //
+// # Partial aggregation
+//
+// A [Window] whose aggregates do not depend on how their rows are split or
+// ordered ([Window.Combinable]: count, integer sum and avg, min, max, over
+// tumbling or sliding windows) is a [Combiner]: a fresh instance at its
+// watermark ([Window.NewCombiner]) aggregates rows bound for another
+// process, its windows leave as state rows ([Window.Partials]), and the
+// owner folds them in ([Window.MergePartials]) as if it had processed the
+// rows: TestWindowCombiner compares both with one instance that did.
+//
 // # State evolution
 //
 // PlanStateEvolution decides, aggregate by aggregate, whether state written
