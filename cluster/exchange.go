@@ -19,7 +19,7 @@ import (
 //
 //	0   magic "FLOEXCH1"
 //	8   u32 header length H (through the header checksum)
-//	12  u16 version (2), u16 reserved
+//	12  u16 version (3), u16 reserved
 //	16  u32 sender, u32 workers W, u32 round, u32 meta length M
 //	32  u64 generation, u64 epoch
 //	48  attempt, 36 bytes (canonical UUID), 4 bytes zero
@@ -36,9 +36,14 @@ import (
 // round 2): a worker of one release never reads another's objects as
 // rows of the wrong stage, it stops at the first round with an error. The
 // objects are only read within one epoch attempt.
+//
+// Version 3 (the same layout) adds, for a window whose rows are combined
+// before the exchange (operators.Combiner), one more Arrow IPC stream at
+// the end of each segment: the sender's partial aggregates. A worker of
+// an earlier release stops at that round naming the version.
 const (
 	exchangeMagic   = "FLOEXCH1"
-	exchangeVersion = 2
+	exchangeVersion = 3
 	headerFixed     = 88
 	entrySize       = 24
 	// headerSlack is how much meta (and segment) the first ranged read of
