@@ -93,25 +93,7 @@ func (w *Window) PartialSchema() *arrow.Schema { return w.state }
 
 // Partials implements Combiner: Snapshot without its sort.
 func (w *Window) Partials() ([]arrow.RecordBatch, error) {
-	all := make([]int32, 0, w.live)
-	for s := range w.slots {
-		if w.slots[s].live {
-			all = append(all, int32(s))
-		}
-	}
-	var out []arrow.RecordBatch
-	for lo := 0; lo < len(all); lo += snapshotChunkRows {
-		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], stateRows)
-		if err != nil {
-			for _, r := range out {
-				r.Release()
-			}
-			return nil, fmt.Errorf("window %s: partials: %w", w.id, err)
-		}
-		out = append(out, rec)
-	}
-	w.resetTracking()
-	return out, nil
+	return w.stateBatches(w.liveSlots(), "partials")
 }
 
 // MergePartials implements Combiner. A partial of a window this instance

@@ -1215,21 +1215,34 @@ func firstBuilder(bs []array.Builder) array.Builder {
 // beside them and pass it to Restore. The caller releases the batches.
 // Snapshot is a snapshot point: change tracking (SnapshotDelta) starts anew.
 func (w *Window) Snapshot() ([]arrow.RecordBatch, error) {
+	all := w.liveSlots()
+	w.sortStateOrder(all)
+	return w.stateBatches(all, "snapshot")
+}
+
+// liveSlots returns the slots holding open windows, in slot order.
+func (w *Window) liveSlots() []int32 {
 	all := make([]int32, 0, w.live)
 	for s := range w.slots {
 		if w.slots[s].live {
 			all = append(all, int32(s))
 		}
 	}
-	w.sortStateOrder(all)
+	return all
+}
+
+// stateBatches builds the state rows of slots in chunks of
+// snapshotChunkRows and starts change tracking anew; what names the call
+// in errors.
+func (w *Window) stateBatches(slots []int32, what string) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
-	for lo := 0; lo < len(all); lo += snapshotChunkRows {
-		rec, err := w.build(w.state, all[lo:min(len(all), lo+snapshotChunkRows)], stateRows)
+	for lo := 0; lo < len(slots); lo += snapshotChunkRows {
+		rec, err := w.build(w.state, slots[lo:min(len(slots), lo+snapshotChunkRows)], stateRows)
 		if err != nil {
 			for _, r := range out {
 				r.Release()
 			}
-			return nil, fmt.Errorf("window %s: snapshot: %w", w.id, err)
+			return nil, fmt.Errorf("window %s: %s: %w", w.id, what, err)
 		}
 		out = append(out, rec)
 	}
