@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -126,22 +127,62 @@ func firstRows(batches []arrow.RecordBatch) arrow.RecordBatch {
 // in the file so that ReadParquet returns exactly schema (timestamps stay
 // timestamp[us, UTC], field metadata is kept).
 func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := encodeParquet(&buf, schema, batches, opts); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeBufs are the output buffers of EncodeParquetPooled. An encoded
+// state or output file is written into one buffer that grows by doubling;
+// for files of tens of megabytes the growth (allocating, zeroing and
+// faulting in twice the file's size, copying it once more) cost as much
+// as a fifth of a state-heavy query's CPU. Reused buffers have the room.
+var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf is the largest buffer handed back to the pool: a rare huge
+// file does not pin its buffer's memory.
+const maxPooledBuf = 256 << 20
+
+// EncodeParquetPooled is EncodeParquet into a reused buffer: data is valid
+// until release is called, after which the caller must not touch it (call
+// release once the bytes are written and checksummed, and only when nothing
+// can still read them: not after a failed write, whose transport may).
+// Not calling release is fine: the buffer is then garbage. On error
+// release is a no-op.
+func EncodeParquetPooled(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) (data []byte, release func(), err error) {
+	buf := encodeBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	put := func() {
+		if buf.Cap() <= maxPooledBuf {
+			encodeBufs.Put(buf)
+		}
+	}
+	if err := encodeParquet(buf, schema, batches, opts); err != nil {
+		put()
+		return nil, func() {}, err
+	}
+	var once sync.Once
+	return buf.Bytes(), func() { once.Do(put) }, nil
+}
+
+func encodeParquet(buf *bytes.Buffer, schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) error {
 	if schema == nil {
-		return nil, errors.New("encode parquet: nil schema")
+		return errors.New("encode parquet: nil schema")
 	}
 	props, arrProps, err := parquetWriterProps(schema, opts, firstRows(batches))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(schema, &buf, props, arrProps)
+	w, err := pqarrow.NewFileWriter(schema, buf, props, arrProps)
 	if err != nil {
-		return nil, fmt.Errorf("encode parquet: %w", err)
+		return fmt.Errorf("encode parquet: %w", err)
 	}
 	for n, b := range batches {
 		if err := checkBatch(schema, b); err != nil {
 			w.Close()
-			return nil, fmt.Errorf("encode parquet: batch %d: %w", n, err)
+			return fmt.Errorf("encode parquet: batch %d: %w", n, err)
 		}
 		if b.NumRows() == 0 {
 			continue
@@ -150,13 +191,13 @@ func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts Encod
 		err := w.WriteBuffered(rec)
 		rec.Release()
 		if err != nil {
-			return nil, fmt.Errorf("encode parquet: batch %d: %w", n, err)
+			return fmt.Errorf("encode parquet: batch %d: %w", n, err)
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode parquet: %w", err)
+		return fmt.Errorf("encode parquet: %w", err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 func checkBatch(schema *arrow.Schema, b arrow.RecordBatch) error {

@@ -191,22 +191,34 @@ func countRows(bs []arrow.RecordBatch) int64 {
 func (r *Runner) writeSinkFile(ctx context.Context, att *epoch.Attempt, add func(manifest.FileRef), dir string, s int, format spec.Format, schema *arrow.Schema, bs []arrow.RecordBatch) error {
 	var data []byte
 	var err error
+	release := func() {}
 	ext := "parquet"
 	if format == spec.JSONL {
 		data, err = formats.EncodeJSONL(schema, bs)
 		ext = "jsonl"
 	} else {
-		data, err = formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.Mem, Compression: "snappy"})
+		data, release, err = formats.EncodeParquetPooled(schema, bs, formats.EncodeOptions{Mem: r.Mem, Compression: "snappy"})
 	}
 	if err != nil {
 		return err
 	}
 	ref, err := att.WriteOutput(ctx, dir, s, ext, data, countRows(bs))
+	releaseWritten(release, err)
 	if err != nil {
 		return err
 	}
 	add(ref)
 	return nil
+}
+
+// releaseWritten hands an encoded file's buffer back for reuse once its
+// write succeeded. After a failed write it is left to the garbage
+// collector: an HTTP transport may still read a cancelled request's body
+// after the call returned.
+func releaseWritten(release func(), err error) {
+	if err == nil {
+		release()
+	}
 }
 
 // SubState is one subtask's committed state: a base (a full snapshot of its
@@ -307,8 +319,9 @@ func dirtySize(sub operators.Stateful, pending int64) (changed, live int64) {
 // on top of prev. The operator's change tracking is reset either way.
 func (r *Runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID string, s int, sub operators.Stateful, prev SubState, full bool, loadRest func() error) (SubState, error) {
 	lo, hi := r.ranges[s][0], r.ranges[s][1]
-	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, error) {
-		return formats.EncodeParquet(schema, bs, formats.EncodeOptions{Mem: r.Mem, RowGroupRows: StateRowGroupRows,
+	// The encoded bytes are released (their buffer reused) once written.
+	encode := func(schema *arrow.Schema, bs []arrow.RecordBatch) ([]byte, func(), error) {
+		return formats.EncodeParquetPooled(schema, bs, formats.EncodeOptions{Mem: r.Mem, RowGroupRows: StateRowGroupRows,
 			Compression: "snappy", NoDictionary: true, IntStatsOnly: true})
 	}
 	if full {
@@ -320,11 +333,12 @@ func (r *Runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 		if err != nil {
 			return SubState{}, err
 		}
-		data, err := encode(sub.StateSchema(), snap)
+		data, release, err := encode(sub.StateSchema(), snap)
 		if err != nil {
 			return SubState{}, fmt.Errorf("encode state of subtask %d: %w", s, err)
 		}
 		ref, err := att.WriteState(ctx, opID, s, lo, hi, data, countRows(snap))
+		releaseWritten(release, err)
 		if err != nil {
 			return SubState{}, err
 		}
@@ -350,11 +364,12 @@ func (r *Runner) writeOpState(ctx context.Context, att *epoch.Attempt, opID stri
 		if countRows(part.bs) == 0 {
 			continue
 		}
-		data, err := encode(part.schema, part.bs)
+		data, release, err := encode(part.schema, part.bs)
 		if err != nil {
 			return SubState{}, fmt.Errorf("encode state %s of subtask %d: %w", part.kind, s, err)
 		}
 		ref, err := att.WriteDelta(ctx, opID, s, lo, hi, part.kind, data, countRows(part.bs))
+		releaseWritten(release, err)
 		if err != nil {
 			return SubState{}, err
 		}
