@@ -139,11 +139,53 @@ func EncodeParquet(schema *arrow.Schema, batches []arrow.RecordBatch, opts Encod
 // for files of tens of megabytes the growth (allocating, zeroing and
 // faulting in twice the file's size, copying it once more) cost as much
 // as a fifth of a state-heavy query's CPU. Reused buffers have the room.
-var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// Not a sync.Pool: the garbage collector empties that every other cycle,
+// and state-heavy epochs run many cycles between two encodes.
+var encodeBufs bufCache
 
-// maxPooledBuf is the largest buffer handed back to the pool: a rare huge
-// file does not pin its buffer's memory.
-const maxPooledBuf = 256 << 20
+// bufCache keeps up to maxCachedBufs buffers of up to maxCachedBytes in
+// all, so idle buffers never pin more than that.
+type bufCache struct {
+	mu    sync.Mutex
+	bufs  []*bytes.Buffer
+	bytes int
+}
+
+const (
+	maxCachedBufs  = 8
+	maxCachedBytes = 192 << 20
+)
+
+func (c *bufCache) get() *bytes.Buffer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.bufs)
+	if n == 0 {
+		return new(bytes.Buffer)
+	}
+	// The largest: the caller may be about to write a big file.
+	best := 0
+	for i, b := range c.bufs {
+		if b.Cap() > c.bufs[best].Cap() {
+			best = i
+		}
+	}
+	b := c.bufs[best]
+	c.bufs[best] = c.bufs[n-1]
+	c.bufs = c.bufs[:n-1]
+	c.bytes -= b.Cap()
+	b.Reset()
+	return b
+}
+
+func (c *bufCache) put(b *bytes.Buffer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bufs) < maxCachedBufs && c.bytes+b.Cap() <= maxCachedBytes {
+		c.bufs = append(c.bufs, b)
+		c.bytes += b.Cap()
+	}
+}
 
 // EncodeParquetPooled is EncodeParquet into a reused buffer: data is valid
 // until release is called, after which the caller must not touch it (call
@@ -152,19 +194,44 @@ const maxPooledBuf = 256 << 20
 // Not calling release is fine: the buffer is then garbage. On error
 // release is a no-op.
 func EncodeParquetPooled(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) (data []byte, release func(), err error) {
-	buf := encodeBufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	put := func() {
-		if buf.Cap() <= maxPooledBuf {
-			encodeBufs.Put(buf)
-		}
-	}
+	buf := encodeBufs.get()
+	// Room for half the batches' bytes: a compressed file seldom needs
+	// more, so the buffer grows at most once or twice more.
+	buf.Grow(int(min(batchBytes(batches)/2, maxCachedBytes)))
 	if err := encodeParquet(buf, schema, batches, opts); err != nil {
-		put()
+		encodeBufs.put(buf)
 		return nil, func() {}, err
 	}
 	var once sync.Once
-	return buf.Bytes(), func() { once.Do(put) }, nil
+	return buf.Bytes(), func() { once.Do(func() { encodeBufs.put(buf) }) }, nil
+}
+
+// batchBytes is the size of the batches' buffers (shared buffers counted
+// once per batch).
+func batchBytes(batches []arrow.RecordBatch) int64 {
+	var n int64
+	for _, b := range batches {
+		if b == nil {
+			continue
+		}
+		for _, col := range b.Columns() {
+			n += int64(arrayBytes(col.Data()))
+		}
+	}
+	return n
+}
+
+func arrayBytes(d arrow.ArrayData) int {
+	n := 0
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += b.Len()
+		}
+	}
+	for _, c := range d.Children() {
+		n += arrayBytes(c)
+	}
+	return n
 }
 
 func encodeParquet(buf *bytes.Buffer, schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) error {
