@@ -952,6 +952,26 @@ func (d *Dedup) Restore(state []arrow.RecordBatch, kgLo, kgHi int, watermark int
 	return nil
 }
 
+// maxReserve bounds what ReserveRestore reserves ahead: beyond it the
+// tables grow as rows come.
+const maxReserve = 8 << 20
+
+// ReserveRestore makes room for up to rows more state rows (at most one
+// key each), before Restore and ApplyDelta: the key table, the key map
+// (when empty: a Go map cannot grow ahead otherwise) and the held rows'
+// slots.
+func (d *Dedup) ReserveRestore(rows int) {
+	rows = min(rows, maxReserve)
+	if rows <= 0 {
+		return
+	}
+	d.keys = slices.Grow(d.keys, rows)
+	if len(d.keyMap) == 0 {
+		d.keyMap = make(map[string]int32, rows)
+	}
+	d.rows.reserve(rows)
+}
+
 // settle makes restored keys part of the snapshot point and queues them.
 func (d *Dedup) settle(kids map[int32]bool) {
 	d.resetTracking()

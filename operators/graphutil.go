@@ -34,6 +34,8 @@ type heldCol interface {
 	set(s int32, a arrow.Array, i int)
 	// clear drops slot s's value (so freed strings can be collected).
 	clear(s int32)
+	// reserve makes room for slots below n.
+	reserve(n int)
 	// compare orders slot s against value i of a: <0, 0, >0. Nulls are
 	// handled by the caller (see isNull); both values are non-null here.
 	compare(s int32, a arrow.Array, i int) int
@@ -43,6 +45,16 @@ type heldCol interface {
 	// appendSlots appends the slots in order to b (s < 0: null), reserving
 	// the room first.
 	appendSlots(b array.Builder, slots []int32)
+}
+
+// slotsLen is the length a column's slots grow to for slot s: doubling,
+// but within the capacity reserved when that covers s.
+func slotsLen(s, n, c int) int {
+	want := max(s+1, 2*n)
+	if s < c {
+		want = min(want, c)
+	}
+	return want
 }
 
 // heldTypes lists the types heldRows can hold, for error messages.
@@ -145,13 +157,19 @@ type heldVal[T any] struct {
 
 func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
 	if int(s) >= len(c.vals) {
-		c.vals = growTo(c.vals, max(int(s)+1, 2*len(c.vals)))
+		c.vals = growTo(c.vals, slotsLen(int(s), len(c.vals), cap(c.vals)))
 	}
 	if a.IsNull(i) {
 		c.vals[s] = heldVal[T]{}
 		return
 	}
 	c.vals[s] = heldVal[T]{v: a.(A).Value(i), ok: true}
+}
+
+func (c *typedCol[T, A, B]) reserve(n int) {
+	if n > cap(c.vals) {
+		c.vals = slices.Grow(c.vals, n-len(c.vals))
+	}
 }
 
 func (c *typedCol[T, A, B]) clear(s int32) {
@@ -228,7 +246,7 @@ func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
 			c.cur = -1
 		}
 		n := len(c.slots)
-		c.slots = growTo(c.slots, max(int(s)+1, 2*n))
+		c.slots = growTo(c.slots, slotsLen(int(s), n, cap(c.slots)))
 		for j := n; j < len(c.slots); j++ {
 			c.slots[j].n = -1
 		}
@@ -292,6 +310,12 @@ func (c *bytesCol[T, A]) compact() {
 		c.chunks[k] = append(c.chunks[k], v...)
 		c.chunkLive[k] += int(sl.n)
 		c.live += int(sl.n)
+	}
+}
+
+func (c *bytesCol[T, A]) reserve(n int) {
+	if n > cap(c.slots) {
+		c.slots = slices.Grow(c.slots, n-len(c.slots))
 	}
 }
 
@@ -383,6 +407,13 @@ func newHeldRows(types []arrow.DataType, names []string) (*heldRows, error) {
 		h.cols = append(h.cols, c)
 	}
 	return h, nil
+}
+
+// reserve makes room for n more slots.
+func (h *heldRows) reserve(n int) {
+	for _, hc := range h.cols {
+		hc.reserve(int(h.n) + n)
+	}
 }
 
 // add copies row i of cols (one array per held column) into a new slot.

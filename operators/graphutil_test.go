@@ -223,6 +223,14 @@ func (c *stageCluster) checkpoint(full bool) {
 func (c *stageCluster) rebuild(lo, hi int) Stateful {
 	c.t.Helper()
 	s := c.mk()
+	if rr, ok := s.(RestoreReserver); ok {
+		// Reservations are hints: too few, too many or none restore alike.
+		var n int
+		for _, b := range c.base {
+			n += int(b.NumRows())
+		}
+		rr.ReserveRestore([]int{n / 3, 2*n + 5, 0, -1}[lo%4])
+	}
 	if err := s.Restore(c.base, lo, hi, c.wm); err != nil {
 		c.t.Fatal(err)
 	}

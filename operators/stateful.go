@@ -131,6 +131,16 @@ type RowCounted interface {
 	RowCounted()
 }
 
+// RestoreReserver is a Stateful operator that can make room for the state
+// rows a restore is about to add (a base and its deltas' upserts, rows
+// being an upper bound), so that its tables grow once instead of by
+// doubling as the rows come.
+type RestoreReserver interface {
+	ReserveRestore(rows int)
+}
+
+var _ RestoreReserver = (*Dedup)(nil)
+
 var (
 	_ RowCounted = (*Dedup)(nil)
 	_ RowCounted = (*TopN)(nil)

@@ -136,6 +136,9 @@ func (r *Runner) restoreWhole(ctx context.Context, from *RestoreSource, n *dataf
 		}
 		return recs, nil
 	}
+	if rr, ok := op.(operators.RestoreReserver); ok {
+		rr.ReserveRestore(restoreRows(sr))
+	}
 	var base []arrow.RecordBatch
 	for _, f := range sr.Files {
 		recs, err := read(f)
@@ -161,6 +164,30 @@ func (r *Runner) restoreWhole(ctx context.Context, from *RestoreSource, n *dataf
 		}
 	}
 	return nil
+}
+
+// restoreRows bounds the state rows a subtask's restore adds: its files'
+// and its deltas' upserts, each file's rows scaled to the share of its key
+// groups the subtask owns (rows spread evenly over key groups).
+func restoreRows(sr SubtaskRestore) int {
+	var n int64
+	add := func(f manifest.FileRef) {
+		lo, hi := max(f.KeyGroupLo, sr.Lo), min(f.KeyGroupHi, sr.Hi)
+		if span := f.KeyGroupHi - f.KeyGroupLo; span > 0 && hi > lo {
+			n += f.Rows * int64(hi-lo) / int64(span)
+		} else if span <= 0 {
+			n += f.Rows
+		}
+	}
+	for _, f := range sr.Files {
+		add(f)
+	}
+	for _, d := range sr.deltas {
+		if d.Kind == manifest.DeltaUpserts {
+			add(d)
+		}
+	}
+	return int(n)
 }
 
 // processGraph runs an epoch's rows through the graph's nodes in order,
