@@ -139,7 +139,10 @@ type RestoreReserver interface {
 	ReserveRestore(rows int)
 }
 
-var _ RestoreReserver = (*Dedup)(nil)
+var (
+	_ RestoreReserver = (*Dedup)(nil)
+	_ RestoreReserver = (*TopN)(nil)
+)
 
 var (
 	_ RowCounted = (*Dedup)(nil)

@@ -901,6 +901,15 @@ func (t *TopN) restoreRows(rec arrow.RecordBatch, picks []topPick, onGroup func(
 	}
 }
 
+// ReserveRestore makes room in the held rows for up to rows more state
+// rows, before Restore and ApplyDelta (groups hold several rows each, so
+// their tables grow as they come).
+func (t *TopN) ReserveRestore(rows int) {
+	if rows = min(rows, maxReserve); rows > 0 {
+		t.rows.reserve(rows)
+	}
+}
+
 // settle sorts the rows of restored groups, checks them and makes them part
 // of the snapshot point.
 func (t *TopN) settle(gids map[int32]bool) error {
