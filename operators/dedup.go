@@ -462,6 +462,7 @@ func (d *Dedup) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.R
 			visit(int(i))
 		}
 	}
+	d.rows.flush(d.rest) // the copies join and addPending queued
 	d.seq += int64(n)
 	d.late = late
 	if len(late) == 0 {
@@ -490,7 +491,7 @@ func (d *Dedup) join(kid int32, i int, t, seq int64) {
 	if d.spec.Keep == KeepFirst || !laterRow(t, seq, k.heldT, k.heldSeq) {
 		return // keep first: a later row of a scope whose first row is final
 	}
-	d.rows.put(k.held, d.rest, i)
+	d.rows.putLater(k.held, i)
 	k.heldT, k.heldSeq = t, seq
 	d.touch(kid)
 }
@@ -509,13 +510,13 @@ func (d *Dedup) addPending(kid int32, i int, t, seq int64) {
 	}
 	if found {
 		if d.spec.Keep == KeepLast && seq > k.pend[pos].seq {
-			d.rows.put(k.pend[pos].slot, d.rest, i)
+			d.rows.putLater(k.pend[pos].slot, i)
 			k.pend[pos].seq = seq
 			d.touch(kid)
 		}
 		return
 	}
-	k.pend = slices.Insert(k.pend, pos, dedupPend{t: t, seq: seq, slot: d.rows.add(d.rest, i)})
+	k.pend = slices.Insert(k.pend, pos, dedupPend{t: t, seq: seq, slot: d.rows.addLater(i)})
 	d.nrows++
 	d.touch(kid)
 	if pos == 0 {
@@ -888,6 +889,7 @@ func (d *Dedup) restoreRows(rec arrow.RecordBatch, picks []dedupRow, onKey func(
 	for j := range d.restCols {
 		rest = append(rest, rec.Column(4+nk+j))
 	}
+	defer d.rows.flush(rest) // the copies queued below
 	for _, p := range picks {
 		kid, ok := d.keyMap[p.key]
 		if !ok {
@@ -901,14 +903,14 @@ func (d *Dedup) restoreRows(rec arrow.RecordBatch, picks []dedupRow, onKey func(
 			}
 			k.open, k.start, k.held = true, p.t, -1
 			if d.spec.Keep == KeepLast {
-				k.held, k.heldT, k.heldSeq = d.rows.add(rest, int(p.row)), p.rowT, p.seq
+				k.held, k.heldT, k.heldSeq = d.rows.addLater(int(p.row)), p.rowT, p.seq
 			}
 		} else {
 			pos, found := slices.BinarySearchFunc(k.pend, p.t, func(q dedupPend, t int64) int { return cmp.Compare(q.t, t) })
 			if found {
 				return fmt.Errorf("row %d: a second waiting row at %d for its key", p.row, p.t)
 			}
-			k.pend = slices.Insert(k.pend, pos, dedupPend{t: p.t, seq: p.seq, slot: d.rows.add(rest, int(p.row))})
+			k.pend = slices.Insert(k.pend, pos, dedupPend{t: p.t, seq: p.seq, slot: d.rows.addLater(int(p.row))})
 		}
 		d.nrows++
 		if p.hasSeq {

@@ -26,12 +26,18 @@ type heldRows struct {
 	n    int32   // slots ever allocated
 	free []int32 // freed slots, reused first
 	live int
+	// queue holds the copies addLater and putLater deferred to flush: one
+	// column at a time, with one type switch per column instead of one per
+	// value.
+	queue []slotRow
 }
 
 // heldCol is one column of heldRows.
 type heldCol interface {
 	// set copies value i of a (an array of the column's type) into slot s.
 	set(s int32, a arrow.Array, i int)
+	// setRows does set for each of rows, in order.
+	setRows(a arrow.Array, rows []slotRow)
 	// clear drops slot s's value (so freed strings can be collected).
 	clear(s int32)
 	// reserve makes room for slots below n.
@@ -166,6 +172,20 @@ func (c *typedCol[T, A, B]) set(s int32, a arrow.Array, i int) {
 	c.vals[s] = heldVal[T]{v: a.(A).Value(i), ok: true}
 }
 
+func (c *typedCol[T, A, B]) setRows(a arrow.Array, rows []slotRow) {
+	if top := int(maxSlot(rows)); top >= len(c.vals) {
+		c.vals = growTo(c.vals, slotsLen(top, len(c.vals), cap(c.vals)))
+	}
+	aa, nulls := a.(A), a.NullN() > 0
+	for _, r := range rows {
+		if nulls && a.IsNull(int(r.row)) {
+			c.vals[r.slot] = heldVal[T]{}
+			continue
+		}
+		c.vals[r.slot] = heldVal[T]{v: aa.Value(int(r.row)), ok: true}
+	}
+}
+
 func (c *typedCol[T, A, B]) reserve(n int) {
 	if n > cap(c.vals) {
 		c.vals = slices.Grow(c.vals, n-len(c.vals))
@@ -241,6 +261,28 @@ func largeStringBuilderBin(b array.Builder) *array.BinaryBuilder {
 func binaryBuilderBin(b array.Builder) *array.BinaryBuilder { return b.(*array.BinaryBuilder) }
 
 func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
+	c.grow(s)
+	c.clear(s)
+	if a.IsNull(i) {
+		return
+	}
+	c.setValue(s, a.(A).Value(i))
+}
+
+func (c *bytesCol[T, A]) setRows(a arrow.Array, rows []slotRow) {
+	c.grow(maxSlot(rows))
+	aa, nulls := a.(A), a.NullN() > 0
+	for _, r := range rows {
+		c.clear(r.slot)
+		if nulls && a.IsNull(int(r.row)) {
+			continue
+		}
+		c.setValue(r.slot, aa.Value(int(r.row)))
+	}
+}
+
+// grow makes room for slot s.
+func (c *bytesCol[T, A]) grow(s int32) {
 	if int(s) >= len(c.slots) {
 		if len(c.slots) == 0 {
 			c.cur = -1
@@ -251,11 +293,10 @@ func (c *bytesCol[T, A]) set(s int32, a arrow.Array, i int) {
 			c.slots[j].n = -1
 		}
 	}
-	c.clear(s)
-	if a.IsNull(i) {
-		return
-	}
-	v := a.(A).Value(i)
+}
+
+// setValue stores v in slot s, which holds nothing.
+func (c *bytesCol[T, A]) setValue(s int32, v T) {
 	if len(v) == 0 {
 		c.slots[s] = bytesSlot{}
 		return
@@ -436,6 +477,50 @@ func (h *heldRows) put(s int32, cols []arrow.Array, i int) {
 	for c, hc := range h.cols {
 		hc.set(s, cols[c], i)
 	}
+}
+
+// slotRow is a copy addLater or putLater queued: row of the batch into slot.
+type slotRow struct{ slot, row int32 }
+
+func maxSlot(rows []slotRow) int32 {
+	m := int32(-1)
+	for _, r := range rows {
+		m = max(m, r.slot)
+	}
+	return m
+}
+
+// addLater is add whose copy waits for flush: the slot's values must not be
+// read before. Every queued row comes from the same cols.
+func (h *heldRows) addLater(i int) int32 {
+	var s int32
+	if n := len(h.free); n > 0 {
+		s = h.free[n-1]
+		h.free = h.free[:n-1]
+	} else {
+		s = h.n
+		h.n++
+	}
+	h.queue = append(h.queue, slotRow{slot: s, row: int32(i)})
+	h.live++
+	return s
+}
+
+// putLater is put whose copy waits for flush.
+func (h *heldRows) putLater(s int32, i int) {
+	h.queue = append(h.queue, slotRow{slot: s, row: int32(i)})
+}
+
+// flush makes the queued copies from cols, column by column, in the order
+// they were queued (a slot queued twice gets its later row).
+func (h *heldRows) flush(cols []arrow.Array) {
+	if len(h.queue) == 0 {
+		return
+	}
+	for c, hc := range h.cols {
+		hc.setRows(cols[c], h.queue)
+	}
+	h.queue = h.queue[:0]
 }
 
 // release frees slot s.

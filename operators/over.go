@@ -892,11 +892,12 @@ func (o *Over) restoreRows(rec arrow.RecordBatch, picks []overPick, onKey func(k
 	for j := range rest {
 		rest[j] = rec.Column(4 + nk + j)
 	}
+	defer o.rows.flush(rest) // the copies queued below
 	for _, p := range picks {
 		kid := o.keyID([]byte(p.key))
 		onKey(kid)
 		k := &o.keys[kid]
-		r := overRow{slot: o.rows.add(rest, int(p.row)), ts: p.ts, seq: p.seq}
+		r := overRow{slot: o.rows.addLater(int(p.row)), ts: p.ts, seq: p.seq}
 		if p.pending {
 			k.pend = append(k.pend, r)
 		} else {

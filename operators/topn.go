@@ -891,11 +891,12 @@ func (t *TopN) restoreRows(rec arrow.RecordBatch, picks []topPick, onGroup func(
 	for j := range rest {
 		rest[j] = rec.Column(4 + nk + j)
 	}
+	defer t.rows.flush(rest) // the copies queued below
 	for _, p := range picks {
 		gid := t.groupID([]byte(p.gkey), p.start, p.end)
 		onGroup(gid)
 		g := &t.groups[gid]
-		g.rows = append(g.rows, topRow{slot: t.rows.add(rest, int(p.row)), seq: p.seq})
+		g.rows = append(g.rows, topRow{slot: t.rows.addLater(int(p.row)), seq: p.seq})
 		t.nrows++
 		t.seq = max(t.seq, p.seq+1)
 	}
