@@ -328,7 +328,7 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 	for f := range nf {
 		parts := make([]arrow.Array, 0, len(used))
 		for i, c := range used {
-			part, err := compute.TakeArray(ctx, s.chunks[c].Column(f), idxArrs[i])
+			part, err := takeTrusted(ctx, s.chunks[c].Column(f), idxArrs[i])
 			if err != nil {
 				releaseArrays(parts)
 				return fail(fmt.Errorf("take column %q: %w", s.schema.Field(f).Name, err))
@@ -348,7 +348,7 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 			cols = append(cols, combined)
 			continue
 		}
-		out, err := compute.TakeArray(ctx, combined, perm)
+		out, err := takeTrusted(ctx, combined, perm)
 		combined.Release()
 		if err != nil {
 			return fail(fmt.Errorf("take column %q: %w", s.schema.Field(f).Name, err))
@@ -368,12 +368,17 @@ func int32Array(mem memory.Allocator, vs []int32, valid []bool) arrow.Array {
 
 // takeArrays returns rows idx of every array of cols, allocated from mem.
 func takeArrays(cols []arrow.Array, idx []int32, mem memory.Allocator) ([]arrow.Array, error) {
+	for _, c := range cols {
+		if err := checkRows(idx, c.Len()); err != nil {
+			return nil, err
+		}
+	}
 	ia := int32Array(mem, idx, nil)
 	defer ia.Release()
 	ctx := compute.WithAllocator(context.Background(), mem)
 	out := make([]arrow.Array, 0, len(cols))
 	for i, c := range cols {
-		t, err := compute.TakeArray(ctx, c, ia)
+		t, err := takeTrusted(ctx, c, ia)
 		if err != nil {
 			releaseArrays(out)
 			return nil, fmt.Errorf("take column %d: %w", i, err)

@@ -397,6 +397,9 @@ func PartitionIndices(rec arrow.RecordBatch, keyCols []int, p, k int) ([][]int32
 // takeRows returns a new batch with rows idx of rec, in that order, its
 // buffers allocated from mem. The caller releases it.
 func takeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if err := checkRows(idx, int(rec.NumRows())); err != nil {
+		return nil, err
+	}
 	ib := array.NewInt32Builder(mem)
 	ib.AppendValues(idx, nil)
 	indices := ib.NewInt32Array()
@@ -412,7 +415,7 @@ func takeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.R
 		}
 	}
 	for i := range cols {
-		c, err := compute.TakeArray(ctx, rec.Column(i), indices)
+		c, err := takeTrusted(ctx, rec.Column(i), indices)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("take column %q: %w", rec.Schema().Field(i).Name, err)
@@ -429,4 +432,23 @@ func takeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.R
 // with it). The caller releases it.
 func TakeRows(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) (arrow.RecordBatch, error) {
 	return takeRows(rec, idx, mem)
+}
+
+// takeTrusted is compute.TakeArray without its pass over the indices to
+// check their bounds: for indices the operators built themselves, within
+// values by construction (a null index is 0). The check was 40% of the
+// take in a join's output gather.
+func takeTrusted(ctx context.Context, values, indices arrow.Array) (arrow.Array, error) {
+	return compute.TakeArrayOpts(ctx, values, indices, compute.TakeOptions{BoundsCheck: false})
+}
+
+// checkRows checks that every index of idx is a row of n: what the bounds
+// check takeTrusted skips, in one tight pass.
+func checkRows(idx []int32, n int) error {
+	for _, i := range idx {
+		if uint32(i) >= uint32(n) {
+			return fmt.Errorf("take: row %d out of range [0,%d) (internal error)", i, n)
+		}
+	}
+	return nil
 }
