@@ -459,17 +459,21 @@ func (h *heldRows) reserve(n int) {
 
 // add copies row i of cols (one array per held column) into a new slot.
 func (h *heldRows) add(cols []arrow.Array, i int) int32 {
-	var s int32
-	if n := len(h.free); n > 0 {
-		s = h.free[n-1]
-		h.free = h.free[:n-1]
-	} else {
-		s = h.n
-		h.n++
-	}
+	s := h.alloc()
 	h.put(s, cols, i)
-	h.live++
 	return s
+}
+
+// alloc takes a free slot (or a new one) for a live row.
+func (h *heldRows) alloc() int32 {
+	h.live++
+	if n := len(h.free); n > 0 {
+		s := h.free[n-1]
+		h.free = h.free[:n-1]
+		return s
+	}
+	h.n++
+	return h.n - 1
 }
 
 // put overwrites slot s with row i of cols.
@@ -493,16 +497,8 @@ func maxSlot(rows []slotRow) int32 {
 // addLater is add whose copy waits for flush: the slot's values must not be
 // read before. Every queued row comes from the same cols.
 func (h *heldRows) addLater(i int) int32 {
-	var s int32
-	if n := len(h.free); n > 0 {
-		s = h.free[n-1]
-		h.free = h.free[:n-1]
-	} else {
-		s = h.n
-		h.n++
-	}
+	s := h.alloc()
 	h.queue = append(h.queue, slotRow{slot: s, row: int32(i)})
-	h.live++
 	return s
 }
 
