@@ -308,24 +308,35 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 		}
 	}
 	ctx := compute.WithAllocator(context.Background(), mem)
-	idxArrs := make([]arrow.Array, len(used))
-	for i, c := range used {
-		idxArrs[i] = int32Array(mem, byChunk[start[c]:start[c+1]], nil)
-	}
-	defer releaseArrays(idxArrs)
+	var idxArrs []arrow.Array
 	var perm arrow.Array
-	if !identity {
-		valid := make([]bool, n)
-		for j, p := range pos {
-			valid[j] = p >= 0
-			if p < 0 {
-				pos[j] = 0
+	defer func() {
+		releaseArrays(idxArrs)
+		if perm != nil {
+			perm.Release()
+		}
+	}()
+	for f := range nf {
+		if a, ok := gatherColumn(s.chunks, f, s.schema.Field(f).Type, locs, mem); ok {
+			cols = append(cols, a)
+			continue
+		}
+		if idxArrs == nil { // the take's indices, for the types gatherColumn leaves to it
+			idxArrs = make([]arrow.Array, len(used))
+			for i, c := range used {
+				idxArrs[i] = int32Array(mem, byChunk[start[c]:start[c+1]], nil)
+			}
+			if !identity {
+				valid := make([]bool, n)
+				for j, p := range pos {
+					valid[j] = p >= 0
+					if p < 0 {
+						pos[j] = 0
+					}
+				}
+				perm = int32Array(mem, pos, valid)
 			}
 		}
-		perm = int32Array(mem, pos, valid)
-		defer perm.Release()
-	}
-	for f := range nf {
 		parts := make([]arrow.Array, 0, len(used))
 		for i, c := range used {
 			part, err := takeTrusted(ctx, s.chunks[c].Column(f), idxArrs[i])
