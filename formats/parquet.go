@@ -153,7 +153,7 @@ type bufCache struct {
 
 const (
 	maxCachedBufs  = 8
-	maxCachedBytes = 192 << 20
+	maxCachedBytes = 128 << 20
 )
 
 func (c *bufCache) get() *bytes.Buffer {
@@ -195,9 +195,10 @@ func (c *bufCache) put(b *bytes.Buffer) {
 // release is a no-op.
 func EncodeParquetPooled(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) (data []byte, release func(), err error) {
 	buf := encodeBufs.get()
-	// Room for half the batches' bytes: a compressed file seldom needs
-	// more, so the buffer grows at most once or twice more.
-	buf.Grow(int(min(batchBytes(batches)/2, maxCachedBytes)))
+	// Room for a quarter of the batches' bytes: about what a compressed
+	// file needs, so the buffer grows once more at most (reserving more
+	// costs memory that is zeroed and counts as resident).
+	buf.Grow(int(min(batchBytes(batches)/4, maxCachedBytes)))
 	if err := encodeParquet(buf, schema, batches, opts); err != nil {
 		encodeBufs.put(buf)
 		return nil, func() {}, err
