@@ -36,9 +36,16 @@ func gatherColumn(chunks []arrow.RecordBatch, f int, dt arrow.DataType, locs []r
 // gatherValidity returns the validity bitmap of the rows at locs and their
 // null count (nil, 0 when none is null).
 func gatherValidity(chunks []arrow.RecordBatch, f int, locs []rowLoc, mem memory.Allocator) (*memory.Buffer, int) {
+	withNulls := false
+	for _, c := range chunks {
+		if c != nil && c.Column(f).NullN() > 0 {
+			withNulls = true
+			break
+		}
+	}
 	nulls := 0
 	for _, l := range locs {
-		if l.chunk < 0 || chunks[l.chunk].Column(f).IsNull(int(l.idx)) {
+		if l.chunk < 0 || withNulls && chunks[l.chunk].Column(f).IsNull(int(l.idx)) {
 			nulls++
 		}
 	}
@@ -73,6 +80,36 @@ func gatherFixed(chunks []arrow.RecordBatch, f int, dt arrow.DataType, w int, lo
 	data := memory.NewResizableBuffer(mem)
 	data.Resize(n * w)
 	out := data.Bytes()
+	switch w { // the common widths without a copy call per value
+	case 8:
+		gatherWords[uint64](out, vals, locs)
+	case 4:
+		gatherWords[uint32](out, vals, locs)
+	default:
+		gatherBytes(out, vals, w, locs)
+	}
+	valid, nulls := gatherValidity(chunks, f, locs, mem)
+	return finishGather(dt, n, []*memory.Buffer{valid, data}, nulls)
+}
+
+func gatherWords[W uint32 | uint64](out []byte, vals [][]byte, locs []rowLoc) {
+	dst := arrow.GetData[W](out)[:len(locs)]
+	src := make([][]W, len(vals))
+	for c, v := range vals {
+		if v != nil {
+			src[c] = arrow.GetData[W](v)
+		}
+	}
+	for j, l := range locs {
+		if l.chunk < 0 {
+			dst[j] = 0
+			continue
+		}
+		dst[j] = src[l.chunk][l.idx]
+	}
+}
+
+func gatherBytes(out []byte, vals [][]byte, w int, locs []rowLoc) {
 	for j, l := range locs {
 		dst := out[j*w : (j+1)*w]
 		if l.chunk < 0 {
@@ -82,8 +119,6 @@ func gatherFixed(chunks []arrow.RecordBatch, f int, dt arrow.DataType, w int, lo
 		i := int(l.idx) * w
 		copy(dst, vals[l.chunk][i:i+w])
 	}
-	valid, nulls := gatherValidity(chunks, f, locs, mem)
-	return finishGather(dt, n, []*memory.Buffer{valid, data}, nulls)
 }
 
 func gatherBinary[O int32 | int64](chunks []arrow.RecordBatch, f int, dt arrow.DataType, locs []rowLoc, mem memory.Allocator) arrow.Array {

@@ -20,7 +20,7 @@ func TestGatherColumnMatchesTake(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	types := []arrow.DataType{
-		arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Float64,
+		arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Float64,
 		arrow.FixedWidthTypes.Timestamp_us, &arrow.Decimal128Type{Precision: 20, Scale: 2},
 		&arrow.FixedSizeBinaryType{ByteWidth: 3},
 		arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.Binary,
@@ -89,6 +89,8 @@ func appendRandom(b array.Builder, i int, rng *rand.Rand, allNull bool) {
 	switch b := b.(type) {
 	case *array.Int64Builder:
 		b.Append(v)
+	case *array.Int32Builder:
+		b.Append(int32(v))
 	case *array.Int8Builder:
 		b.Append(int8(v))
 	case *array.Float64Builder:
@@ -104,7 +106,7 @@ func appendRandom(b array.Builder, i int, rng *rand.Rand, allNull bool) {
 	case *array.LargeStringBuilder:
 		b.Append(fmt.Sprint("v", v))
 	case *array.BinaryBuilder:
-		b.Append([]byte(fmt.Sprint(v))[:rng.IntN(3)])
+		b.Append([]byte(fmt.Sprintf("%03d", v+500))[:rng.IntN(4)])
 	default:
 		panic(fmt.Sprintf("no random values for %T", b))
 	}
