@@ -72,6 +72,7 @@ func TestCanonicalOrderMatchesStableSort(t *testing.T) {
 		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		{Name: "u", Type: arrow.PrimitiveTypes.Uint16, Nullable: true}, // no key encoding: ignored, keeps input order
+		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}, // gathered by a take
 	}, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := []string{"", "a", "ab", "abc", "b", "ba", "a\x00", "zzzzzzzzzzzzzzzz", "zzzzzzzzzzzzzzzy"}
@@ -94,6 +95,11 @@ func TestCanonicalOrderMatchesStableSort(t *testing.T) {
 			}
 			b.Field(2).(*array.Float64Builder).Append(float64(rng.IntN(3)) - 1)
 			b.Field(3).(*array.Uint16Builder).Append(uint16(rng.IntN(1 << 16)))
+			if rng.IntN(7) == 0 {
+				b.Field(4).AppendNull()
+			} else {
+				b.Field(4).(*array.BooleanBuilder).Append(rng.IntN(2) == 0)
+			}
 		}
 		return b.NewRecordBatch()
 	}

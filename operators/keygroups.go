@@ -63,10 +63,11 @@ func MarkKeyGroups(rec arrow.RecordBatch, keyCols []int, k int, sel []int32, lo 
 // subtasks produced the rows. The caller releases the result; nil when
 // recs hold no rows.
 //
-// The rows' encodings are written once into one buffer; the sort compares
+// The rows' encodings are written once, into chunks; the sort compares
 // 16 bytes of each taken after the prefix all of them share (two uint64), and
 // the rest of the encodings, then the input position, only on a tie, which
-// gives the order of a stable sort by the encodings.
+// gives the order of a stable sort by the encodings. The rows are then
+// gathered from recs in that order (no concatenation first).
 func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
 	var n int64
 	for _, r := range recs {
@@ -79,32 +80,6 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 		return nil, fmt.Errorf("canonical order: %d rows, more than one batch can sort", n)
 	}
 	schema := recs[0].Schema()
-	var all arrow.RecordBatch
-	if len(recs) == 1 {
-		all = recs[0]
-		all.Retain()
-	} else {
-		cols := make([]arrow.Array, schema.NumFields())
-		for c := range cols {
-			parts := make([]arrow.Array, len(recs))
-			for i, r := range recs {
-				parts[i] = r.Column(c)
-			}
-			a, err := array.Concatenate(parts, mem)
-			if err != nil {
-				for _, x := range cols[:c] {
-					x.Release()
-				}
-				return nil, fmt.Errorf("canonical order: column %q: %w", schema.Field(c).Name, err)
-			}
-			cols[c] = a
-		}
-		all = array.NewRecordBatch(schema, cols, n)
-		for _, c := range cols {
-			c.Release()
-		}
-	}
-	defer all.Release()
 	var keyCols []int
 	var kinds []byte
 	for c, f := range schema.Fields() {
@@ -113,27 +88,46 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 			kinds = append(kinds, k)
 		}
 	}
+	// The encodings go into chunks of canonChunk bytes (a chunk outgrows its
+	// room at most once, by its last key), so the bytes are never copied to
+	// grow one buffer holding them all (with long strings, hundreds of
+	// megabytes); locs says where each row is, batch and row.
 	var enc keyEncoder
 	kc := make([]arrow.Array, len(keyCols))
-	for i, c := range keyCols {
-		kc[i] = all.Column(c)
-	}
-	enc.bind(kinds, kc)
-	ends := make([]int, n) // key i is buf[ends[i-1]:ends[i]]
-	var buf []byte
-	for i := range int(n) {
-		buf = enc.encode(buf, i)
-		ends[i] = len(buf)
-		if i == 0 { // room for n keys as long as the first (strings may need more)
-			buf = slices.Grow(buf, (int(n)-1)*len(buf)+len(buf)/2)
+	refs := make([]keyRef, n)
+	locs := make([]rowLoc, n)
+	var chunks [][]byte
+	cur := -1
+	i, size := 0, 0
+	for b, r := range recs {
+		for k, c := range keyCols {
+			kc[k] = r.Column(c)
+		}
+		enc.bind(kinds, kc)
+		for row := range int(r.NumRows()) {
+			if cur < 0 || len(chunks[cur]) >= canonChunk {
+				// Room for the rows left at the mean length so far (the
+				// first key's, to begin with), within a chunk.
+				per := 64
+				if i > 0 {
+					per = size/i + 1
+				} else if r.NumRows() > 0 {
+					per = len(enc.encode(nil, 0)) + 8
+				}
+				chunks = append(chunks, make([]byte, 0, min(canonChunk+canonChunk/8, 64+int(n-int64(i))*per*9/8)))
+				cur++
+			}
+			at := len(chunks[cur])
+			chunks[cur] = enc.encode(chunks[cur], row)
+			refs[i] = keyRef{chunk: int32(cur), off: int32(at), end: int32(len(chunks[cur]))}
+			size += len(chunks[cur]) - at
+			locs[i] = rowLoc{chunk: int32(b), idx: int32(row)}
+			i++
 		}
 	}
 	key := func(i int32) []byte {
-		lo := 0
-		if i > 0 {
-			lo = ends[i-1]
-		}
-		return buf[lo:ends[i]]
+		r := refs[i]
+		return chunks[r.chunk][r.off:r.end:r.end]
 	}
 	// The prefix every key shares orders nothing.
 	first := key(0)
@@ -185,14 +179,67 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 	if sorted {
 		sorted = slices.IsSortedFunc(ents, less)
 	}
-	if sorted {
-		all.Retain()
-		return all, nil
+	if sorted && len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
 	}
-	slices.SortFunc(ents, less)
-	idx := make([]int32, n)
+	if !sorted {
+		slices.SortFunc(ents, less)
+	}
+	order := make([]rowLoc, n)
 	for i, e := range ents {
-		idx[i] = e.i
+		order[i] = locs[e.i]
 	}
-	return takeRows(all, idx, mem)
+	return gatherRows(recs, schema, order, mem)
+}
+
+// canonChunk is the size of CanonicalOrder's chunks of key encodings.
+const canonChunk = 16 << 20
+
+// keyRef is where one row's key encoding is: chunk, bytes [off, end).
+type keyRef struct {
+	chunk, off, end int32
+}
+
+// gatherRows returns the rows at locs (batch, row) of recs, which have
+// schema, as one batch: gathered column by column (gatherColumn), or for the
+// types it leaves out taken from the batches' concatenation.
+func gatherRows(recs []arrow.RecordBatch, schema *arrow.Schema, locs []rowLoc, mem memory.Allocator) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, 0, schema.NumFields())
+	defer func() { releaseArrays(cols) }() // the batch holds its own references
+	var idx []int32
+	for f, fd := range schema.Fields() {
+		if a, ok := gatherColumn(recs, f, fd.Type, locs, mem); ok {
+			cols = append(cols, a)
+			continue
+		}
+		if idx == nil {
+			starts := make([]int32, len(recs))
+			var at int32
+			for b, r := range recs {
+				starts[b] = at
+				at += int32(r.NumRows())
+			}
+			idx = make([]int32, len(locs))
+			for j, l := range locs {
+				idx[j] = starts[l.chunk] + l.idx
+			}
+		}
+		parts := make([]arrow.Array, len(recs))
+		for b, r := range recs {
+			parts[b] = r.Column(f)
+		}
+		whole, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("canonical order: column %q: %w", fd.Name, err)
+		}
+		a, err := takeArrays([]arrow.Array{whole}, idx, mem)
+		whole.Release()
+		if err != nil {
+			return nil, fmt.Errorf("canonical order: column %q: %w", fd.Name, err)
+		}
+		cols = append(cols, a[0])
+	}
+	out := array.NewRecordBatch(schema, cols, int64(len(locs)))
+	return out, nil
 }
