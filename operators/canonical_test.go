@@ -71,7 +71,7 @@ func TestCanonicalOrderMatchesStableSort(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		{Name: "u", Type: arrow.PrimitiveTypes.Uint16, Nullable: true}, // no key encoding: ignored, keeps input order
+		{Name: "u", Type: arrow.PrimitiveTypes.Uint16, Nullable: true},   // no key encoding: ignored, keeps input order
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}, // gathered by a take
 	}, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
