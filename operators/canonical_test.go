@@ -146,3 +146,25 @@ func TestCanonicalOrderMatchesStableSort(t *testing.T) {
 		t.Fatalf("no rows: got %v, %v", got, err)
 	}
 }
+
+// Batches whose column types differ are refused, not read as each other's.
+func TestCanonicalOrderRefusesMixedTypes(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	mk := func(dt arrow.DataType, app func(array.Builder)) arrow.RecordBatch {
+		b := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{{Name: "v", Type: dt}}, nil))
+		defer b.Release()
+		app(b.Field(0))
+		return b.NewRecordBatch()
+	}
+	a := mk(arrow.PrimitiveTypes.Int64, func(b array.Builder) { b.(*array.Int64Builder).Append(1) })
+	defer a.Release()
+	s := mk(arrow.BinaryTypes.String, func(b array.Builder) { b.(*array.StringBuilder).Append("x") })
+	defer s.Release()
+	if out, err := CanonicalOrder([]arrow.RecordBatch{a, s}, mem); err == nil {
+		out.Release()
+		t.Fatal("int64 and string batches sorted together")
+	} else if !strings.Contains(err.Error(), `column "v"`) {
+		t.Fatalf("error %q does not name the column", err)
+	}
+}

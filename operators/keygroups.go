@@ -80,6 +80,16 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 		return nil, fmt.Errorf("canonical order: %d rows, more than one batch can sort", n)
 	}
 	schema := recs[0].Schema()
+	for b, r := range recs[1:] { // the gather reads every batch's columns as batch 0's types
+		if int(r.NumCols()) != schema.NumFields() {
+			return nil, fmt.Errorf("canonical order: batch %d has %d columns, batch 0 %d", b+1, r.NumCols(), schema.NumFields())
+		}
+		for c, f := range schema.Fields() {
+			if !arrow.TypeEqual(r.Column(c).DataType(), f.Type) {
+				return nil, fmt.Errorf("canonical order: batch %d column %q is %s, batch 0's %s", b+1, f.Name, r.Column(c).DataType(), f.Type)
+			}
+		}
+	}
 	var keyCols []int
 	var kinds []byte
 	for c, f := range schema.Fields() {
