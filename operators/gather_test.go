@@ -137,3 +137,74 @@ func takeOneByOne(t *testing.T, chunks []arrow.RecordBatch, dt arrow.DataType, l
 	}
 	return out
 }
+
+// rowStore.gather returns the rows at locs, in order, for the columns the
+// direct gather copies and for those it leaves to the take (booleans), with
+// null rows, over several chunks.
+func TestRowStoreGather(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "i", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	}, nil)
+	rs := newRowStore(schema)
+	rng := rand.New(rand.NewPCG(9, 4))
+	type row struct {
+		i    int64
+		s    string
+		b    bool
+		null bool
+	}
+	var want [][]row // per chunk
+	for c := range 3 {
+		b := array.NewRecordBuilder(mem, schema)
+		var rows []row
+		for k := range 20 + c*7 {
+			r := row{i: int64(c*100 + k), s: fmt.Sprint("r", c, "-", k), b: rng.IntN(2) == 0}
+			b.Field(0).(*array.Int64Builder).Append(r.i)
+			b.Field(1).(*array.StringBuilder).Append(r.s)
+			b.Field(2).(*array.BooleanBuilder).Append(r.b)
+			rows = append(rows, r)
+		}
+		rs.add(b.NewRecordBatch())
+		b.Release()
+		want = append(want, rows)
+	}
+	defer func() {
+		for _, c := range rs.chunks {
+			c.Release()
+		}
+	}()
+	var locs []rowLoc
+	var exp []row
+	for range 200 {
+		if rng.IntN(8) == 0 {
+			locs = append(locs, nullLoc)
+			exp = append(exp, row{null: true})
+			continue
+		}
+		c := rng.IntN(3)
+		k := rng.IntN(len(want[c]))
+		locs = append(locs, rowLoc{chunk: int32(c), idx: int32(k)})
+		exp = append(exp, want[c][k])
+	}
+	cols, err := rs.gather(locs, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseArrays(cols)
+	ia, sa, ba := cols[0].(*array.Int64), cols[1].(*array.String), cols[2].(*array.Boolean)
+	for j, r := range exp {
+		if r.null {
+			if ia.IsValid(j) || sa.IsValid(j) || ba.IsValid(j) {
+				t.Fatalf("row %d: a null row has values", j)
+			}
+			continue
+		}
+		if ia.Value(j) != r.i || sa.Value(j) != r.s || ba.Value(j) != r.b {
+			t.Fatalf("row %d: got (%d, %q, %v), want (%d, %q, %v)", j, ia.Value(j), sa.Value(j), ba.Value(j), r.i, r.s, r.b)
+		}
+	}
+}

@@ -259,8 +259,8 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 		releaseArrays(cols)
 		return nil, err
 	}
-	// Group the rows by chunk, in chunk order; pos[j] is where row j lands
-	// in the concatenation of the groups.
+	// The rows per chunk: which chunks are used (start), and for the take
+	// below, the rows grouped by chunk in chunk order.
 	start := make([]int32, len(s.chunks)+1)
 	for _, l := range locs {
 		if l.chunk >= 0 {
@@ -271,22 +271,6 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 		start[c+1] += start[c]
 	}
 	total := int(start[len(s.chunks)])
-	next := make([]int32, len(s.chunks))
-	copy(next, start)
-	byChunk := make([]int32, total)
-	pos := make([]int32, n)
-	identity := total == n
-	for j, l := range locs {
-		if l.chunk < 0 {
-			pos[j] = -1
-			continue
-		}
-		p := next[l.chunk]
-		next[l.chunk]++
-		byChunk[p] = l.idx
-		pos[j] = p
-		identity = identity && int(p) == j
-	}
 	if total == 0 {
 		for _, f := range s.schema.Fields() {
 			cols = append(cols, array.MakeArrayOfNull(mem, f.Type, n))
@@ -310,6 +294,7 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 	ctx := compute.WithAllocator(context.Background(), mem)
 	var idxArrs []arrow.Array
 	var perm arrow.Array
+	identity := false
 	defer func() {
 		releaseArrays(idxArrs)
 		if perm != nil {
@@ -322,6 +307,23 @@ func (s *rowStore) gather(locs []rowLoc, mem memory.Allocator) ([]arrow.Array, e
 			continue
 		}
 		if idxArrs == nil { // the take's indices, for the types gatherColumn leaves to it
+			// pos[j] is where row j lands in the concatenation of the groups.
+			next := make([]int32, len(s.chunks))
+			copy(next, start)
+			byChunk := make([]int32, total)
+			pos := make([]int32, n)
+			identity = total == n
+			for j, l := range locs {
+				if l.chunk < 0 {
+					pos[j] = -1
+					continue
+				}
+				p := next[l.chunk]
+				next[l.chunk]++
+				byChunk[p] = l.idx
+				pos[j] = p
+				identity = identity && int(p) == j
+			}
 			idxArrs = make([]arrow.Array, len(used))
 			for i, c := range used {
 				idxArrs[i] = int32Array(mem, byChunk[start[c]:start[c+1]], nil)
