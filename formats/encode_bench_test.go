@@ -37,3 +37,28 @@ func BenchmarkEncodeParquet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadStateParquet reads back 100k click rows written as the
+// engine writes state (16k-row row groups, no dictionary), whole and by
+// key range, as a restore does.
+func BenchmarkReadStateParquet(b *testing.B) {
+	d, err := Decode("jsonl", "gen.jsonl", genClicks(benchRows), DecodeOptions{Schema: clickSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Release()
+	data, err := EncodeParquet(d.Schema, d.Batches, EncodeOptions{Compression: "snappy", NoDictionary: true, RowGroupRows: 16 << 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for range b.N {
+		_, bs, err := ReadParquet(data, memory.NewGoAllocator())
+		if err != nil {
+			b.Fatal(err)
+		}
+		releaseAll(bs)
+	}
+	reportRows(b, benchRows, cpu0)
+}

@@ -280,8 +280,32 @@ func checkBatch(schema *arrow.Schema, b arrow.RecordBatch) error {
 	return nil
 }
 
+// openParquet opens a whole file held in memory (state, deltas) for reading
+// in batches of at most batchSize rows, aligned to its row groups (see
+// rowGroupBatchSize).
 func openParquet(data []byte, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
-	return openParquetAt(bytes.NewReader(data), mem, batchSize)
+	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	return arrowReader(pf, mem, rowGroupBatchSize(pf, batchSize))
+}
+
+// rowGroupBatchSize is the batch size that reads pf one row group per batch
+// when its row groups are smaller than batchSize but not tiny (state files
+// have 16k-row row groups). A batch spanning several row groups grows each
+// string column's data buffer once per row group (the Parquet reader
+// reserves a row group's bytes at a time), copying what it holds so far; a
+// batch within one row group reserves its bytes once.
+func rowGroupBatchSize(pf *file.Reader, batchSize int) int {
+	largest := int64(0)
+	for g := range pf.NumRowGroups() {
+		largest = max(largest, pf.MetaData().RowGroup(g).NumRows())
+	}
+	if largest >= int64(batchSize) || largest < int64(batchSize)/16 {
+		return batchSize
+	}
+	return int(largest)
 }
 
 func openParquetAt(src parquet.ReaderAtSeeker, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
@@ -289,6 +313,10 @@ func openParquetAt(src parquet.ReaderAtSeeker, mem memory.Allocator, batchSize i
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
+	return arrowReader(pf, mem, batchSize)
+}
+
+func arrowReader(pf *file.Reader, mem memory.Allocator, batchSize int) (*file.Reader, *pqarrow.FileReader, error) {
 	// Not Parallel: the column readers then run on the caller's goroutine,
 	// where a panic of the Parquet library on a corrupt file is recovered
 	// into an error (see recoverParquet); floe decodes files in parallel
