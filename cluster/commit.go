@@ -215,7 +215,6 @@ func (e *Epoch) waitManifest(ctx context.Context) ([]byte, bool, error) {
 	d := e.Decision
 	key := manifest.ManifestPath(d.Generation, d.Epoch)
 	start := e.w.cfg.Now()
-	delay := e.w.cfg.PollMin
 	for {
 		data, _, err := e.w.cfg.Store.Get(ctx, key)
 		if err == nil {
@@ -224,13 +223,13 @@ func (e *Epoch) waitManifest(ctx context.Context) ([]byte, bool, error) {
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, false, fmt.Errorf("gen %d epoch %d: read manifest: %w", d.Generation, d.Epoch, err)
 		}
-		if e.w.cfg.Now().Sub(start) >= e.w.takeOver() {
+		waited := e.w.cfg.Now().Sub(start)
+		if waited >= e.w.takeOver() {
 			return nil, false, nil
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := sleep(ctx, e.w.pollDelay(waited)); err != nil {
 			return nil, false, err
 		}
-		delay = min(2*delay, e.w.cfg.PollMax)
 	}
 }
 
