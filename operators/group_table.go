@@ -78,13 +78,14 @@ func (t *keyIndex) grow() {
 	}
 }
 
-// remove deletes the entry of kid, whose key hashes to h.
-func (t *keyIndex) remove(h uint32, kid int32) {
+// remove deletes the entry of kid, whose key hashes to h, reporting
+// whether there was one.
+func (t *keyIndex) remove(h uint32, kid int32) bool {
 	want := uint64(h)<<32 | uint64(uint32(kid)+1)
 	i := uint64(h) & t.mask
 	for t.ents[i] != want {
 		if t.ents[i] == 0 {
-			return // not indexed
+			return false // not indexed
 		}
 		i = (i + 1) & t.mask
 	}
@@ -104,6 +105,25 @@ func (t *keyIndex) remove(h uint32, kid int32) {
 	}
 	t.ents[i] = 0
 	t.n--
+	return true
+}
+
+// lookup returns the key id whose hash is h and for which is reports
+// true (the caller compares the key bytes), or false.
+func (t *keyIndex) lookup(h uint32, is func(kid int32) bool) (int32, bool) {
+	i := uint64(h) & t.mask
+	for {
+		e := t.ents[i]
+		if e == 0 {
+			return -1, false
+		}
+		if uint32(e>>32) == h {
+			if k := int32(uint32(e) - 1); is(k) {
+				return k, true
+			}
+		}
+		i = (i + 1) & t.mask
+	}
 }
 
 // findKey returns the key id whose map key (see Window.mapKey) is mk, whose

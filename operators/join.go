@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -145,6 +146,7 @@ const joinStateFormatVersion = "floe-join-state/v1"
 // joinKey is one join key held by an instance.
 type joinKey struct {
 	bytes   string
+	h       uint32 // keyIdx's hash of bytes
 	kg      int32
 	null    bool       // a key column is null: never matches
 	rows    [2][]int32 // live row ids per side, unordered
@@ -202,7 +204,7 @@ type Join struct {
 	mem      memory.Allocator
 	store    [2]rowStore
 
-	keyMap      map[string]int32
+	keyIdx      keyIndex // key ids by key (bytes)
 	keys        []joinKey
 	freeKeys    []int32
 	rows        []jrow
@@ -243,7 +245,7 @@ func NewJoin(spec JoinSpec, left, right *arrow.Schema, maxParallelism int) (*Joi
 		return fail("unknown join type %v; expected inner or left", spec.Type)
 	}
 	j := &Join{spec: spec, id: id, k: maxParallelism, in: [2]*arrow.Schema{left, right}, wm: math.MinInt64,
-		mem: memory.DefaultAllocator, keyMap: map[string]int32{}}
+		mem: memory.DefaultAllocator, keyIdx: newKeyIndex(0)}
 	micros := func(name string, d time.Duration) (int64, error) {
 		if d%time.Microsecond != 0 {
 			return 0, fmt.Errorf("join %s: %s %v is not a whole number of microseconds", id, name, d)
@@ -438,23 +440,30 @@ func (j *Join) expired(r *jrow, wm int64) bool {
 
 // keyID returns the id of an encoded key, creating it.
 func (j *Join) keyID(key []byte) int32 {
-	if kid, ok := j.keyMap[string(key)]; ok {
+	h := uint32(maphash.Bytes(j.keyIdx.seed, key))
+	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys[k].bytes == string(key) }); ok {
 		return kid
 	}
-	return j.newKey(string(key))
+	return j.newKey(string(key), h)
 }
 
 // keyIDString is keyID of a key already held as a string (restore).
 func (j *Join) keyIDString(key string) int32 {
-	if kid, ok := j.keyMap[key]; ok {
+	h := j.keyIdx.hash(key)
+	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys[k].bytes == key }); ok {
 		return kid
 	}
-	return j.newKey(key)
+	return j.newKey(key, h)
 }
 
-// newKey creates the id of an encoded key not held.
-func (j *Join) newKey(key string) int32 {
-	jk := joinKey{bytes: key, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
+// findKey returns the id of an encoded key held, if it is.
+func (j *Join) findKey(key string) (int32, bool) {
+	return j.keyIdx.lookup(j.keyIdx.hash(key), func(k int32) bool { return j.keys[k].bytes == key })
+}
+
+// newKey creates the id of an encoded key not held, whose hash is h.
+func (j *Join) newKey(key string, h uint32) int32 {
+	jk := joinKey{bytes: key, h: h, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
 	var kid int32
 	if n := len(j.freeKeys); n > 0 {
 		kid = j.freeKeys[n-1]
@@ -465,7 +474,7 @@ func (j *Join) newKey(key string) int32 {
 		kid = int32(len(j.keys))
 		j.keys = append(j.keys, jk)
 	}
-	j.keyMap[jk.bytes] = kid
+	j.keyIdx.add(h, kid)
 	return kid
 }
 
@@ -556,7 +565,7 @@ func (j *Join) removeRow(id int32) {
 	j.freeRows = append(j.freeRows, id)
 	j.live--
 	if len(jk.rows[0]) == 0 && len(jk.rows[1]) == 0 && !jk.pending {
-		delete(j.keyMap, jk.bytes)
+		j.keyIdx.remove(jk.h, r.kid)
 		j.freeKeys = append(j.freeKeys, r.kid)
 	}
 }
@@ -676,8 +685,7 @@ func (j *Join) markPending(kid int32) {
 func (j *Join) releaseKeyIfEmpty(kid int32) {
 	jk := &j.keys[kid]
 	if len(jk.rows[0]) == 0 && len(jk.rows[1]) == 0 && !jk.pending {
-		if cur, ok := j.keyMap[jk.bytes]; ok && cur == kid {
-			delete(j.keyMap, jk.bytes)
+		if j.keyIdx.remove(jk.h, kid) {
 			j.freeKeys = append(j.freeKeys, kid)
 		}
 	}
@@ -1422,7 +1430,7 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 // index when the key holds many).
 func (j *Join) findRow(id rowID, key string) (int32, bool) {
 	if j.index == nil {
-		kid, ok := j.keyMap[key]
+		kid, ok := j.findKey(key)
 		if !ok {
 			return 0, false
 		}
@@ -1547,9 +1555,7 @@ func (j *Join) restore(state []*stateIn, kgLo, kgHi int, watermark int64) error 
 	}
 	j.rows = slices.Grow(j.rows, total)
 	j.keys = slices.Grow(j.keys, keys)
-	if len(j.keyMap) == 0 && keys > 0 {
-		j.keyMap = make(map[string]int32, keys)
-	}
+	j.keyIdx.presize(keys)
 	for bi, rec := range state {
 		if rec == nil {
 			continue
