@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -104,6 +105,7 @@ const dedupStateVersion = "floe-dedup-state/v1"
 // dedupKey is the state of one key.
 type dedupKey struct {
 	bytes          string
+	h              uint32 // keyIdx's hash of bytes
 	kg             int32
 	open           bool  // a scope is open
 	start          int64 // the open scope's start
@@ -162,7 +164,7 @@ type Dedup struct {
 	mem      memory.Allocator
 
 	rows     *heldRows
-	keyMap   map[string]int32
+	keyIdx   keyIndex // key ids of the live keys by key (bytes)
 	keys     []dedupKey
 	freeKeys []int32
 	nrows    int
@@ -198,7 +200,7 @@ func NewDedup(spec DedupSpec, input *arrow.Schema, maxParallelism int) (*Dedup, 
 		return fail("max parallelism %d out of range [1,%d]", maxParallelism, keygroup.Max)
 	}
 	d := &Dedup{spec: spec, id: id, k: maxParallelism, input: input, wm: math.MinInt64,
-		mem: memory.DefaultAllocator, keyMap: map[string]int32{}}
+		mem: memory.DefaultAllocator, keyIdx: newKeyIndex(0)}
 	switch spec.Keep {
 	case KeepFirst, KeepLast:
 	default:
@@ -331,8 +333,22 @@ func (d *Dedup) Len() int { return d.nrows }
 
 func (d *Dedup) cutoff() int64 { return clampSub(d.wm, d.lateness) }
 
+// findKey returns the id of a live key, if there is one.
+func (d *Dedup) findKey(key string) (int32, bool) {
+	return d.keyIdx.lookup(d.keyIdx.hash(key), func(k int32) bool { return d.keys[k].bytes == key })
+}
+
+func (d *Dedup) findKeyHash(key []byte, h uint32) (int32, bool) {
+	return d.keyIdx.lookup(h, func(k int32) bool { return d.keys[k].bytes == string(key) })
+}
+
+// newKey creates the id of a key that is not live.
 func (d *Dedup) newKey(key []byte) int32 {
-	k := dedupKey{bytes: string(key), kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
+	return d.newKeyHash(key, uint32(maphash.Bytes(d.keyIdx.seed, key)))
+}
+
+func (d *Dedup) newKeyHash(key []byte, h uint32) int32 {
+	k := dedupKey{bytes: string(key), h: h, kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
 	var kid int32
 	if n := len(d.freeKeys); n > 0 {
 		kid = d.freeKeys[n-1]
@@ -344,7 +360,7 @@ func (d *Dedup) newKey(key []byte) int32 {
 		kid = int32(len(d.keys))
 		d.keys = append(d.keys, k)
 	}
-	d.keyMap[k.bytes] = kid
+	d.keyIdx.add(h, kid)
 	return kid
 }
 
@@ -376,7 +392,7 @@ func (d *Dedup) dropKey(kid int32, track bool) {
 	if track && k.inBase {
 		d.tombs = append(d.tombs, dedupTomb{key: k.bytes, kg: k.kg})
 	}
-	delete(d.keyMap, k.bytes)
+	d.keyIdx.remove(k.h, kid)
 	k.live, k.inBase = false, false
 	d.freeKeys = append(d.freeKeys, kid)
 }
@@ -435,7 +451,8 @@ func (d *Dedup) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.R
 	visit := func(i int) {
 		t, seq := int64(tsv[i]), d.seq+int64(i)
 		d.buf = d.enc.encode(d.buf[:0], i)
-		kid, ok := d.keyMap[string(d.buf)]
+		h := uint32(maphash.Bytes(d.keyIdx.seed, d.buf))
+		kid, ok := d.findKeyHash(d.buf, h)
 		if t < c {
 			if ok && d.inScope(kid, t) {
 				d.join(kid, i, t, seq)
@@ -445,7 +462,7 @@ func (d *Dedup) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.R
 			return
 		}
 		if !ok {
-			kid = d.newKey(d.buf)
+			kid = d.newKeyHash(d.buf, h)
 		}
 		if d.inScope(kid, t) {
 			d.join(kid, i, t, seq)
@@ -737,9 +754,11 @@ func (d *Dedup) Dirty() (changed, removed int) {
 // Snapshot returns the whole state (StateSchema, sorted by key_group then key
 // bytes) and makes now the snapshot point. Persist Watermark() beside it.
 func (d *Dedup) Snapshot() ([]arrow.RecordBatch, error) {
-	kids := make([]int32, 0, len(d.keyMap))
-	for _, kid := range d.keyMap {
-		kids = append(kids, kid)
+	kids := make([]int32, 0, d.keyIdx.n)
+	for kid := range d.keys {
+		if d.keys[kid].live {
+			kids = append(kids, int32(kid))
+		}
 	}
 	d.sortKeys(kids)
 	out, err := d.buildState(kids)
@@ -891,7 +910,7 @@ func (d *Dedup) restoreRows(rec arrow.RecordBatch, picks []dedupRow, onKey func(
 	}
 	defer d.rows.flush(rest) // the copies queued below
 	for _, p := range picks {
-		kid, ok := d.keyMap[p.key]
+		kid, ok := d.findKey(p.key)
 		if !ok {
 			kid = d.newKey([]byte(p.key))
 		}
@@ -968,9 +987,7 @@ func (d *Dedup) ReserveRestore(rows int) {
 		return
 	}
 	d.keys = slices.Grow(d.keys, rows)
-	if len(d.keyMap) == 0 {
-		d.keyMap = make(map[string]int32, rows)
-	}
+	d.keyIdx.presize(rows)
 	d.rows.reserve(rows)
 }
 
@@ -1027,7 +1044,7 @@ func (d *Dedup) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi i
 	}
 	for bi, keys := range tkeys {
 		for r, key := range keys {
-			kid, ok := d.keyMap[key]
+			kid, ok := d.findKey(key)
 			if !ok {
 				return fmt.Errorf("dedup %s: apply delta: tombstone batch %d row %d: key not held (deltas out of order or state corrupt)", d.id, bi, r)
 			}

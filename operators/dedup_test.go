@@ -321,7 +321,7 @@ func TestDedupDeltaHoldsOnlyChanges(t *testing.T) {
 	if len(u) != 3 || len(tb) != 0 {
 		t.Fatalf("one row: upserts %v, tombstones %v", u, tb)
 	}
-	keys := len(d.keyMap)
+	keys := d.keyIdx.n
 	out, err := d.Advance(math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
