@@ -20,6 +20,7 @@ func BenchmarkEncodeParquet(b *testing.B) {
 	}{
 		{"output", EncodeOptions{Compression: "snappy", Mem: memory.NewGoAllocator()}},
 		{"state", EncodeOptions{Compression: "snappy", NoDictionary: true, Mem: memory.NewGoAllocator()}},
+		{"state16k", EncodeOptions{Compression: "snappy", NoDictionary: true, IntStatsOnly: true, RowGroupRows: 16 << 10, Mem: memory.NewGoAllocator()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
