@@ -205,6 +205,7 @@ type Join struct {
 	store    [2]rowStore
 
 	keyIdx      keyIndex // key ids by key (bytes)
+	karena      keyArena // the keys' bytes (joinKey.bytes points into it)
 	keys        []joinKey
 	freeKeys    []int32
 	rows        []jrow
@@ -461,9 +462,14 @@ func (j *Join) findKey(key string) (int32, bool) {
 	return j.keyIdx.lookup(j.keyIdx.hash(key), func(k int32) bool { return j.keys[k].bytes == key })
 }
 
-// newKey creates the id of an encoded key not held, whose hash is h.
+// newKey creates the id of an encoded key not held, whose hash is h. Its
+// bytes are copied into the key arena (no allocation of its own).
 func (j *Join) newKey(key string, h uint32) int32 {
-	jk := joinKey{bytes: key, h: h, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
+	if j.karena.wasteful() {
+		j.compactKeys()
+	}
+	c, off := j.karena.put([]byte(key))
+	jk := joinKey{bytes: j.karena.str(c, off, uint32(len(key))), h: h, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
 	var kid int32
 	if n := len(j.freeKeys); n > 0 {
 		kid = j.freeKeys[n-1]
@@ -476,6 +482,30 @@ func (j *Join) newKey(key string, h uint32) int32 {
 	}
 	j.keyIdx.add(h, kid)
 	return kid
+}
+
+// freeKey makes key id kid (no longer indexed) free for reuse; its bytes
+// are dead.
+func (j *Join) freeKey(kid int32) {
+	jk := &j.keys[kid]
+	j.karena.release(uint32(len(jk.bytes)))
+	jk.bytes = ""
+	j.freeKeys = append(j.freeKeys, kid)
+}
+
+// compactKeys copies the bytes of the held keys into a fresh arena
+// (keyArena): strings over the old chunks stay valid while referenced.
+func (j *Join) compactKeys() {
+	fresh := keyArena{compactions: j.karena.compactions + 1}
+	for kid := range j.keys {
+		jk := &j.keys[kid]
+		if jk.bytes == "" {
+			continue // free
+		}
+		c, off := fresh.put([]byte(jk.bytes))
+		jk.bytes = fresh.str(c, off, uint32(len(jk.bytes)))
+	}
+	j.karena = fresh
 }
 
 // hasNullKey reports whether an encoded key of n columns has a null column.
@@ -566,7 +596,7 @@ func (j *Join) removeRow(id int32) {
 	j.live--
 	if len(jk.rows[0]) == 0 && len(jk.rows[1]) == 0 && !jk.pending {
 		j.keyIdx.remove(jk.h, r.kid)
-		j.freeKeys = append(j.freeKeys, r.kid)
+		j.freeKey(r.kid)
 	}
 }
 
@@ -686,7 +716,7 @@ func (j *Join) releaseKeyIfEmpty(kid int32) {
 	jk := &j.keys[kid]
 	if len(jk.rows[0]) == 0 && len(jk.rows[1]) == 0 && !jk.pending {
 		if j.keyIdx.remove(jk.h, kid) {
-			j.freeKeys = append(j.freeKeys, kid)
+			j.freeKey(kid)
 		}
 	}
 }
