@@ -165,6 +165,7 @@ type Dedup struct {
 
 	rows     *heldRows
 	keyIdx   keyIndex // key ids of the live keys by key (bytes)
+	karena   keyArena // the keys' bytes (dedupKey.bytes points into it)
 	keys     []dedupKey
 	freeKeys []int32
 	nrows    int
@@ -333,6 +334,21 @@ func (d *Dedup) Len() int { return d.nrows }
 
 func (d *Dedup) cutoff() int64 { return clampSub(d.wm, d.lateness) }
 
+// compactKeys copies the bytes of the live keys into a fresh arena
+// (keyArena): strings over the old chunks stay valid while referenced.
+func (d *Dedup) compactKeys() {
+	fresh := keyArena{compactions: d.karena.compactions + 1}
+	for kid := range d.keys {
+		k := &d.keys[kid]
+		if !k.live {
+			continue
+		}
+		c, off := fresh.put([]byte(k.bytes))
+		k.bytes = fresh.str(c, off, uint32(len(k.bytes)))
+	}
+	d.karena = fresh
+}
+
 // findKey returns the id of a live key, if there is one.
 func (d *Dedup) findKey(key string) (int32, bool) {
 	return d.keyIdx.lookup(d.keyIdx.hash(key), func(k int32) bool { return d.keys[k].bytes == key })
@@ -348,7 +364,11 @@ func (d *Dedup) newKey(key []byte) int32 {
 }
 
 func (d *Dedup) newKeyHash(key []byte, h uint32) int32 {
-	k := dedupKey{bytes: string(key), h: h, kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
+	if d.karena.wasteful() {
+		d.compactKeys()
+	}
+	c, off := d.karena.put(key)
+	k := dedupKey{bytes: d.karena.str(c, off, uint32(len(key))), h: h, kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
 	var kid int32
 	if n := len(d.freeKeys); n > 0 {
 		kid = d.freeKeys[n-1]
@@ -393,7 +413,8 @@ func (d *Dedup) dropKey(kid int32, track bool) {
 		d.tombs = append(d.tombs, dedupTomb{key: k.bytes, kg: k.kg})
 	}
 	d.keyIdx.remove(k.h, kid)
-	k.live, k.inBase = false, false
+	d.karena.release(uint32(len(k.bytes)))
+	k.live, k.inBase, k.bytes = false, false, ""
 	d.freeKeys = append(d.freeKeys, kid)
 }
 
