@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -125,7 +126,8 @@ type topRow struct {
 
 // topGroup is one open group.
 type topGroup struct {
-	gkey       string // encoded key, then start and end (8 bytes each)
+	gkey       string // encoded key, then start and end (8 bytes each); in TopN.karena
+	h          uint32 // groupIdx's hash of gkey
 	kg         int32
 	start, end int64
 	rows       []topRow // best first
@@ -166,7 +168,8 @@ type TopN struct {
 	seq        int64
 	mem        memory.Allocator
 	rows       *heldRows
-	groupMap   map[string]int32
+	groupIdx   keyIndex // ids of the live groups by gkey
+	karena     keyArena // the groups' gkey bytes
 	groups     []topGroup
 	freeGroups []int32
 	nrows      int
@@ -208,7 +211,7 @@ func NewTopN(spec TopNSpec, input *arrow.Schema, maxParallelism int) (*TopN, err
 		return fail("no order columns: top_n needs at least one (e.g. order_by: \"score desc\")")
 	}
 	t := &TopN{spec: spec, id: id, k: maxParallelism, n: spec.N, input: input, wm: math.MinInt64,
-		mem: memory.DefaultAllocator, groupMap: map[string]int32{}, tsCol: -1, wsCol: -1, weCol: -1}
+		mem: memory.DefaultAllocator, groupIdx: newKeyIndex(0), tsCol: -1, wsCol: -1, weCol: -1}
 	var err error
 	if t.lateness, err = durMicros(op, "allowed lateness", spec.AllowedLateness, false); err != nil {
 		return nil, err
@@ -390,10 +393,15 @@ func (t *TopN) closed(end int64) bool { return satAdd(end, t.lateness) <= t.wm }
 
 // groupID returns the open group of gkey, creating it.
 func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
-	if gid, ok := t.groupMap[string(gkey)]; ok {
+	h := uint32(maphash.Bytes(t.groupIdx.seed, gkey))
+	if gid, ok := t.groupIdx.lookup(h, func(g int32) bool { return t.groups[g].gkey == string(gkey) }); ok {
 		return gid
 	}
-	g := topGroup{gkey: string(gkey), kg: int32(keygroup.Of(gkey[:len(gkey)-16], t.k)), start: start, end: end, live: true}
+	if t.karena.wasteful() {
+		t.compactGroupKeys()
+	}
+	c, off := t.karena.put(gkey)
+	g := topGroup{gkey: t.karena.str(c, off, uint32(len(gkey))), h: h, kg: int32(keygroup.Of(gkey[:len(gkey)-16], t.k)), start: start, end: end, live: true}
 	var gid int32
 	if n := len(t.freeGroups); n > 0 {
 		gid = t.freeGroups[n-1]
@@ -405,9 +413,31 @@ func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
 		gid = int32(len(t.groups))
 		t.groups = append(t.groups, g)
 	}
-	t.groupMap[g.gkey] = gid
+	t.groupIdx.add(h, gid)
 	t.due.push(satAdd(end, t.lateness), gid)
 	return gid
+}
+
+// findGroup returns the id of the live group of gkey, if there is one.
+func (t *TopN) findGroup(gkey []byte) (int32, bool) {
+	h := uint32(maphash.Bytes(t.groupIdx.seed, gkey))
+	return t.groupIdx.lookup(h, func(g int32) bool { return t.groups[g].gkey == string(gkey) })
+}
+
+// compactGroupKeys copies the gkey bytes of the live groups into a fresh
+// arena (keyArena): strings over the old chunks stay valid while
+// referenced (tombstones, picks).
+func (t *TopN) compactGroupKeys() {
+	fresh := keyArena{compactions: t.karena.compactions + 1}
+	for gid := range t.groups {
+		g := &t.groups[gid]
+		if !g.live {
+			continue
+		}
+		c, off := fresh.put([]byte(g.gkey))
+		g.gkey = fresh.str(c, off, uint32(len(g.gkey)))
+	}
+	t.karena = fresh
 }
 
 func appendBounds(buf []byte, start, end int64) []byte {
@@ -440,7 +470,8 @@ func (t *TopN) dropGroup(gid int32, track bool) {
 	if track && g.inBase {
 		t.tombs = append(t.tombs, topTomb{gkey: g.gkey, kg: g.kg})
 	}
-	delete(t.groupMap, g.gkey)
+	t.groupIdx.remove(g.h, gid)
+	t.karena.release(uint32(len(g.gkey)))
 	g.live, g.inBase = false, false
 	t.freeGroups = append(t.freeGroups, gid)
 }
@@ -605,8 +636,7 @@ func (t *TopN) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 // lookup encodes row i's group key into t.buf and returns its open group.
 func (t *TopN) lookup(i int, start, end int64) (int32, bool) {
 	t.buf = appendBounds(t.enc.encode(t.buf[:0], i), start, end)
-	gid, ok := t.groupMap[string(t.buf)]
-	return gid, ok
+	return t.findGroup(t.buf)
 }
 
 // sortSearch is sort.Search: the first j in [0, n) with f(j), or n.
@@ -769,9 +799,11 @@ func (t *TopN) Dirty() (changed, removed int) {
 // bytes, window, rank) and makes now the snapshot point. Persist
 // Watermark() beside it.
 func (t *TopN) Snapshot() ([]arrow.RecordBatch, error) {
-	gids := make([]int32, 0, len(t.groupMap))
-	for _, gid := range t.groupMap {
-		gids = append(gids, gid)
+	gids := make([]int32, 0, t.groupIdx.n)
+	for gid := range t.groups {
+		if t.groups[gid].live {
+			gids = append(gids, int32(gid))
+		}
 	}
 	t.sortGroups(gids)
 	out, err := t.buildState(gids)
@@ -1009,7 +1041,7 @@ func (t *TopN) ApplyDelta(upserts, tombstones []arrow.RecordBatch, kgLo, kgHi in
 	}
 	for bi, picks := range tpicks {
 		for _, p := range picks {
-			gid, ok := t.groupMap[p.gkey]
+			gid, ok := t.findGroup([]byte(p.gkey))
 			if !ok {
 				return fmt.Errorf("top_n %s: apply delta: tombstone batch %d row %d: window [%d,%d) not held (deltas out of order or state corrupt)", t.id, bi, p.row, p.start, p.end)
 			}
