@@ -337,16 +337,13 @@ func (d *Dedup) cutoff() int64 { return clampSub(d.wm, d.lateness) }
 // compactKeys copies the bytes of the live keys into a fresh arena
 // (keyArena): strings over the old chunks stay valid while referenced.
 func (d *Dedup) compactKeys() {
-	fresh := keyArena{compactions: d.karena.compactions + 1}
-	for kid := range d.keys {
-		k := &d.keys[kid]
-		if !k.live {
-			continue
+	d.karena.compact(func(move func(string) string) {
+		for kid := range d.keys {
+			if k := &d.keys[kid]; k.live {
+				k.bytes = move(k.bytes)
+			}
 		}
-		c, off := fresh.put([]byte(k.bytes))
-		k.bytes = fresh.str(c, off, uint32(len(k.bytes)))
-	}
-	d.karena = fresh
+	})
 }
 
 // findKey returns the id of a live key, if there is one.
@@ -367,8 +364,7 @@ func (d *Dedup) newKeyHash(key []byte, h uint32) int32 {
 	if d.karena.wasteful() {
 		d.compactKeys()
 	}
-	c, off := d.karena.put(key)
-	k := dedupKey{bytes: d.karena.str(c, off, uint32(len(key))), h: h, kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
+	k := dedupKey{bytes: d.karena.putString(key), h: h, kg: int32(keygroup.Of(key, d.k)), held: -1, live: true}
 	var kid int32
 	if n := len(d.freeKeys); n > 0 {
 		kid = d.freeKeys[n-1]

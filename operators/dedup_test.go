@@ -516,13 +516,7 @@ func TestDedupKeyArenaCompacts(t *testing.T) {
 	c := newStageCluster(t, rng, 1, mk)
 	ref := newRefDedup(KeepFirst, 15, 0, func(e ev) string { return keyStr(e.user) })
 	emitted, compactions := 0, 0
-	count := func() int {
-		n := 0
-		for _, s := range c.insts {
-			n += s.(*Dedup).karena.compactions
-		}
-		return n
-	}
+	count := func() int { return arenaCompactions(c, func(s Stateful) *keyArena { return &s.(*Dedup).karena }) }
 	for e := range 50 {
 		keys := make([]string, 300) // rows point into keys
 		for i := range keys {
@@ -544,14 +538,5 @@ func TestDedupKeyArenaCompacts(t *testing.T) {
 			c.rescale(2, true)
 		}
 	}
-	got := c.advance(math.MaxInt64)
-	slices.Sort(got)
-	eqLines(t, "drain", got, ref.advance(math.MaxInt64))
-	emitted += len(got)
-	if emitted < 1000 {
-		t.Fatalf("only %d output rows: the scenario is too thin", emitted)
-	}
-	if compactions += count(); compactions < 2 {
-		t.Fatalf("the key arenas compacted %d times, want at least 2 (the test no longer exercises compaction)", compactions)
-	}
+	drainArenaScenario(t, c, ref, emitted, compactions+count())
 }

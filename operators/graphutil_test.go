@@ -344,6 +344,32 @@ func runAgainstReference(t *testing.T, rng *rand.Rand, steps int, mk func() Stat
 	}
 }
 
+// arenaCompactions sums the compactions of the key arenas (arena) of c's
+// instances.
+func arenaCompactions(c *stageCluster, arena func(Stateful) *keyArena) int {
+	n := 0
+	for _, s := range c.insts {
+		n += arena(s).compactions
+	}
+	return n
+}
+
+// drainArenaScenario drains c against ref and fails unless the scenario
+// emitted at least 1000 rows (emitted before the drain) and its key arenas
+// compacted at least twice.
+func drainArenaScenario(t *testing.T, c *stageCluster, ref refModel, emitted, compactions int) {
+	t.Helper()
+	got := c.advance(math.MaxInt64)
+	slices.Sort(got)
+	eqLines(t, "drain", got, ref.advance(math.MaxInt64))
+	if emitted += len(got); emitted < 1000 {
+		t.Fatalf("only %d output rows: the scenario is too thin", emitted)
+	}
+	if compactions < 2 {
+		t.Fatalf("the key arenas compacted %d times, want at least 2 (the test no longer exercises compaction)", compactions)
+	}
+}
+
 // runPlan runs a fixed stream on a cluster that starts with one instance
 // and, before the batches in plan, rescales to plan[b] instances (negative:
 // through base + deltas rather than a new full base); outputs are sorted

@@ -468,8 +468,7 @@ func (j *Join) newKey(key string, h uint32) int32 {
 	if j.karena.wasteful() {
 		j.compactKeys()
 	}
-	c, off := j.karena.put([]byte(key))
-	jk := joinKey{bytes: j.karena.str(c, off, uint32(len(key))), h: h, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
+	jk := joinKey{bytes: j.karena.putString([]byte(key)), h: h, kg: int32(keygroup.Of([]byte(key), j.k)), null: hasNullKey([]byte(key), len(j.kinds))}
 	var kid int32
 	if n := len(j.freeKeys); n > 0 {
 		kid = j.freeKeys[n-1]
@@ -496,16 +495,13 @@ func (j *Join) freeKey(kid int32) {
 // compactKeys copies the bytes of the held keys into a fresh arena
 // (keyArena): strings over the old chunks stay valid while referenced.
 func (j *Join) compactKeys() {
-	fresh := keyArena{compactions: j.karena.compactions + 1}
-	for kid := range j.keys {
-		jk := &j.keys[kid]
-		if jk.bytes == "" {
-			continue // free
+	j.karena.compact(func(move func(string) string) {
+		for kid := range j.keys {
+			if jk := &j.keys[kid]; jk.bytes != "" { // "": free
+				jk.bytes = move(jk.bytes)
+			}
 		}
-		c, off := fresh.put([]byte(jk.bytes))
-		jk.bytes = fresh.str(c, off, uint32(len(jk.bytes)))
-	}
-	j.karena = fresh
+	})
 }
 
 // hasNullKey reports whether an encoded key of n columns has a null column.

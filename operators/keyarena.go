@@ -54,6 +54,22 @@ func (a *keyArena) str(chunk, off, n uint32) string {
 	return unsafe.String(&a.chunks[chunk][off], int(n))
 }
 
+// putString stores b and returns it as a string sharing the arena.
+func (a *keyArena) putString(b []byte) string {
+	c, off := a.put(b)
+	return a.str(c, off, uint32(len(b)))
+}
+
+// compact replaces the arena by a fresh one holding only what visit moves:
+// visit calls move on every live string and keeps what it returns (the same
+// bytes in the fresh arena). Strings over the old chunks stay valid while
+// referenced.
+func (a *keyArena) compact(visit func(move func(string) string)) {
+	fresh := keyArena{compactions: a.compactions + 1}
+	visit(func(s string) string { return fresh.putString([]byte(s)) })
+	*a = fresh
+}
+
 // release marks n bytes dead.
 func (a *keyArena) release(n uint32) {
 	a.live -= int(n)

@@ -400,8 +400,7 @@ func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
 	if t.karena.wasteful() {
 		t.compactGroupKeys()
 	}
-	c, off := t.karena.put(gkey)
-	g := topGroup{gkey: t.karena.str(c, off, uint32(len(gkey))), h: h, kg: int32(keygroup.Of(gkey[:len(gkey)-16], t.k)), start: start, end: end, live: true}
+	g := topGroup{gkey: t.karena.putString(gkey), h: h, kg: int32(keygroup.Of(gkey[:len(gkey)-16], t.k)), start: start, end: end, live: true}
 	var gid int32
 	if n := len(t.freeGroups); n > 0 {
 		gid = t.freeGroups[n-1]
@@ -428,16 +427,13 @@ func (t *TopN) findGroup(gkey []byte) (int32, bool) {
 // arena (keyArena): strings over the old chunks stay valid while
 // referenced (tombstones, picks).
 func (t *TopN) compactGroupKeys() {
-	fresh := keyArena{compactions: t.karena.compactions + 1}
-	for gid := range t.groups {
-		g := &t.groups[gid]
-		if !g.live {
-			continue
+	t.karena.compact(func(move func(string) string) {
+		for gid := range t.groups {
+			if g := &t.groups[gid]; g.live {
+				g.gkey = move(g.gkey)
+			}
 		}
-		c, off := fresh.put([]byte(g.gkey))
-		g.gkey = fresh.str(c, off, uint32(len(g.gkey)))
-	}
-	t.karena = fresh
+	})
 }
 
 func appendBounds(buf []byte, start, end int64) []byte {
