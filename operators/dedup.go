@@ -587,9 +587,11 @@ func (d *Dedup) Advance(wm int64) (arrow.RecordBatch, error) {
 	}
 	emits = sorted
 	rec, err := d.buildOutput(emits)
-	for _, e := range emits {
-		d.rows.release(e.slot)
+	slots := make([]int32, len(emits))
+	for i, e := range emits {
+		slots[i] = e.slot
 	}
+	d.rows.releaseAll(slots)
 	if err != nil {
 		return nil, fmt.Errorf("dedup %s: advance to %d: %w", d.id, wm, err)
 	}

@@ -528,6 +528,31 @@ func (h *heldRows) release(s int32) {
 	h.live--
 }
 
+// releaseAll frees slots (distinct, live), column by column in slot order:
+// the rows an Advance emits are in output order, their slots scattered, and
+// freeing them in slot order walks each column's slot table front to back
+// instead of missing the cache at every slot (q18's drain frees 588k rows).
+// slots is reordered.
+func (h *heldRows) releaseAll(slots []int32) {
+	if len(slots) < releaseSorted {
+		for _, s := range slots {
+			h.release(s)
+		}
+		return
+	}
+	slices.Sort(slots)
+	for _, hc := range h.cols {
+		for _, s := range slots {
+			hc.clear(s)
+		}
+	}
+	h.free = append(h.free, slots...)
+	h.live -= len(slots)
+}
+
+// releaseSorted is the number of slots from which releaseAll sorts them.
+const releaseSorted = 256
+
 // appendRows appends the slots in order to one builder per held column
 // (s < 0: a row of nulls), column by column.
 func (h *heldRows) appendRows(bs []array.Builder, slots []int32) {

@@ -707,11 +707,33 @@ func TestHeldRowsModel(t *testing.T) {
 				added += len(w0)
 				break
 			}
-		default:
+		case r < 9 || len(live) < 2*releaseSorted:
 			for s := range live {
 				h.release(s)
 				delete(live, s)
 				break
+			}
+		default:
+			// A batch of releases at once (an Advance's emitted rows):
+			// sorted from releaseSorted slots on.
+			var batch []int32
+			for s := range live {
+				if len(batch) == 2*releaseSorted {
+					break
+				}
+				batch = append(batch, s)
+			}
+			if rng.IntN(2) == 0 {
+				batch = batch[:min(len(batch), releaseSorted/2)]
+			}
+			h.releaseAll(batch)
+			for _, s := range batch {
+				delete(live, s)
+				for c, hc := range h.cols {
+					if !hc.isNull(s) {
+						t.Fatalf("step %d: released slot %d still holds column %d", step, s, c)
+					}
+				}
 			}
 		}
 		if step%2000 == 0 {

@@ -675,7 +675,19 @@ func (t *TopN) Advance(wm int64) (arrow.RecordBatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("top_n %s: advance to %d: %w", t.id, wm, err)
 	}
+	// The closed groups' rows are freed at once (in slot order), then the
+	// groups dropped.
+	var slots []int32
 	for _, gid := range due {
+		for _, r := range t.groups[gid].rows {
+			slots = append(slots, r.slot)
+		}
+	}
+	t.rows.releaseAll(slots)
+	for _, gid := range due {
+		g := &t.groups[gid]
+		t.nrows -= len(g.rows)
+		g.rows = g.rows[:0]
 		t.dropGroup(gid, true)
 	}
 	return rec, nil
