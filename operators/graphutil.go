@@ -580,14 +580,16 @@ func keyPrefix(key string, from int) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// sortIDs sorts ids by (lead(id), key(id) bytes, tie(a, b)); tie may be nil.
+// sortIDs sorts ids by (lead(id), key(id) bytes, tie(a, b)); tie may be nil
+// (then ids that agree on lead and key are in no particular order: callers
+// pass ids of distinct keys).
 func sortIDs(ids []int32, lead func(int32) int64, key func(int32) string, tie func(a, b int32) int) {
 	items := make([]sortItem, len(ids))
 	for i, id := range ids {
 		k := key(id)
 		items[i] = sortItem{lead: lead(id), pre: keyPrefix(k, 0), pre2: keyPrefix(k, 8), id: id}
 	}
-	slices.SortFunc(items, func(a, b sortItem) int {
+	full := func(a, b sortItem) int {
 		if c := cmp.Compare(a.lead, b.lead); c != 0 {
 			return c
 		}
@@ -601,11 +603,66 @@ func sortIDs(ids []int32, lead func(int32) int64, key func(int32) string, tie fu
 			return c
 		}
 		return tie(a.id, b.id)
-	})
-	for i, it := range items {
-		ids[i] = it.id
+	}
+	if len(items) < radixSortIDs {
+		slices.SortFunc(items, full)
+		for i, it := range items {
+			ids[i] = it.id
+		}
+		return
+	}
+	// Radix: stable passes by pre2, then pre, then lead (sign flipped),
+	// skipping bytes in which every item agrees; then the runs that agree
+	// on all three (keys equal in their first 16 bytes) by the full order.
+	a := make([]radixEnt, len(items))
+	var b []radixEnt
+	for i := range items {
+		a[i] = radixEnt{k: items[i].pre2, i: int32(i)}
+	}
+	for w := range 3 {
+		if w > 0 {
+			for x := range a {
+				it := &items[a[x].i]
+				if w == 1 {
+					a[x].k = it.pre
+				} else {
+					a[x].k = uint64(it.lead) ^ 1<<63
+				}
+			}
+		}
+		var hist [8][256]int32
+		for _, e := range a {
+			for d := range 8 {
+				hist[d][byte(e.k>>(8*d))]++
+			}
+		}
+		a, b = radixPasses(a, b, &hist)
+	}
+	same := func(x, y *sortItem) bool { return x.lead == y.lead && x.pre == y.pre && x.pre2 == y.pre2 }
+	var run []sortItem
+	for lo := 0; lo < len(a); {
+		hi := lo + 1
+		for hi < len(a) && same(&items[a[lo].i], &items[a[hi].i]) {
+			hi++
+		}
+		if hi-lo == 1 {
+			ids[lo] = items[a[lo].i].id
+		} else {
+			run = run[:0]
+			for _, e := range a[lo:hi] {
+				run = append(run, items[e.i])
+			}
+			slices.SortFunc(run, full)
+			for x, it := range run {
+				ids[lo+x] = it.id
+			}
+		}
+		lo = hi
 	}
 }
+
+// radixSortIDs is the number of ids from which sortIDs radix-sorts them.
+const radixSortIDs = 4096
 
 // dueItem is one entry of a dueQueue: id is due at time due.
 type dueItem struct {

@@ -769,15 +769,31 @@ func sign(x int) int { return max(-1, min(1, x)) }
 // zero bytes, with ties on the lead and the key.
 func TestSortIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 9))
+	// Below and above radixSortIDs: the comparison sort and the radix one.
+	for _, n := range []int{2000, 3 * radixSortIDs} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testSortIDs(t, rng, n) })
+	}
+}
+
+func testSortIDs(t *testing.T, rng *rand.Rand, n int) {
 	parts := []string{"", "\x00", "a", "abcdefgh", "abcdefghi", "abcdefgh\x00", "zz", "\xff", "abcdefghabcdefgh", "abcdefghabcdefgh\x00"}
-	n := 2000
 	lead := make([]int64, n)
 	key := make([]string, n)
 	sub := make([]int64, n)
 	ids := make([]int32, n)
 	for i := range n {
 		lead[i] = int64(rng.IntN(3)) - 1
+		if rng.IntN(4) == 0 {
+			lead[i] = []int64{math.MinInt64, math.MaxInt64, -1 << 40, 1 << 40}[rng.IntN(4)]
+		}
 		key[i] = parts[rng.IntN(len(parts))] + parts[rng.IntN(len(parts))]
+		if rng.IntN(4) == 0 { // random bytes: every radix byte varies
+			b := make([]byte, rng.IntN(20))
+			for j := range b {
+				b[j] = byte(rng.IntN(256))
+			}
+			key[i] = string(b)
+		}
 		sub[i] = int64(rng.IntN(4))
 		ids[i] = int32(i)
 	}
