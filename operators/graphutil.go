@@ -611,58 +611,82 @@ func sortIDs(ids []int32, lead func(int32) int64, key func(int32) string, tie fu
 		}
 		return
 	}
-	// Radix: stable passes by pre2, then pre, then lead (sign flipped),
-	// skipping bytes in which every item agrees; then the runs that agree
-	// on all three (keys equal in their first 16 bytes) by the full order.
-	a := make([]radixEnt, len(items))
-	var b []radixEnt
-	for i := range items {
-		a[i] = radixEnt{k: items[i].pre2, i: int32(i)}
-	}
-	for w := range 3 {
-		if w > 0 {
-			for x := range a {
-				it := &items[a[x].i]
-				if w == 1 {
-					a[x].k = it.pre
-				} else {
-					a[x].k = uint64(it.lead) ^ 1<<63
-				}
-			}
+	// Radix by (lead, pre, pre2), then the runs that agree on all three
+	// (keys equal in their first 16 bytes) by the full order.
+	order := radixSorted(len(items), 3, func(w, i int) uint64 {
+		switch it := &items[i]; w {
+		case 0:
+			return signedWord(it.lead)
+		case 1:
+			return it.pre
+		default:
+			return it.pre2
 		}
+	})
+	same := func(x, y int32) bool {
+		a, b := &items[x], &items[y]
+		return a.lead == b.lead && a.pre == b.pre && a.pre2 == b.pre2
+	}
+	var run []sortItem
+	forRuns(order, same, func(lo int, rs []radixEnt) {
+		if len(rs) == 1 {
+			ids[lo] = items[rs[0].i].id
+			return
+		}
+		run = run[:0]
+		for _, e := range rs {
+			run = append(run, items[e.i])
+		}
+		slices.SortFunc(run, full)
+		for x, it := range run {
+			ids[lo+x] = it.id
+		}
+	})
+}
+
+// signedWord maps v to a word that orders as v does.
+func signedWord(v int64) uint64 { return uint64(v) ^ 1<<63 }
+
+// radixSorted returns the positions 0..n-1 (as radixEnt.i) stably sorted by
+// their words word(0, i), ..., word(words-1, i), the first most significant:
+// least significant digit first, one pass per byte in which the elements
+// differ.
+func radixSorted(n, words int, word func(w, i int) uint64) []radixEnt {
+	a := make([]radixEnt, n)
+	for i := range a {
+		a[i].i = int32(i)
+	}
+	var b []radixEnt
+	for w := words - 1; w >= 0; w-- {
 		var hist [8][256]int32
-		for _, e := range a {
+		for x := range a {
+			k := word(w, int(a[x].i))
+			a[x].k = k
 			for d := range 8 {
-				hist[d][byte(e.k>>(8*d))]++
+				hist[d][byte(k>>(8*d))]++
 			}
 		}
 		a, b = radixPasses(a, b, &hist)
 	}
-	same := func(x, y *sortItem) bool { return x.lead == y.lead && x.pre == y.pre && x.pre2 == y.pre2 }
-	var run []sortItem
-	for lo := 0; lo < len(a); {
+	return a
+}
+
+// forRuns calls f for each run of consecutive elements of sorted that
+// same reports equal (by position), with the index of its first element.
+func forRuns(sorted []radixEnt, same func(x, y int32) bool, f func(lo int, run []radixEnt)) {
+	for lo := 0; lo < len(sorted); {
 		hi := lo + 1
-		for hi < len(a) && same(&items[a[lo].i], &items[a[hi].i]) {
+		for hi < len(sorted) && same(sorted[lo].i, sorted[hi].i) {
 			hi++
 		}
-		if hi-lo == 1 {
-			ids[lo] = items[a[lo].i].id
-		} else {
-			run = run[:0]
-			for _, e := range a[lo:hi] {
-				run = append(run, items[e.i])
-			}
-			slices.SortFunc(run, full)
-			for x, it := range run {
-				ids[lo+x] = it.id
-			}
-		}
+		f(lo, sorted[lo:hi])
 		lo = hi
 	}
 }
 
-// radixSortIDs is the number of ids from which sortIDs radix-sorts them.
-const radixSortIDs = 4096
+// radixSortIDs is the number of ids from which sortIDs (and the join's
+// sortOutput) radix-sort them; a variable for the tests.
+var radixSortIDs = 4096
 
 // dueItem is one entry of a dueQueue: id is due at time due.
 type dueItem struct {

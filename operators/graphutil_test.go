@@ -851,3 +851,16 @@ func TestDueQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestRadixSortsAgainstReferences runs the reference tests of the join,
+// dedup and top_n with the radix sorts on from two elements, so that the
+// outputs and state orders they sort (sortIDs, the join's sortOutput) are
+// checked through the radix path too.
+func TestRadixSortsAgainstReferences(t *testing.T) {
+	defer func(n int) { radixSortIDs = n }(radixSortIDs)
+	radixSortIDs = 2
+	t.Run("join", TestJoinRandomizedAgainstReference)
+	t.Run("join-deterministic", TestJoinDeterministic)
+	t.Run("dedup", TestDedupAgainstReference)
+	t.Run("topn", TestTopNAgainstReference)
+}

@@ -1003,7 +1003,7 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 		}
 		heads[x] = h
 	}
-	slices.SortFunc(heads, func(a, b head) int {
+	full := func(a, b head) int {
 		if c := cmp.Compare(a.ws, b.ws); c != 0 {
 			return c
 		}
@@ -1014,11 +1014,46 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 			return c
 		}
 		return cmp.Compare(a.ls, b.ls)
-	})
-	sorted := make([]joinOut, 0, len(out))
-	for _, h := range heads {
-		sorted = append(sorted, out[h.start:h.end]...)
 	}
+	sorted := make([]joinOut, 0, len(out))
+	if len(heads) < radixSortIDs {
+		slices.SortFunc(heads, full)
+		for _, h := range heads {
+			sorted = append(sorted, out[h.start:h.end]...)
+		}
+		return sorted
+	}
+	// Radix by (window start, left time, first 16 key bytes), then the runs
+	// that agree on those by the full order (key, left seq).
+	order := radixSorted(len(heads), 4, func(w, i int) uint64 {
+		switch h := &heads[i]; w {
+		case 0:
+			return signedWord(h.ws)
+		case 1:
+			return signedWord(h.lt)
+		case 2:
+			return keyPrefix(h.key, 0)
+		default:
+			return keyPrefix(h.key, 8)
+		}
+	})
+	same := func(x, y int32) bool {
+		a, b := &heads[x], &heads[y]
+		return a.ws == b.ws && a.lt == b.lt && keyPrefix(a.key, 0) == keyPrefix(b.key, 0) && keyPrefix(a.key, 8) == keyPrefix(b.key, 8)
+	}
+	var run []head
+	forRuns(order, same, func(_ int, rs []radixEnt) {
+		run = run[:0]
+		for _, e := range rs {
+			run = append(run, heads[e.i])
+		}
+		if len(run) > 1 {
+			slices.SortFunc(run, full)
+		}
+		for _, h := range run {
+			sorted = append(sorted, out[h.start:h.end]...)
+		}
+	})
 	return sorted
 }
 
