@@ -114,6 +114,10 @@ func TestCanonicalOrderMatchesStableSort(t *testing.T) {
 		{"many ties", []int{400, 400}, 3, false},
 		{"shared prefix", []int{300, 200}, 1, true},
 		{"one row", []int{1}, 5, false},
+		// From radixSortIDs rows on, a radix sort by the first 16 bytes.
+		{"radix", []int{3000, 2500}, 100000, false},
+		{"radix, many ties", []int{5000}, 3, false},
+		{"radix, shared prefix", []int{2500, 2500}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var recs []arrow.RecordBatch

@@ -193,8 +193,30 @@ func CanonicalOrder(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.Recor
 		recs[0].Retain()
 		return recs[0], nil
 	}
-	if !sorted {
+	switch {
+	case sorted:
+	case len(ents) < radixSortIDs:
 		slices.SortFunc(ents, less)
+	default:
+		// Radix by the 16 bytes (stable: ties stay in row order), then the
+		// runs that agree on them by the rest of the key.
+		byPrefix := radixSorted(len(ents), 2, func(w, i int) uint64 {
+			if w == 0 {
+				return ents[i].p0
+			}
+			return ents[i].p1
+		})
+		out := make([]ent, 0, len(ents))
+		forRuns(byPrefix, func(x, y int32) bool { return ents[x].p0 == ents[y].p0 && ents[x].p1 == ents[y].p1 }, func(_ int, rs []radixEnt) {
+			at := len(out)
+			for _, e := range rs {
+				out = append(out, ents[e.i])
+			}
+			if len(rs) > 1 {
+				slices.SortFunc(out[at:], less)
+			}
+		})
+		ents = out
 	}
 	order := make([]rowLoc, n)
 	for i, e := range ents {
