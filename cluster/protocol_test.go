@@ -152,6 +152,51 @@ func TestLoneWorker(t *testing.T) {
 	}
 }
 
+// TestStaleGenerationAtBarrier: a worker waiting at a barrier for peers
+// that a newer generation replaced (a rescale, another Job) stops with
+// ErrFenced within about PollMax of the newer generation's document
+// appearing, not at --worker-timeout: the exchange round and the parts.
+// The timeout here is an hour and the context gives up after 30 s, so only
+// the barrier's own generation check can end the wait in time.
+func TestStaleGenerationAtBarrier(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := mk(t)
+			topo := cluster.Topology{Workers: 3, Parallelism: 3, MaxParallelism: 12}
+			w := newWorker(t, st, 0, topo, func(c *cluster.Config) { c.Timeout = time.Hour; c.TakeOver = time.Nanosecond })
+			ep := join(t, w, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := ep.Send(ctx, 1, [][]byte{nil, []byte("to 1"), []byte("to 2")}, nil); err != nil {
+				t.Fatal(err)
+			}
+			newer := func() {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := st.Put(ctx, manifest.GenerationPath(2), []byte(`{}`), store.PutOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+			go newer()
+			_, err := ep.Receive(ctx, 1)
+			if !errors.Is(err, cluster.ErrFenced) || !strings.Contains(err.Error(), "exchange round 1") {
+				t.Fatalf("Receive waiting for replaced peers: %v, want ErrFenced at exchange round 1", err)
+			}
+			t.Log(err)
+			if err := st.Delete(ctx, manifest.GenerationPath(2)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ep.WritePart(ctx, &manifest.WorkerPart{}); err != nil {
+				t.Fatal(err)
+			}
+			go newer()
+			_, _, err = ep.Commit(ctx, func(*manifest.Decision, []*manifest.WorkerPart) ([]byte, error) { return nil, errors.New("never") })
+			if !errors.Is(err, cluster.ErrFenced) || !strings.Contains(err.Error(), "parts") {
+				t.Fatalf("Commit waiting for replaced peers: %v, want ErrFenced at the parts", err)
+			}
+		})
+	}
+}
+
 // TestSendReuse: a second Send of a round (a restarted worker) keeps the
 // first object, which receivers read; Receive checks segment checksums and
 // the identity of what it reads.

@@ -396,7 +396,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (w *Worker) await(ctx context.Context, barrier string, gen, epoch int64, pending []int,
 	probe func(ctx context.Context, peer int) (bool, error), done func(ctx context.Context) (bool, error)) error {
 	start := w.cfg.Now()
-	last := start
+	last, checked := start, start
 	for {
 		found := make([]bool, len(pending))
 		errs := make([]error, len(pending))
@@ -434,6 +434,17 @@ func (w *Worker) await(ctx context.Context, barrier string, gen, epoch int64, pe
 			}
 			if ok {
 				return fmt.Errorf("gen %d epoch %d: %s: %w", gen, epoch, barrier, ErrCommitted)
+			}
+		}
+		// A newer generation (a rescale, or another Job of the pipeline)
+		// means the missing peers may never come: once per PollMax of
+		// waiting, look for it (one GET; a barrier shorter than PollMax
+		// pays nothing), so a stale worker stops at once rather than at
+		// Timeout.
+		if now := w.cfg.Now(); now.Sub(checked) >= w.cfg.PollMax {
+			checked = now
+			if err := w.staleGeneration(ctx, gen); err != nil {
+				return fmt.Errorf("gen %d epoch %d: %s: %w", gen, epoch, barrier, err)
 			}
 		}
 		if waited := w.cfg.Now().Sub(last); waited >= w.cfg.Timeout {
