@@ -166,7 +166,7 @@ type Dedup struct {
 	rows     *heldRows
 	keyIdx   keyIndex // key ids of the live keys by key (bytes)
 	karena   keyArena // the keys' bytes (dedupKey.bytes points into it)
-	keys     []dedupKey
+	keys     paged[dedupKey]
 	freeKeys []int32
 	nrows    int
 	due      dueQueue
@@ -338,8 +338,8 @@ func (d *Dedup) cutoff() int64 { return clampSub(d.wm, d.lateness) }
 // (keyArena): strings over the old chunks stay valid while referenced.
 func (d *Dedup) compactKeys() {
 	d.karena.compact(func(move func(string) string) {
-		for kid := range d.keys {
-			if k := &d.keys[kid]; k.live {
+		for kid := range int32(d.keys.len()) {
+			if k := d.keys.at(kid); k.live {
 				k.bytes = move(k.bytes)
 			}
 		}
@@ -348,11 +348,11 @@ func (d *Dedup) compactKeys() {
 
 // findKey returns the id of a live key, if there is one.
 func (d *Dedup) findKey(key string) (int32, bool) {
-	return d.keyIdx.lookup(d.keyIdx.hash(key), func(k int32) bool { return d.keys[k].bytes == key })
+	return d.keyIdx.lookup(d.keyIdx.hash(key), func(k int32) bool { return d.keys.at(k).bytes == key })
 }
 
 func (d *Dedup) findKeyHash(key []byte, h uint32) (int32, bool) {
-	return d.keyIdx.lookup(h, func(k int32) bool { return d.keys[k].bytes == string(key) })
+	return d.keyIdx.lookup(h, func(k int32) bool { return d.keys.at(k).bytes == string(key) })
 }
 
 // newKey creates the id of a key that is not live.
@@ -369,19 +369,18 @@ func (d *Dedup) newKeyHash(key []byte, h uint32) int32 {
 	if n := len(d.freeKeys); n > 0 {
 		kid = d.freeKeys[n-1]
 		d.freeKeys = d.freeKeys[:n-1]
-		k.listed = d.keys[kid].listed // still in d.dirty
-		k.pend = d.keys[kid].pend[:0]
-		d.keys[kid] = k
+		k.listed = d.keys.at(kid).listed // still in d.dirty
+		k.pend = d.keys.at(kid).pend[:0]
+		*d.keys.at(kid) = k
 	} else {
-		kid = int32(len(d.keys))
-		d.keys = append(d.keys, k)
+		kid = d.keys.push(k)
 	}
 	d.keyIdx.add(h, kid)
 	return kid
 }
 
 func (d *Dedup) touch(kid int32) {
-	if k := &d.keys[kid]; !k.listed {
+	if k := d.keys.at(kid); !k.listed {
 		k.listed = true
 		d.dirty = append(d.dirty, kid)
 	}
@@ -389,7 +388,7 @@ func (d *Dedup) touch(kid int32) {
 
 // clearKey releases all rows of kid (it stays live).
 func (d *Dedup) clearKey(kid int32) {
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	if k.held >= 0 {
 		d.rows.release(k.held)
 	}
@@ -404,7 +403,7 @@ func (d *Dedup) clearKey(kid int32) {
 // snapshot point (track).
 func (d *Dedup) dropKey(kid int32, track bool) {
 	d.clearKey(kid)
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	if track && k.inBase {
 		d.tombs = append(d.tombs, dedupTomb{key: k.bytes, kg: k.kg})
 	}
@@ -416,7 +415,7 @@ func (d *Dedup) dropKey(kid int32, track bool) {
 
 // pushDue queues kid at the first cutoff at which it has work.
 func (d *Dedup) pushDue(kid int32) {
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	due := int64(math.MaxInt64)
 	if len(k.pend) > 0 {
 		due = satAdd(k.pend[0].t, 1)
@@ -515,13 +514,13 @@ func (d *Dedup) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.R
 
 // inScope reports whether event time t falls in kid's open scope.
 func (d *Dedup) inScope(kid int32, t int64) bool {
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	return k.open && k.start <= t && t < satAdd(k.start, d.within)
 }
 
 // join adds row i (event time t, arrival seq) to kid's open scope.
 func (d *Dedup) join(kid int32, i int, t, seq int64) {
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	if d.spec.Keep == KeepFirst || !laterRow(t, seq, k.heldT, k.heldSeq) {
 		return // keep first: a later row of a scope whose first row is final
 	}
@@ -537,7 +536,7 @@ func laterRow(t, seq, t2, seq2 int64) bool { return t > t2 || (t == t2 && seq > 
 // same event time keep first keeps the earliest arrival, keep last the
 // latest (this one: arrivals only grow).
 func (d *Dedup) addPending(kid int32, i int, t, seq int64) {
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	pos, found := len(k.pend), false
 	if pos > 0 && k.pend[pos-1].t >= t { // else the common case: after every waiting row
 		pos, found = slices.BinarySearchFunc(k.pend, t, func(p dedupPend, t int64) int { return cmp.Compare(p.t, t) })
@@ -569,7 +568,7 @@ func (d *Dedup) Advance(wm int64) (arrow.RecordBatch, error) {
 	d.wm = wm
 	c := d.cutoff()
 	d.ids = d.due.popDue(c, d.ids[:0])
-	var emits []dedupEmit
+	emits := make([]dedupEmit, 0, len(d.ids)) // a due key emits one scope, seldom more
 	for _, kid := range d.ids {
 		emits = d.advanceKey(kid, c, emits)
 	}
@@ -602,10 +601,10 @@ func (d *Dedup) Advance(wm int64) (arrow.RecordBatch, error) {
 // closes a scope that ends at or before c, appending what is emitted (its
 // slots are released by the caller).
 func (d *Dedup) advanceKey(kid int32, c int64, emits []dedupEmit) []dedupEmit {
-	if int(kid) >= len(d.keys) || !d.keys[kid].live {
+	if int(kid) >= d.keys.len() || !d.keys.at(kid).live {
 		return emits // stale queue entry
 	}
-	k := &d.keys[kid]
+	k := d.keys.at(kid)
 	changed := false
 	i := 0
 	for ; i < len(k.pend) && k.pend[i].t < c; i++ {
@@ -684,7 +683,7 @@ func (d *Dedup) buildOutput(emits []dedupEmit) (arrow.RecordBatch, error) {
 
 // sortKeys sorts key ids by key group, then key bytes: the state row order.
 func (d *Dedup) sortKeys(kids []int32) {
-	sortIDs(kids, func(id int32) int64 { return int64(d.keys[id].kg) }, func(id int32) string { return d.keys[id].bytes }, nil)
+	sortIDs(kids, func(id int32) int64 { return int64(d.keys.at(id).kg) }, func(id int32) string { return d.keys.at(id).bytes }, nil)
 }
 
 // dedupStateRow is one state row buildState writes.
@@ -701,7 +700,7 @@ func (d *Dedup) buildState(kids []int32) ([]arrow.RecordBatch, error) {
 	var rows []dedupStateRow
 	var slots []int32
 	for _, kid := range kids {
-		k := &d.keys[kid]
+		k := d.keys.at(kid)
 		if k.open {
 			rows = append(rows, dedupStateRow{kid: kid, t: k.start, seq: k.heldSeq, hasSeq: k.held >= 0})
 			slots = append(slots, k.held)
@@ -725,7 +724,7 @@ func (d *Dedup) buildState(kids []int32) ([]arrow.RecordBatch, error) {
 		hi := min(len(rows), lo+snapshotChunkRows)
 		b.Reserve(hi - lo)
 		for _, r := range rows[lo:hi] {
-			k := &d.keys[r.kid]
+			k := d.keys.at(r.kid)
 			kgb.Append(k.kg)
 			if err := decodeKey(k.bytes, kbs); err != nil {
 				releaseBatches(out)
@@ -748,7 +747,7 @@ func (d *Dedup) buildState(kids []int32) ([]arrow.RecordBatch, error) {
 // resetTracking makes the current state the snapshot point.
 func (d *Dedup) resetTracking() {
 	for _, kid := range d.dirty {
-		k := &d.keys[kid]
+		k := d.keys.at(kid)
 		k.listed = false
 		if k.live {
 			k.inBase = true
@@ -763,7 +762,7 @@ func (d *Dedup) resetTracking() {
 // keys removed since (one tombstone each). It costs O(changed keys).
 func (d *Dedup) Dirty() (changed, removed int) {
 	for _, kid := range d.dirty {
-		if k := &d.keys[kid]; k.live {
+		if k := d.keys.at(kid); k.live {
 			changed += k.rows()
 		}
 	}
@@ -774,9 +773,9 @@ func (d *Dedup) Dirty() (changed, removed int) {
 // bytes) and makes now the snapshot point. Persist Watermark() beside it.
 func (d *Dedup) Snapshot() ([]arrow.RecordBatch, error) {
 	kids := make([]int32, 0, d.keyIdx.n)
-	for kid := range d.keys {
-		if d.keys[kid].live {
-			kids = append(kids, int32(kid))
+	for kid := range int32(d.keys.len()) {
+		if d.keys.at(kid).live {
+			kids = append(kids, kid)
 		}
 	}
 	d.sortKeys(kids)
@@ -796,7 +795,7 @@ func (d *Dedup) Snapshot() ([]arrow.RecordBatch, error) {
 func (d *Dedup) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error) {
 	var kids []int32
 	for _, kid := range d.dirty {
-		if d.keys[kid].live {
+		if d.keys.at(kid).live {
 			kids = append(kids, kid)
 		}
 	}
@@ -934,7 +933,7 @@ func (d *Dedup) restoreRows(rec arrow.RecordBatch, picks []dedupRow, onKey func(
 			kid = d.newKey([]byte(p.key))
 		}
 		onKey(kid)
-		k := &d.keys[kid]
+		k := d.keys.at(kid)
 		if !p.pending {
 			if k.open {
 				return fmt.Errorf("row %d: a second open scope for its key", p.row)
@@ -1005,7 +1004,7 @@ func (d *Dedup) ReserveRestore(rows int) {
 	if rows <= 0 {
 		return
 	}
-	d.keys = slices.Grow(d.keys, rows)
+	d.keys.reserve(rows)
 	d.keyIdx.presize(rows)
 	d.rows.reserve(rows)
 }
@@ -1014,8 +1013,8 @@ func (d *Dedup) ReserveRestore(rows int) {
 func (d *Dedup) settle(kids map[int32]bool) {
 	d.resetTracking()
 	for kid := range kids {
-		if d.keys[kid].live {
-			d.keys[kid].inBase = true
+		if d.keys.at(kid).live {
+			d.keys.at(kid).inBase = true
 			d.pushDue(kid)
 		}
 	}

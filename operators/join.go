@@ -206,9 +206,9 @@ type Join struct {
 
 	keyIdx      keyIndex // key ids by key (bytes)
 	karena      keyArena // the keys' bytes (joinKey.bytes points into it)
-	keys        []joinKey
+	keys        paged[joinKey]
 	freeKeys    []int32
-	rows        []jrow
+	rows        paged[jrow]
 	freeRows    []int32
 	index       map[rowID]int32 // built by Restore and ApplyDelta, dropped by ProcessInput (see ensureIndex)
 	live        int
@@ -434,7 +434,7 @@ func (j *Join) expired(r *jrow, wm int64) bool {
 		return j.windowClosed(addSat(r.t-floorMod(r.t, j.slide), j.size), wm)
 	}
 	if r.side == 0 {
-		return addSat(addSat(r.t, j.upper), j.lateness) < wm || j.keys[r.kid].null
+		return addSat(addSat(r.t, j.upper), j.lateness) < wm || j.keys.at(r.kid).null
 	}
 	return addSat(addSat(r.t, j.lower), j.lateness) < wm
 }
@@ -442,7 +442,7 @@ func (j *Join) expired(r *jrow, wm int64) bool {
 // keyID returns the id of an encoded key, creating it.
 func (j *Join) keyID(key []byte) int32 {
 	h := uint32(maphash.Bytes(j.keyIdx.seed, key))
-	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys[k].bytes == string(key) }); ok {
+	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys.at(k).bytes == string(key) }); ok {
 		return kid
 	}
 	return j.newKey(string(key), h)
@@ -451,7 +451,7 @@ func (j *Join) keyID(key []byte) int32 {
 // keyIDString is keyID of a key already held as a string (restore).
 func (j *Join) keyIDString(key string) int32 {
 	h := j.keyIdx.hash(key)
-	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys[k].bytes == key }); ok {
+	if kid, ok := j.keyIdx.lookup(h, func(k int32) bool { return j.keys.at(k).bytes == key }); ok {
 		return kid
 	}
 	return j.newKey(key, h)
@@ -459,7 +459,7 @@ func (j *Join) keyIDString(key string) int32 {
 
 // findKey returns the id of an encoded key held, if it is.
 func (j *Join) findKey(key string) (int32, bool) {
-	return j.keyIdx.lookup(j.keyIdx.hash(key), func(k int32) bool { return j.keys[k].bytes == key })
+	return j.keyIdx.lookup(j.keyIdx.hash(key), func(k int32) bool { return j.keys.at(k).bytes == key })
 }
 
 // newKey creates the id of an encoded key not held, whose hash is h. Its
@@ -473,11 +473,10 @@ func (j *Join) newKey(key string, h uint32) int32 {
 	if n := len(j.freeKeys); n > 0 {
 		kid = j.freeKeys[n-1]
 		j.freeKeys = j.freeKeys[:n-1]
-		jk.rows = [2][]int32{j.keys[kid].rows[0][:0], j.keys[kid].rows[1][:0]}
-		j.keys[kid] = jk
+		jk.rows = [2][]int32{j.keys.at(kid).rows[0][:0], j.keys.at(kid).rows[1][:0]}
+		*j.keys.at(kid) = jk
 	} else {
-		kid = int32(len(j.keys))
-		j.keys = append(j.keys, jk)
+		kid = j.keys.push(jk)
 	}
 	j.keyIdx.add(h, kid)
 	return kid
@@ -486,7 +485,7 @@ func (j *Join) newKey(key string, h uint32) int32 {
 // freeKey makes key id kid (no longer indexed) free for reuse; its bytes
 // are dead.
 func (j *Join) freeKey(kid int32) {
-	jk := &j.keys[kid]
+	jk := j.keys.at(kid)
 	j.karena.release(uint32(len(jk.bytes)))
 	jk.bytes = ""
 	j.freeKeys = append(j.freeKeys, kid)
@@ -496,8 +495,8 @@ func (j *Join) freeKey(kid int32) {
 // (keyArena): strings over the old chunks stay valid while referenced.
 func (j *Join) compactKeys() {
 	j.karena.compact(func(move func(string) string) {
-		for kid := range j.keys {
-			if jk := &j.keys[kid]; jk.bytes != "" { // "": free
+		for kid := range int32(j.keys.len()) {
+			if jk := j.keys.at(kid); jk.bytes != "" { // "": free
 				jk.bytes = move(jk.bytes)
 			}
 		}
@@ -547,14 +546,13 @@ func (j *Join) putRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
 	if n := len(j.freeRows); n > 0 {
 		id = j.freeRows[n-1]
 		j.freeRows = j.freeRows[:n-1]
-		r.listed = j.rows[id].listed
-		j.rows[id] = r
+		r.listed = j.rows.at(id).listed
+		*j.rows.at(id) = r
 	} else {
-		id = int32(len(j.rows))
-		j.rows = append(j.rows, r)
+		id = j.rows.push(r)
 	}
-	jk := &j.keys[kid]
-	j.rows[id].pos = int32(len(jk.rows[side]))
+	jk := j.keys.at(kid)
+	j.rows.at(id).pos = int32(len(jk.rows[side]))
 	jk.rows[side] = append(jk.rows[side], id)
 	if j.index != nil {
 		j.index[rowID{kg: jk.kg, side: side, seq: seq}] = id
@@ -564,8 +562,8 @@ func (j *Join) putRow(side int8, kid int32, t, seq int64, loc rowLoc) int32 {
 }
 
 func (j *Join) touch(id int32) {
-	if !j.rows[id].listed {
-		j.rows[id].listed = true
+	if !j.rows.at(id).listed {
+		j.rows.at(id).listed = true
 		j.dirty = append(j.dirty, id)
 	}
 }
@@ -573,8 +571,8 @@ func (j *Join) touch(id int32) {
 // removeRow drops buffered row id, recording a tombstone if it was in the
 // last snapshot point.
 func (j *Join) removeRow(id int32) {
-	r := &j.rows[id]
-	jk := &j.keys[r.kid]
+	r := j.rows.at(id)
+	jk := j.keys.at(r.kid)
 	if r.inBase {
 		j.tombstone = append(j.tombstone, rowID{kg: jk.kg, side: r.side, seq: r.seq})
 	}
@@ -584,7 +582,7 @@ func (j *Join) removeRow(id int32) {
 	list := jk.rows[r.side]
 	last := list[len(list)-1]
 	list[r.pos] = last
-	j.rows[last].pos = r.pos
+	j.rows.at(last).pos = r.pos
 	jk.rows[r.side] = list[:len(list)-1]
 	j.store[r.side].drop(r.loc.chunk)
 	r.live, r.inBase, r.pending = false, false, false
@@ -681,7 +679,7 @@ func (j *Join) ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 		for x, r := range keep {
 			id := j.addRow(side, kids[x], int64(tsv[r]), seq0+int64(r), rowLoc{chunk: c, idx: int32(x)})
 			if j.interval {
-				j.rows[id].pending = true
+				j.rows.at(id).pending = true
 				j.markPending(kids[x])
 			}
 		}
@@ -701,15 +699,15 @@ func (j *Join) ProcessInput(i int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 }
 
 func (j *Join) markPending(kid int32) {
-	if !j.keys[kid].pending {
-		j.keys[kid].pending = true
+	if !j.keys.at(kid).pending {
+		j.keys.at(kid).pending = true
 		j.pendingKeys = append(j.pendingKeys, kid)
 	}
 }
 
 // releaseKeyIfEmpty frees a key created for rows that were not buffered.
 func (j *Join) releaseKeyIfEmpty(kid int32) {
-	jk := &j.keys[kid]
+	jk := j.keys.at(kid)
 	if len(jk.rows[0]) == 0 && len(jk.rows[1]) == 0 && !jk.pending {
 		if j.keyIdx.remove(jk.h, kid) {
 			j.freeKey(kid)
@@ -746,15 +744,15 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 	// Rows the new watermark makes final, and null-keyed left rows.
 	var expired []int32
 	if raise {
-		for id := range j.rows {
-			if r := &j.rows[id]; r.live && j.expired(r, wm) {
+		for id := range int32(j.rows.len()) {
+			if r := j.rows.at(id); r.live && j.expired(r, wm) {
 				expired = append(expired, int32(id))
 			}
 		}
 	} else if j.interval {
 		for _, kid := range j.pendingKeys {
-			if j.keys[kid].null {
-				expired = append(expired, j.keys[kid].rows[0]...)
+			if j.keys.at(kid).null {
+				expired = append(expired, j.keys.at(kid).rows[0]...)
 			}
 		}
 	}
@@ -764,7 +762,7 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 			now[id] = true
 		}
 		for _, id := range expired {
-			if r := &j.rows[id]; r.side == 0 && !r.matched && !now[id] {
+			if r := j.rows.at(id); r.side == 0 && !r.matched && !now[id] {
 				runs = append(runs, int32(len(out)))
 				out = append(out, joinOut{l: id, r: -1})
 			}
@@ -780,18 +778,18 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 	}
 	// Commit: flags, then removals, then the watermark.
 	for _, id := range matched {
-		if !j.rows[id].matched {
-			j.rows[id].matched = true
+		if !j.rows.at(id).matched {
+			j.rows.at(id).matched = true
 			j.touch(id)
 		}
 	}
 	for _, kid := range j.pendingKeys {
-		jk := &j.keys[kid]
+		jk := j.keys.at(kid)
 		jk.pending = false
 		for side := range 2 {
 			for _, id := range jk.rows[side] {
-				if j.rows[id].pending {
-					j.rows[id].pending = false
+				if j.rows.at(id).pending {
+					j.rows.at(id).pending = false
 					j.touch(id)
 				}
 			}
@@ -825,7 +823,7 @@ func (j *Join) byTime(ids []int32) {
 	es := j.tbuf[:0]
 	sorted := true
 	for _, id := range ids {
-		r := &j.rows[id]
+		r := j.rows.at(id)
 		e := timeEnt{t: r.t, seq: r.seq, id: id}
 		if n := len(es); n > 0 && sorted && cmpTimeEnt(es[n-1], e) > 0 {
 			sorted = false
@@ -859,7 +857,7 @@ func cmpTimeEnt(a, b timeEnt) int {
 func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 	var lefts, rights, newRights []int32
 	for _, kid := range j.pendingKeys {
-		jk := &j.keys[kid]
+		jk := j.keys.at(kid)
 		if jk.null || len(jk.rows[0]) == 0 || len(jk.rows[1]) == 0 {
 			continue
 		}
@@ -869,7 +867,7 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 		// the pending right rows only: sort all right rows only when needed.
 		rights = rights[:0]
 		for _, l := range lefts {
-			if j.rows[l].pending {
+			if j.rows.at(l).pending {
 				rights = append(rights, jk.rows[1]...)
 				j.byTime(rights)
 				break
@@ -881,7 +879,7 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 		}
 		newRights = newRights[:0]
 		for _, id := range src {
-			if j.rows[id].pending {
+			if j.rows.at(id).pending {
 				newRights = append(newRights, id)
 			}
 		}
@@ -889,16 +887,16 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 			j.byTime(newRights)
 		}
 		for _, l := range lefts {
-			lr := &j.rows[l]
+			lr := j.rows.at(l)
 			cand := newRights
 			if lr.pending {
 				cand = rights
 			}
 			lo, hi := addSat(lr.t, -j.lower), addSat(lr.t, j.upper)
-			first, _ := slices.BinarySearchFunc(cand, lo, func(id int32, t int64) int { return cmp.Compare(j.rows[id].t, t) })
+			first, _ := slices.BinarySearchFunc(cand, lo, func(id int32, t int64) int { return cmp.Compare(j.rows.at(id).t, t) })
 			mark := len(out)
 			for _, r := range cand[first:] {
-				if j.rows[r].t > hi {
+				if j.rows.at(r).t > hi {
 					break
 				}
 				out = append(out, joinOut{l: l, r: r})
@@ -918,15 +916,15 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 func (j *Join) windowPairs(oldWm, wm int64) (out []joinOut, runs []int32) {
 	var starts []int64
 	var ls, rs []int32
-	for kid := range j.keys {
-		jk := &j.keys[kid]
+	for kid := range int32(j.keys.len()) {
+		jk := j.keys.at(kid)
 		if len(jk.rows[0]) == 0 || (len(jk.rows[1]) == 0 && j.spec.Type == InnerJoin) {
 			continue
 		}
 		starts = starts[:0]
 		for side := range 2 {
 			for _, id := range jk.rows[side] {
-				t := j.rows[id].t
+				t := j.rows.at(id).t
 				p := t - floorMod(t, j.slide)
 				for s := p; s > t-j.size; s -= j.slide {
 					e := addSat(s, j.size)
@@ -950,7 +948,7 @@ func (j *Join) windowPairs(oldWm, wm int64) (out []joinOut, runs []int32) {
 		j.byTime(ls)
 		j.byTime(rs)
 		at := func(ids []int32, t int64) int {
-			i, _ := slices.BinarySearchFunc(ids, t, func(id int32, t int64) int { return cmp.Compare(j.rows[id].t, t) })
+			i, _ := slices.BinarySearchFunc(ids, t, func(id int32, t int64) int { return cmp.Compare(j.rows.at(id).t, t) })
 			return i
 		}
 		for _, s := range starts {
@@ -992,12 +990,12 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 	heads := make([]head, len(runs))
 	for x, st := range runs {
 		o := out[st]
-		l := &j.rows[o.l]
+		l := j.rows.at(o.l)
 		end := int32(len(out))
 		if x+1 < len(runs) {
 			end = runs[x+1]
 		}
-		h := head{ws: o.ws, ls: l.seq, key: j.keys[l.kid].bytes, start: st, end: end}
+		h := head{ws: o.ws, ls: l.seq, key: j.keys.at(l.kid).bytes, start: st, end: end}
 		if j.interval {
 			h.lt = l.t
 		}
@@ -1061,10 +1059,10 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 func (j *Join) buildOutput(out []joinOut) (arrow.RecordBatch, error) {
 	locs := [2][]rowLoc{make([]rowLoc, len(out)), make([]rowLoc, len(out))}
 	for x, o := range out {
-		locs[0][x] = j.rows[o.l].loc
+		locs[0][x] = j.rows.at(o.l).loc
 		locs[1][x] = nullLoc
 		if o.r >= 0 {
-			locs[1][x] = j.rows[o.r].loc
+			locs[1][x] = j.rows.at(o.r).loc
 		}
 	}
 	var cols []arrow.Array
@@ -1100,8 +1098,8 @@ func (j *Join) maybeCompact() error {
 		}
 		var ids []int32
 		var locs []rowLoc
-		for id := range j.rows {
-			if r := &j.rows[id]; r.live && int(r.side) == side {
+		for id := range int32(j.rows.len()) {
+			if r := j.rows.at(id); r.live && int(r.side) == side {
 				ids = append(ids, int32(id))
 				locs = append(locs, r.loc)
 			}
@@ -1111,7 +1109,7 @@ func (j *Join) maybeCompact() error {
 			return fmt.Errorf("compact %s rows: %w", [2]string{"left", "right"}[side], err)
 		}
 		for x, id := range ids {
-			j.rows[id].loc = nl[x]
+			j.rows.at(id).loc = nl[x]
 		}
 	}
 	return nil
@@ -1119,9 +1117,9 @@ func (j *Join) maybeCompact() error {
 
 // stateOrder sorts row ids by key group, key bytes, side and seq.
 func (j *Join) stateOrder(ids []int32) {
-	sortIDs(ids, func(id int32) int64 { return int64(j.keys[j.rows[id].kid].kg) }, func(id int32) string { return j.keys[j.rows[id].kid].bytes },
+	sortIDs(ids, func(id int32) int64 { return int64(j.keys.at(j.rows.at(id).kid).kg) }, func(id int32) string { return j.keys.at(j.rows.at(id).kid).bytes },
 		func(a, b int32) int {
-			ra, rb := &j.rows[a], &j.rows[b]
+			ra, rb := j.rows.at(a), j.rows.at(b)
 			return cmp.Or(cmp.Compare(ra.side, rb.side), cmp.Compare(ra.seq, rb.seq))
 		})
 }
@@ -1149,8 +1147,8 @@ func (j *Join) buildStateBatch(ids []int32) (arrow.RecordBatch, error) {
 	ma := array.NewBooleanBuilder(j.mem)
 	locs := [2][]rowLoc{make([]rowLoc, len(ids)), make([]rowLoc, len(ids))}
 	for x, id := range ids {
-		r := &j.rows[id]
-		kg.Append(j.keys[r.kid].kg)
+		r := j.rows.at(id)
+		kg.Append(j.keys.at(r.kid).kg)
 		sd.Append(r.side)
 		sq.Append(r.seq)
 		pe.Append(r.pending)
@@ -1180,8 +1178,8 @@ func (j *Join) buildStateBatch(ids []int32) (arrow.RecordBatch, error) {
 // snapshot point: change tracking starts anew.
 func (j *Join) Snapshot() ([]arrow.RecordBatch, error) {
 	ids := make([]int32, 0, j.live)
-	for id := range j.rows {
-		if j.rows[id].live {
+	for id := range int32(j.rows.len()) {
+		if j.rows.at(id).live {
 			ids = append(ids, int32(id))
 		}
 	}
@@ -1196,7 +1194,7 @@ func (j *Join) Snapshot() ([]arrow.RecordBatch, error) {
 
 func (j *Join) resetTracking() {
 	for _, id := range j.dirty {
-		r := &j.rows[id]
+		r := j.rows.at(id)
 		r.listed = false
 		if r.live {
 			r.inBase = true
@@ -1211,7 +1209,7 @@ func (j *Join) resetTracking() {
 // since the last Snapshot, SnapshotDelta, Restore or ApplyDelta.
 func (j *Join) Dirty() (changed, removed int) {
 	for _, id := range j.dirty {
-		if j.rows[id].live {
+		if j.rows.at(id).live {
 			changed++
 		}
 	}
@@ -1228,7 +1226,7 @@ func (j *Join) Dirty() (changed, removed int) {
 func (j *Join) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error) {
 	ids := make([]int32, 0, len(j.dirty))
 	for _, id := range j.dirty {
-		if j.rows[id].live {
+		if j.rows.at(id).live {
 			ids = append(ids, id)
 		}
 	}
@@ -1365,7 +1363,7 @@ func (j *Join) load(in stateIn, picks []joinPick) error {
 			kid := j.keyIDString(p.key)
 			id := j.putRow(side, kid, p.t, p.id.seq, rowLoc{chunk: c, idx: x})
 			x++
-			r := &j.rows[id]
+			r := j.rows.at(id)
 			r.pending, r.matched, r.inBase = p.pend && j.interval, p.mat, true
 			if r.pending {
 				j.markPending(kid)
@@ -1445,12 +1443,12 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 				return notHeld(tombs[i]) // removed twice
 			}
 		}
-		for id := range j.rows {
-			r := &j.rows[id]
+		for id := range int32(j.rows.len()) {
+			r := j.rows.at(id)
 			if !r.live {
 				continue
 			}
-			rid := rowID{kg: j.keys[r.kid].kg, side: r.side, seq: r.seq}
+			rid := rowID{kg: j.keys.at(r.kid).kg, side: r.side, seq: r.seq}
 			if x, ok := slices.BinarySearchFunc(tombs, rid, func(t tomb, id rowID) int { return cmpID(t.id, id) }); ok {
 				tombs[x].found = true
 				dead = append(dead, int32(id))
@@ -1463,7 +1461,7 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 		}
 	}
 	for _, x := range dead {
-		kid := j.rows[x].kid
+		kid := j.rows.at(x).kid
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
@@ -1479,7 +1477,7 @@ func (j *Join) applyDeltaScan(upserts []*stateIn, picks [][]joinPick, tombstones
 	}
 	j.hot = nil // valid until rows are removed
 	for _, x := range dead {
-		kid := j.rows[x].kid
+		kid := j.rows.at(x).kid
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
@@ -1495,10 +1493,10 @@ func (j *Join) findRow(id rowID, key string) (int32, bool) {
 		if !ok {
 			return 0, false
 		}
-		list := j.keys[kid].rows[id.side]
+		list := j.keys.at(kid).rows[id.side]
 		if len(list) <= 256 {
 			for _, x := range list {
-				if j.rows[x].seq == id.seq {
+				if j.rows.at(x).seq == id.seq {
 					return x, true // a key lives in one key group
 				}
 			}
@@ -1514,7 +1512,7 @@ func (j *Join) findRow(id rowID, key string) (int32, bool) {
 			}
 			m = make(map[int64]int32, len(list))
 			for _, x := range list {
-				m[j.rows[x].seq] = x
+				m[j.rows.at(x).seq] = x
 			}
 			j.hot[hk] = m
 		}
@@ -1532,9 +1530,9 @@ func (j *Join) ensureIndex() {
 		return
 	}
 	j.index = make(map[rowID]int32, j.live)
-	for id := range j.rows {
-		if r := &j.rows[id]; r.live {
-			j.index[rowID{kg: j.keys[r.kid].kg, side: r.side, seq: r.seq}] = int32(id)
+	for id := range int32(j.rows.len()) {
+		if r := j.rows.at(id); r.live {
+			j.index[rowID{kg: j.keys.at(r.kid).kg, side: r.side, seq: r.seq}] = int32(id)
 		}
 	}
 }
@@ -1614,8 +1612,8 @@ func (j *Join) restore(state []*stateIn, kgLo, kgHi int, watermark int64) error 
 			return fmt.Errorf("join %s: restore: batch %d row %d: row (key group %d, side %d, seq %d) restored twice", j.id, bi, p.row, p.id.kg, p.id.side, p.id.seq)
 		}
 	}
-	j.rows = slices.Grow(j.rows, total)
-	j.keys = slices.Grow(j.keys, keys)
+	j.rows.reserve(total)
+	j.keys.reserve(keys)
 	j.keyIdx.presize(keys)
 	for bi, rec := range state {
 		if rec == nil {
@@ -1701,7 +1699,7 @@ func (j *Join) applyDelta(upserts []*stateIn, tombstones []arrow.RecordBatch, kg
 		}
 	}
 	for _, x := range dead {
-		kid := j.rows[x].kid
+		kid := j.rows.at(x).kid
 		j.removeRow(x)
 		j.releaseKeyIfEmpty(kid)
 	}
@@ -1720,8 +1718,8 @@ func (j *Join) loadPicks(upserts []*stateIn, picks [][]joinPick, what string) er
 			}
 		}
 	}
-	j.rows = growCap(j.rows, max(0, total-len(j.freeRows)))
-	j.keys = growCap(j.keys, max(0, keys-len(j.freeKeys)))
+	j.rows.reserve(max(0, total-len(j.freeRows)))
+	j.keys.reserve(max(0, keys-len(j.freeKeys)))
 	for bi, rec := range upserts {
 		if rec == nil {
 			continue

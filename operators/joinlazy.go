@@ -98,7 +98,7 @@ func (j *Join) LazyStateColumns() []string {
 // row table once each.
 func (j *Join) ReserveRows(n int) {
 	if n > 0 {
-		j.rows = slices.Grow(j.rows, n)
+		j.rows.reserve(n)
 	}
 }
 

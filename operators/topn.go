@@ -170,7 +170,7 @@ type TopN struct {
 	rows       *heldRows
 	groupIdx   keyIndex // ids of the live groups by gkey
 	karena     keyArena // the groups' gkey bytes
-	groups     []topGroup
+	groups     paged[topGroup]
 	freeGroups []int32
 	nrows      int
 	due        dueQueue
@@ -394,7 +394,7 @@ func (t *TopN) closed(end int64) bool { return satAdd(end, t.lateness) <= t.wm }
 // groupID returns the open group of gkey, creating it.
 func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
 	h := uint32(maphash.Bytes(t.groupIdx.seed, gkey))
-	if gid, ok := t.groupIdx.lookup(h, func(g int32) bool { return t.groups[g].gkey == string(gkey) }); ok {
+	if gid, ok := t.groupIdx.lookup(h, func(g int32) bool { return t.groups.at(g).gkey == string(gkey) }); ok {
 		return gid
 	}
 	if t.karena.wasteful() {
@@ -405,12 +405,11 @@ func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
 	if n := len(t.freeGroups); n > 0 {
 		gid = t.freeGroups[n-1]
 		t.freeGroups = t.freeGroups[:n-1]
-		g.listed = t.groups[gid].listed
-		g.rows = t.groups[gid].rows[:0]
-		t.groups[gid] = g
+		g.listed = t.groups.at(gid).listed
+		g.rows = t.groups.at(gid).rows[:0]
+		*t.groups.at(gid) = g
 	} else {
-		gid = int32(len(t.groups))
-		t.groups = append(t.groups, g)
+		gid = t.groups.push(g)
 	}
 	t.groupIdx.add(h, gid)
 	t.due.push(satAdd(end, t.lateness), gid)
@@ -420,7 +419,7 @@ func (t *TopN) groupID(gkey []byte, start, end int64) int32 {
 // findGroup returns the id of the live group of gkey, if there is one.
 func (t *TopN) findGroup(gkey []byte) (int32, bool) {
 	h := uint32(maphash.Bytes(t.groupIdx.seed, gkey))
-	return t.groupIdx.lookup(h, func(g int32) bool { return t.groups[g].gkey == string(gkey) })
+	return t.groupIdx.lookup(h, func(g int32) bool { return t.groups.at(g).gkey == string(gkey) })
 }
 
 // compactGroupKeys copies the gkey bytes of the live groups into a fresh
@@ -428,8 +427,8 @@ func (t *TopN) findGroup(gkey []byte) (int32, bool) {
 // referenced (tombstones, picks).
 func (t *TopN) compactGroupKeys() {
 	t.karena.compact(func(move func(string) string) {
-		for gid := range t.groups {
-			if g := &t.groups[gid]; g.live {
+		for gid := range int32(t.groups.len()) {
+			if g := t.groups.at(gid); g.live {
 				g.gkey = move(g.gkey)
 			}
 		}
@@ -442,7 +441,7 @@ func appendBounds(buf []byte, start, end int64) []byte {
 }
 
 func (t *TopN) touch(gid int32) {
-	if g := &t.groups[gid]; !g.listed {
+	if g := t.groups.at(gid); !g.listed {
 		g.listed = true
 		t.dirty = append(t.dirty, gid)
 	}
@@ -450,7 +449,7 @@ func (t *TopN) touch(gid int32) {
 
 // clearGroup releases the rows of gid (it stays open).
 func (t *TopN) clearGroup(gid int32) {
-	g := &t.groups[gid]
+	g := t.groups.at(gid)
 	for _, r := range g.rows {
 		t.rows.release(r.slot)
 	}
@@ -462,7 +461,7 @@ func (t *TopN) clearGroup(gid int32) {
 // snapshot point (track).
 func (t *TopN) dropGroup(gid int32, track bool) {
 	t.clearGroup(gid)
-	g := &t.groups[gid]
+	g := t.groups.at(gid)
 	if track && g.inBase {
 		t.tombs = append(t.tombs, topTomb{gkey: g.gkey, kg: g.kg})
 	}
@@ -589,11 +588,11 @@ func (t *TopN) ProcessInput(_ int, rec arrow.RecordBatch, sel []int32) (arrow.Re
 			return
 		}
 		seq := t.seq + int64(i)
-		if gid, ok := t.lookup(i, start, end); ok && len(t.groups[gid].rows) == t.n && !t.outranks(i, t.groups[gid].rows[t.n-1].slot) {
+		if gid, ok := t.lookup(i, start, end); ok && len(t.groups.at(gid).rows) == t.n && !t.outranks(i, t.groups.at(gid).rows[t.n-1].slot) {
 			return // not in the top N
 		}
 		gid := t.groupID(t.buf, start, end)
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		pos := sortSearch(len(g.rows), func(j int) bool { return t.outranks(i, g.rows[j].slot) })
 		if len(g.rows) == t.n {
 			t.rows.release(g.rows[t.n-1].slot)
@@ -660,7 +659,7 @@ func (t *TopN) Advance(wm int64) (arrow.RecordBatch, error) {
 	t.ids = t.due.popDue(wm, t.ids[:0])
 	due := t.ids[:0]
 	for _, gid := range t.ids {
-		if g := &t.groups[gid]; g.live && t.closed(g.end) {
+		if g := t.groups.at(gid); g.live && t.closed(g.end) {
 			due = append(due, gid)
 		}
 	}
@@ -669,8 +668,8 @@ func (t *TopN) Advance(wm int64) (arrow.RecordBatch, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	sortIDs(due, func(id int32) int64 { return t.groups[id].start }, func(id int32) string { return t.groups[id].key() },
-		func(a, b int32) int { return cmp.Compare(t.groups[a].end, t.groups[b].end) })
+	sortIDs(due, func(id int32) int64 { return t.groups.at(id).start }, func(id int32) string { return t.groups.at(id).key() },
+		func(a, b int32) int { return cmp.Compare(t.groups.at(a).end, t.groups.at(b).end) })
 	rec, err := t.buildOutput(due)
 	if err != nil {
 		return nil, fmt.Errorf("top_n %s: advance to %d: %w", t.id, wm, err)
@@ -679,13 +678,13 @@ func (t *TopN) Advance(wm int64) (arrow.RecordBatch, error) {
 	// groups dropped.
 	var slots []int32
 	for _, gid := range due {
-		for _, r := range t.groups[gid].rows {
+		for _, r := range t.groups.at(gid).rows {
 			slots = append(slots, r.slot)
 		}
 	}
 	t.rows.releaseAll(slots)
 	for _, gid := range due {
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		t.nrows -= len(g.rows)
 		g.rows = g.rows[:0]
 		t.dropGroup(gid, true)
@@ -714,7 +713,7 @@ func (t *TopN) buildOutput(gids []int32) (arrow.RecordBatch, error) {
 	rb := b.Field(t.output.NumFields() - 1).(*array.Int64Builder)
 	var slots []int32
 	for _, gid := range gids {
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		for r, row := range g.rows {
 			if err := decodeKey(g.key(), kbs); err != nil {
 				return nil, err
@@ -732,9 +731,9 @@ func (t *TopN) buildOutput(gids []int32) (arrow.RecordBatch, error) {
 // sortGroups sorts group ids in state order: key group, key bytes, start,
 // end.
 func (t *TopN) sortGroups(gids []int32) {
-	sortIDs(gids, func(id int32) int64 { return int64(t.groups[id].kg) }, func(id int32) string { return t.groups[id].key() },
+	sortIDs(gids, func(id int32) int64 { return int64(t.groups.at(id).kg) }, func(id int32) string { return t.groups.at(id).key() },
 		func(a, b int32) int {
-			ga, gb := &t.groups[a], &t.groups[b]
+			ga, gb := t.groups.at(a), t.groups.at(b)
 			return cmp.Or(cmp.Compare(ga.start, gb.start), cmp.Compare(ga.end, gb.end))
 		})
 }
@@ -760,7 +759,7 @@ func (t *TopN) buildState(gids []int32) ([]arrow.RecordBatch, error) {
 		}
 	}
 	for _, gid := range gids {
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		for _, r := range g.rows {
 			kgb.Append(g.kg)
 			if err := decodeKey(g.key(), kbs); err != nil {
@@ -781,7 +780,7 @@ func (t *TopN) buildState(gids []int32) ([]arrow.RecordBatch, error) {
 
 func (t *TopN) resetTracking() {
 	for _, gid := range t.dirty {
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		g.listed = false
 		if g.live {
 			g.inBase = true
@@ -796,7 +795,7 @@ func (t *TopN) resetTracking() {
 // groups removed since (one tombstone each). It costs O(changed groups).
 func (t *TopN) Dirty() (changed, removed int) {
 	for _, gid := range t.dirty {
-		if g := &t.groups[gid]; g.live {
+		if g := t.groups.at(gid); g.live {
 			changed += len(g.rows)
 		}
 	}
@@ -808,8 +807,8 @@ func (t *TopN) Dirty() (changed, removed int) {
 // Watermark() beside it.
 func (t *TopN) Snapshot() ([]arrow.RecordBatch, error) {
 	gids := make([]int32, 0, t.groupIdx.n)
-	for gid := range t.groups {
-		if t.groups[gid].live {
+	for gid := range int32(t.groups.len()) {
+		if t.groups.at(gid).live {
 			gids = append(gids, int32(gid))
 		}
 	}
@@ -830,7 +829,7 @@ func (t *TopN) Snapshot() ([]arrow.RecordBatch, error) {
 func (t *TopN) SnapshotDelta() (upserts, tombstones []arrow.RecordBatch, err error) {
 	var gids []int32
 	for _, gid := range t.dirty {
-		if t.groups[gid].live && len(t.groups[gid].rows) > 0 {
+		if t.groups.at(gid).live && len(t.groups.at(gid).rows) > 0 {
 			gids = append(gids, gid)
 		}
 	}
@@ -935,7 +934,7 @@ func (t *TopN) restoreRows(rec arrow.RecordBatch, picks []topPick, onGroup func(
 	for _, p := range picks {
 		gid := t.groupID([]byte(p.gkey), p.start, p.end)
 		onGroup(gid)
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		g.rows = append(g.rows, topRow{slot: t.rows.addLater(int(p.row)), seq: p.seq})
 		t.nrows++
 		t.seq = max(t.seq, p.seq+1)
@@ -956,7 +955,7 @@ func (t *TopN) ReserveRestore(rows int) {
 func (t *TopN) settle(gids map[int32]bool) error {
 	t.resetTracking()
 	for gid := range gids {
-		g := &t.groups[gid]
+		g := t.groups.at(gid)
 		if !g.live {
 			continue
 		}
