@@ -142,6 +142,9 @@ func (r *flatReader) rowGroup(g int, fn func(cols []arrow.Array, n int64) error)
 			return fmt.Errorf("row group %d column %q: %w", g, c.name, err)
 		}
 		readers = append(readers, cr)
+		if r.avgLen[i] == 0 {
+			r.avgLen[i] = chunkValueLen(rg, c.leaf)
+		}
 	}
 	for left := rg.NumRows(); left > 0; {
 		n := int(min(left, int64(r.batch)))
@@ -162,6 +165,20 @@ func (r *flatReader) rowGroup(g int, fn func(cols []arrow.Array, n int64) error)
 		}
 	}
 	return nil
+}
+
+// chunkValueLen guesses the bytes per value of a plain-encoded string
+// column chunk from its metadata before the first batch has been read (a
+// size hint for readStrings, which otherwise starts small and doubles,
+// copying, up to a file's whole column): the uncompressed size less the
+// 4-byte length of each value. 0 when unknown, as for a dictionary-encoded
+// chunk, whose size says nothing of its values'.
+func chunkValueLen(rg *file.RowGroupReader, leaf int) int {
+	md, err := rg.MetaData().ColumnChunk(leaf)
+	if err != nil || md.HasDictionaryPage() || md.NumValues() <= 0 {
+		return 0
+	}
+	return int(max(0, md.TotalUncompressedSize()/md.NumValues()-4))
 }
 
 func (r *flatReader) levels(c flatColumn, n int) []int16 {
