@@ -280,11 +280,18 @@ func (r *flatReader) readStrings(rd *file.ByteArrayColumnChunkReader, c flatColu
 		}
 		return nil, err
 	}
-	grow := func(need int) {
+	// grow makes room for need bytes, the values of the first rows rows:
+	// for all n rows at their average length so far and an eighth more
+	// (a dictionary-encoded chunk's metadata gives no estimate, and
+	// doubling from a small guess copies the column again at each step).
+	grow := func(need, rows int) {
 		if need <= cap(data) {
 			return
 		}
 		newCap := max(2*cap(data), need)
+		if rows > 0 && rows < n {
+			newCap = max(need, int(min(int64(need)*int64(n)/int64(rows)*9/8, math.MaxInt32)))
+		}
 		dataBuf.Reserve(newCap) // keeps the bytes written so far
 		data = dataBuf.Buf()[:len(data):cap(dataBuf.Buf())]
 	}
@@ -314,7 +321,7 @@ func (r *flatReader) readStrings(rd *file.ByteArrayColumnChunkReader, c flatColu
 		if len(data)+sum > math.MaxInt32 {
 			return fail(fmt.Errorf("more than 2 GiB of string data in %d rows", n))
 		}
-		grow(len(data) + sum)
+		grow(len(data)+sum, pos+int(total))
 		if defs == nil || int(total) == got {
 			for j, v := range vs {
 				data = append(data, v...)
