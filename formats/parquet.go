@@ -187,6 +187,42 @@ func (c *bufCache) put(b *bytes.Buffer) {
 	}
 }
 
+// encodeRatios remembers, per schema (its fingerprint), the encoded size
+// of the last file over its batches' bytes, for EncodeParquetPooled's first
+// reservation. A process sees few schemas; past maxRatios new ones are not
+// remembered.
+var encodeRatios ratioCache
+
+type ratioCache struct {
+	mu sync.Mutex
+	m  map[string]float64
+}
+
+const maxRatios = 256
+
+func (c *ratioCache) get(fp string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.m[fp]; ok && fp != "" {
+		return r
+	}
+	return 0.25
+}
+
+func (c *ratioCache) put(fp string, r float64) {
+	if fp == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]float64{}
+	}
+	if _, ok := c.m[fp]; ok || len(c.m) < maxRatios {
+		c.m[fp] = min(r, 1.5)
+	}
+}
+
 // EncodeParquetPooled is EncodeParquet into a reused buffer: data is valid
 // until release is called, after which the caller must not touch it (call
 // release once the bytes are written and checksummed, and only when nothing
@@ -195,13 +231,22 @@ func (c *bufCache) put(b *bytes.Buffer) {
 // release is a no-op.
 func EncodeParquetPooled(schema *arrow.Schema, batches []arrow.RecordBatch, opts EncodeOptions) (data []byte, release func(), err error) {
 	buf := encodeBufs.get()
-	// Room for a quarter of the batches' bytes: about what a compressed
-	// file needs, so the buffer grows once more at most (reserving more
-	// costs memory that is zeroed and counts as resident).
-	buf.Grow(int(min(batchBytes(batches)/4, maxCachedBytes)))
+	// Room for what the last file of this schema took per byte of its
+	// batches, and a little more (a quarter at first: about what a
+	// compressed file needs). Too little and the buffer doubles, copying
+	// the file so far (state of random payload compresses to 0.8 of its
+	// bytes: two doublings); too much costs memory that is zeroed and
+	// counts as resident.
+	raw := batchBytes(batches)
+	fp := schema.Fingerprint()
+	ratio := encodeRatios.get(fp)
+	buf.Grow(int(min(float64(raw)*ratio*1.05+4096, maxCachedBytes)))
 	if err := encodeParquet(buf, schema, batches, opts); err != nil {
 		encodeBufs.put(buf)
 		return nil, func() {}, err
+	}
+	if raw >= 1<<20 { // a small file's ratio is mostly its footer
+		encodeRatios.put(fp, float64(buf.Len())/float64(raw))
 	}
 	var once sync.Once
 	return buf.Bytes(), func() { once.Do(func() { encodeBufs.put(buf) }) }, nil

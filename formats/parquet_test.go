@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -328,5 +329,55 @@ func TestEncodeParquetPooled(t *testing.T) {
 	}
 	if _, _, err := EncodeParquetPooled(nil, nil, opts); err == nil {
 		t.Fatal("nil schema: no error")
+	}
+}
+
+// TestEncodeRatioRemembered: a large file's encoded size per byte of its
+// batches is remembered for its schema (incompressible strings: near 1, not
+// the first guess of a quarter), a small file's is not, and a file of
+// another schema starts at the first guess.
+func TestEncodeRatioRemembered(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "payload", Type: arrow.BinaryTypes.String}}, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	batch := func(n int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer b.Release()
+		buf := make([]byte, 64)
+		for range n {
+			for i := range buf {
+				buf[i] = byte(rng.Uint32())
+			}
+			b.Field(0).(*array.StringBuilder).Append(string(buf))
+		}
+		return b.NewRecordBatch()
+	}
+	fp := schema.Fingerprint()
+	encodeRatios.mu.Lock()
+	delete(encodeRatios.m, fp) // from an earlier -count
+	encodeRatios.mu.Unlock()
+	if r := encodeRatios.get(fp); r != 0.25 {
+		t.Fatalf("before any file: ratio %v, want the first guess 0.25", r)
+	}
+	encode := func(n int) {
+		rec := batch(n)
+		defer rec.Release()
+		_, release, err := EncodeParquetPooled(schema, []arrow.RecordBatch{rec}, EncodeOptions{Compression: "snappy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	encode(10)
+	if r := encodeRatios.get(fp); r != 0.25 {
+		t.Fatalf("after a small file: ratio %v, want 0.25 still", r)
+	}
+	encode(40000) // 2.7 MB of random bytes
+	r := encodeRatios.get(fp)
+	if r < 0.8 || r > 1.2 {
+		t.Fatalf("after 2.7 MB of random strings: ratio %v, want about 1", r)
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "other", Type: arrow.BinaryTypes.String}}, nil)
+	if r := encodeRatios.get(other.Fingerprint()); r != 0.25 {
+		t.Fatalf("another schema: ratio %v, want 0.25", r)
 	}
 }
