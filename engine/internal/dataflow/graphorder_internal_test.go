@@ -1,6 +1,7 @@
 package dataflow
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,71 @@ state: {url: st}
 				t.Error("top_n feeding only the sink is canonical")
 			}
 		})
+	}
+}
+
+// TestFiltersAfter: the filters a canonical stage's rows go through first
+// are the chain of filters each the only reader of the node before; a
+// project, a second reader or a sink ends the chain.
+func TestFiltersAfter(t *testing.T) {
+	const text = `
+name: p
+sources:
+  a: {type: files, url: in/a, format: jsonl, event_time: ts, schema: {id: int64, cat: int64, ts: timestamp}}
+  b: {type: files, url: in/b, format: jsonl, event_time: ts, schema: {aid: int64, price: int64, ts: timestamp}}
+stages:
+  - name: j
+    inputs: [b, a]
+    join: {left_on: [aid], right_on: [id], interval: {lower: 10s, upper: 0s}}
+  - name: f1
+    input: j
+    filter: "price > 10"
+  - name: f2
+    input: f1
+    filter: "cat != 3"
+  - name: p
+    input: f2
+    project: {cat: cat, price: price, ts: ts}
+  - name: t
+    input: p
+    top_n: {n: 2, key: [cat], order_by: [price desc], tumbling: 10s}
+  - name: t2
+    input: t
+    filter: "price > 20"
+  - name: g
+    input: t2
+    top_n: {n: 1, key: [cat], order_by: [price desc], rank_column: r2}
+  - name: h
+    input: t2
+    filter: "price > 30"
+  - name: k
+    input: h
+    top_n: {n: 1, key: [cat], order_by: [price desc], rank_column: r3}
+sinks:
+  out: {input: g, type: files, url: out, format: jsonl}
+  more: {input: k, type: files, url: more, format: jsonl}
+state: {url: st}
+`
+	p, schemas := parseGraph(t, "p.yaml", text)
+	pl, err := CompileGraph(p, schemas, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp := pl.Graph
+	names := func(ns []*Node) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	for stage, want := range map[string][]string{
+		"j": {"f1", "f2"}, // then a project
+		"t": {"t2"},       // t2 has two readers: it ends the chain, its rows are set
+		"g": nil,          // written by a sink
+	} {
+		if got := names(gp.FiltersAfter(gp.ByName[stage])); !slices.Equal(got, want) {
+			t.Errorf("FiltersAfter(%s) = %v, want %v", stage, got, want)
+		}
 	}
 }

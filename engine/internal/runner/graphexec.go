@@ -226,8 +226,11 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 	// replicated: nodes whose rows every worker holds whole (several
 	// workers, after a gather).
 	replicated := map[*dataflow.Node]bool{}
+	// ran: filters a canonical stage's rows went through before the sort
+	// (dataflow.FiltersAfter); the last one's rows are set.
+	ran := map[*dataflow.Node]bool{}
 	for _, nd := range gp.Nodes {
-		if nd.Kind == "source" || nd.AtDecode {
+		if nd.Kind == "source" || nd.AtDecode || ran[nd] {
 			continue
 		}
 		switch {
@@ -271,7 +274,25 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 			if nd.Canonical {
 				// In an order of their values only: the next keyed
 				// stage's ties then do not depend on the parallelism.
-				one, err := operators.CanonicalOrder(slices.Concat(subOut...), r.Mem)
+				// The filters right after the stage run first: the sort
+				// then orders only the rows they pass, the same way.
+				bs := slices.Concat(subOut...)
+				at, through := nd, []*dataflow.Node{nd}
+				for _, f := range gp.FiltersAfter(nd) {
+					var passed []arrow.RecordBatch
+					for _, b := range bs {
+						o, err := r.mapNode(f, b)
+						if err != nil {
+							return nil, err
+						}
+						if o.NumRows() > 0 {
+							passed = append(passed, o)
+						}
+					}
+					bs, at, ran[f] = passed, f, true
+					through = append(through, f)
+				}
+				one, err := operators.CanonicalOrder(bs, r.Mem)
 				if err != nil {
 					return nil, fmt.Errorf("stage %s: %w", nd.Name, err)
 				}
@@ -281,10 +302,12 @@ func (r *Runner) processGraph(ctx context.Context, results []*fileResult, wm int
 					if one, err = r.gather(ctx, nd, one); err != nil {
 						return nil, err
 					}
-					replicated[nd] = true
+					for _, x := range through {
+						replicated[x] = true
+					}
 				}
 				if one != nil {
-					of(nd)[r.slot0()] = append(of(nd)[r.slot0()], one)
+					of(at)[r.slot0()] = append(of(at)[r.slot0()], one)
 				}
 			} else {
 				for s := range subOut {
