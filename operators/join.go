@@ -221,6 +221,12 @@ type Join struct {
 	enc  keyEncoder
 	buf  []byte
 	tbuf []timeEnt // byTime's scratch
+	// Advance's scratch, kept between calls: the pairs in the order found
+	// and in output order, and the gather's row locations. An epoch's
+	// pairs are as many as the last one's, and growing them from nothing
+	// each time copied and faulted in their memory several times over.
+	pairs, sortedPairs []joinOut
+	locs               [2][]rowLoc
 }
 
 var _ Stateful = (*Join)(nil)
@@ -768,9 +774,11 @@ func (j *Join) Advance(wm int64) (arrow.RecordBatch, error) {
 			}
 		}
 	}
+	j.pairs = out[:0]
 	var rec arrow.RecordBatch
 	if len(out) > 0 {
 		out = j.sortOutput(out, runs)
+		j.sortedPairs = out[:0]
 		var err error
 		if rec, err = j.buildOutput(out); err != nil {
 			return nil, fmt.Errorf("join %s: advance to %d: %w", j.id, wm, err)
@@ -834,7 +842,20 @@ func (j *Join) byTime(ids []int32) {
 	if sorted {
 		return
 	}
-	slices.SortFunc(es, cmpTimeEnt)
+	if len(es) <= 24 {
+		// Mostly sorted (a key's rows arrive near time order) and short:
+		// an insertion sort with the comparison inline.
+		for i := 1; i < len(es); i++ {
+			e := es[i]
+			k := i
+			for ; k > 0 && (es[k-1].t > e.t || es[k-1].t == e.t && es[k-1].seq > e.seq); k-- {
+				es[k] = es[k-1]
+			}
+			es[k] = e
+		}
+	} else {
+		slices.SortFunc(es, cmpTimeEnt)
+	}
 	for i := range es {
 		ids[i] = es[i].id
 	}
@@ -856,6 +877,7 @@ func cmpTimeEnt(a, b timeEnt) int {
 // partner.
 func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 	var lefts, rights, newRights []int32
+	out = j.pairs[:0]
 	for _, kid := range j.pendingKeys {
 		jk := j.keys.at(kid)
 		if jk.null || len(jk.rows[0]) == 0 || len(jk.rows[1]) == 0 {
@@ -915,6 +937,7 @@ func (j *Join) intervalPairs() (out []joinOut, runs, matched []int32) {
 // one key and window sorted by left time, left seq, right time, right seq.
 func (j *Join) windowPairs(oldWm, wm int64) (out []joinOut, runs []int32) {
 	var starts []int64
+	out = j.pairs[:0]
 	var ls, rs []int32
 	for kid := range int32(j.keys.len()) {
 		jk := j.keys.at(kid)
@@ -1013,7 +1036,7 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 		}
 		return cmp.Compare(a.ls, b.ls)
 	}
-	sorted := make([]joinOut, 0, len(out))
+	sorted := slices.Grow(j.sortedPairs[:0], len(out))
 	if len(heads) < radixSortIDs {
 		slices.SortFunc(heads, full)
 		for _, h := range heads {
@@ -1057,7 +1080,10 @@ func (j *Join) sortOutput(out []joinOut, runs []int32) []joinOut {
 
 // buildOutput makes the output batch of out.
 func (j *Join) buildOutput(out []joinOut) (arrow.RecordBatch, error) {
-	locs := [2][]rowLoc{make([]rowLoc, len(out)), make([]rowLoc, len(out))}
+	for side := range 2 {
+		j.locs[side] = slices.Grow(j.locs[side][:0], len(out))[:len(out)]
+	}
+	locs := j.locs
 	for x, o := range out {
 		locs[0][x] = j.rows.at(o.l).loc
 		locs[1][x] = nullLoc

@@ -1503,6 +1503,63 @@ func BenchmarkJoinManyKeys(b *testing.B) {
 	}
 }
 
+// BenchmarkJoinIntervalAuctions is Nexmark q6's join: each epoch 6,000
+// auctions (left, a key each) and 92,000 bids (right) on the auctions of
+// the last three epochs, an interval join whose upper bound outlasts the
+// run (every auction held), one Advance an epoch.
+func BenchmarkJoinIntervalAuctions(b *testing.B) {
+	spec := intervalSpec(InnerJoin, 0, 900*time.Second, 0)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const epochs, auctions, bids = 10, 6000, 92000
+	keys := make([]string, epochs*auctions)
+	for i := range keys {
+		keys[i] = fmt.Sprint("a", i)
+	}
+	var recs [2][]arrow.RecordBatch
+	for e := range epochs {
+		left := make([]jev, auctions)
+		for i := range left {
+			left[i] = jev{ts: int64(e*1_000_000 + i*100), user: &keys[e*auctions+i], v: int64(i)}
+		}
+		right := make([]jev, bids)
+		for i := range right {
+			k := e*auctions + rng.IntN(auctions)
+			if e > 0 {
+				k = max(0, (e-2)*auctions) + rng.IntN(min(3, e+1)*auctions)
+			}
+			right[i] = jev{ts: int64(e*1_000_000 + 600_000 + rng.IntN(400_000)), user: &keys[k], w: "w"}
+		}
+		recs[0] = append(recs[0], joinBatch(b, memory.DefaultAllocator, 0, left...))
+		recs[1] = append(recs[1], joinBatch(b, memory.DefaultAllocator, 1, right...))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	out := 0
+	for range b.N {
+		j := newJoin(b, spec)
+		for e := range epochs {
+			for side := range 2 {
+				if _, err := j.ProcessInput(side, recs[side][e], nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			o, err := j.Advance(int64(e*1_000_000 + 999_999))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if o != nil {
+				out += int(o.NumRows())
+				o.Release()
+			}
+		}
+	}
+	b.ReportMetric(float64(out)/float64(b.N), "pairs/op")
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N*epochs*(auctions+bids))/cpu.Seconds(), "rows/cpu-s")
+	}
+}
+
 // TestJoinKeyArenaCompacts: a join whose keys come and go moves its held
 // keys' bytes to a fresh arena several times while it holds other keys (a
 // sliding window of two epochs; keys recur in the next epoch), and every
