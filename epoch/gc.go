@@ -30,7 +30,7 @@ func readVerified(ctx context.Context, s store.Store, ref manifest.FileRef) ([]b
 	if strings.Contains(ref.Path, "://") {
 		return nil, fmt.Errorf("read %s: absolute references are not supported by this release", ref.Path)
 	}
-	data, _, err := s.Get(ctx, ref.Path)
+	data, err := store.Read(ctx, s, ref.Path) // the checksum below, not an ETag, verifies it
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("read %s: referenced file is missing: %w", ref.Path, errors.Join(ErrCorrupt, err))
